@@ -1,0 +1,51 @@
+//! Exporting weights: a safetensors file (device-free, fp32, names like PyTorch's
+//! `state_dict`) plus a JSON of metadata, each written to a temporary file and renamed.
+
+use crate::error::torch_error;
+use crate::model::Model;
+use manifests::Diagnostic;
+use std::path::{Path, PathBuf};
+use tch::{Device, Tensor};
+
+/// Writes `model`'s weights to `path` and `metadata` next to it (`.json`); returns both
+/// paths.
+pub fn save(
+    model: &Model,
+    path: &Path,
+    metadata: &serde_json::Value,
+) -> Result<Vec<PathBuf>, Diagnostic> {
+    let mut named: Vec<(String, Tensor)> = model
+        .vs
+        .variables()
+        .into_iter()
+        .map(|(k, v)| (k, v.to_device(Device::Cpu).contiguous()))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let io = |e: std::io::Error| {
+        Diagnostic::error(
+            "pipeline::checkpoint::write_failed",
+            format!("cannot write {}: {e}", path.display()),
+        )
+        .help("check that the directory is writable")
+    };
+    cache::write_atomic_with(path, |tmp| {
+        Tensor::write_safetensors(&named, tmp)
+            .map_err(|e| std::io::Error::other(crate::error::short_message(&e)))
+    })
+    .map_err(io)?;
+    let meta_path = path.with_extension("json");
+    let text = serde_json::to_string_pretty(metadata).expect("JSON values serialise");
+    cache::write_atomic(&meta_path, text.as_bytes()).map_err(io)?;
+    Ok(vec![path.to_path_buf(), meta_path])
+}
+
+/// Reads weights written by [`save`] back into `model` (for tests and fine-tuning).
+pub fn load(model: &mut Model, path: &Path) -> Result<(), Diagnostic> {
+    model.vs.load(path).map_err(|e| {
+        torch_error(
+            "pipeline::checkpoint::read_failed",
+            &format!("cannot read {}", path.display()),
+            &e,
+        )
+    })
+}

@@ -1,0 +1,325 @@
+//! Loading a data set into tensors: CSV / CSV.gz, NPY, NPZ and safetensors; the seeded
+//! train / val / test split; and feature scaling fitted on the training split.
+//!
+//! The whole data set is held in memory (and on the device) — right for the tabular and
+//! small-image data this serves today; streaming larger sets is future work.
+
+use crate::csv::{self, CsvError};
+use crate::error::short_message;
+use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
+use pipeline_core::split::Splits;
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor};
+
+/// How a sample is named in messages: its CSV line, or its index in an array file.
+#[derive(Debug, Clone)]
+enum Origin {
+    Lines(Vec<usize>),
+    Indices,
+}
+
+/// The samples of a run, split and scaled, on one device.
+#[derive(Debug)]
+pub struct Dataset {
+    /// `N × sample_shape`, float32.
+    pub features: Tensor,
+    /// `N` class indices (int64) for classification, else `N × k` float32 targets.
+    pub labels: Tensor,
+    pub sample_shape: Vec<i64>,
+    pub splits: Splits,
+    /// The data file, for messages.
+    pub path: PathBuf,
+    origin: Origin,
+}
+
+fn data_error(code: &'static str, spec: &DataSpec, message: String, help: &str) -> Diagnostic {
+    Diagnostic::error(code, message)
+        .label_opt(spec.source.span, "data file")
+        .help(help.to_string())
+}
+
+fn read_arrays(
+    path: &Path,
+    format: DataFormat,
+    spec: &DataSpec,
+    manifest: &Manifest,
+) -> Result<(Tensor, Tensor, Origin), Diagnostic> {
+    let torch = |e: tch::TchError| {
+        data_error(
+            "pipeline::data::unreadable",
+            spec,
+            format!("cannot read {}: {}", path.display(), short_message(&e)),
+            "check that the file is a valid array file",
+        )
+    };
+    let named = |tensors: Vec<(String, Tensor)>| -> Result<(Tensor, Tensor), Diagnostic> {
+        let names: Vec<String> = tensors.iter().map(|(n, _)| n.clone()).collect();
+        let take = |name: &str, key: &str| {
+            tensors
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.shallow_clone())
+                .ok_or_else(|| {
+                    data_error(
+                        "pipeline::data::missing_array",
+                        spec,
+                        format!(
+                            "{} has no array named `{name}`; it has: {}",
+                            path.display(),
+                            names.join(", ")
+                        ),
+                        &format!("set `{key} \"…\"` in `data` to one of those names"),
+                    )
+                })
+        };
+        Ok((
+            take(&spec.features, "features")?,
+            take(&spec.labels, "labels")?,
+        ))
+    };
+    Ok(match format {
+        DataFormat::Csv => {
+            let table = csv::read(path, spec.header, &spec.label).map_err(|e| match e {
+                CsvError::Io(m) => data_error(
+                    "pipeline::data::unreadable",
+                    spec,
+                    format!("cannot read {}: {m}", path.display()),
+                    "check the file",
+                ),
+                CsvError::Line { line, message } => data_error(
+                    "pipeline::data::bad_row",
+                    spec,
+                    format!("{}:{line}: {message}", path.display()),
+                    "every row needs the same number of numeric columns",
+                ),
+                CsvError::Label(m) => data_error(
+                    "pipeline::data::bad_label_column",
+                    spec,
+                    format!("{}: {m}", path.display()),
+                    "set `label` in `data` to the label column",
+                ),
+            })?;
+            let rows = table.lines.len() as i64;
+            let features =
+                Tensor::from_slice(&table.features).reshape([rows, table.columns as i64]);
+            let labels = Tensor::from_slice(&table.labels);
+            (features, labels, Origin::Lines(table.lines))
+        }
+        DataFormat::Npy => {
+            let labels_path = manifest.resolve(Path::new(&spec.labels));
+            if !labels_path.is_file() {
+                return Err(data_error(
+                    "pipeline::data::missing_file",
+                    spec,
+                    format!("the labels file {} does not exist", labels_path.display()),
+                    "for .npy data, name the labels file: `labels \"labels.npy\"`",
+                ));
+            }
+            let features = Tensor::read_npy(path).map_err(torch)?;
+            let labels = Tensor::read_npy(&labels_path).map_err(torch)?;
+            (features, labels, Origin::Indices)
+        }
+        DataFormat::Npz => {
+            let (f, l) = named(Tensor::read_npz(path).map_err(torch)?)?;
+            (f, l, Origin::Indices)
+        }
+        DataFormat::Safetensors => {
+            let (f, l) = named(Tensor::read_safetensors(path).map_err(torch)?)?;
+            (f, l, Origin::Indices)
+        }
+    })
+}
+
+impl Dataset {
+    /// Loads the manifest's data. `classification` asks for class-index labels.
+    pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
+        let spec = &manifest.data;
+        let path = manifest.resolve(&spec.source.value);
+        if !path.is_file() {
+            return Err(Diagnostic::error(
+                "pipeline::data::missing_file",
+                format!("the data file {} does not exist", path.display()),
+            )
+            .label_opt(spec.source.span, "file not found")
+            .help(format!(
+                "paths are relative to the manifest's directory ({}){}",
+                if manifest.base_dir.as_os_str().is_empty() {
+                    "."
+                } else {
+                    manifest.base_dir.to_str().unwrap_or("?")
+                },
+                if spec.source.value.ends_with("digits.csv.gz") {
+                    "; `scripts/setup.sh` fetches the digits data"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let (features, labels, origin) = read_arrays(&path, spec.format, spec, manifest)?;
+        let n = features.size().first().copied().unwrap_or(0);
+        if n == 0 || features.dim() < 2 {
+            return Err(data_error(
+                "pipeline::data::bad_shape",
+                spec,
+                format!(
+                    "{}: features must be an array of shape (samples, …), found {:?}",
+                    path.display(),
+                    features.size()
+                ),
+                "store one row per sample",
+            ));
+        }
+        if labels.size().first().copied() != Some(n) {
+            return Err(data_error(
+                "pipeline::data::bad_shape",
+                spec,
+                format!(
+                    "{}: {n} samples of features but labels of shape {:?}",
+                    path.display(),
+                    labels.size()
+                ),
+                "features and labels need the same number of samples",
+            ));
+        }
+        let features = features.to_kind(Kind::Float);
+        let mut dataset = Dataset {
+            sample_shape: features.size()[1..].to_vec(),
+            features,
+            labels: Tensor::new(),
+            splits: Splits::new(n as usize, &spec.split),
+            path,
+            origin,
+        };
+        if let Some(i) = first_index(
+            &dataset
+                .features
+                .isfinite()
+                .logical_not()
+                .flatten(1, -1)
+                .any_dim(1, false),
+        ) {
+            return Err(data_error(
+                "pipeline::data::not_finite",
+                spec,
+                format!(
+                    "{}: {} has a NaN or infinite feature",
+                    dataset.path.display(),
+                    dataset.sample(i)
+                ),
+                "clean the data: every feature must be a finite number",
+            ));
+        }
+        dataset.labels = if classification {
+            let labels = labels.to_kind(Kind::Double).flatten(0, -1);
+            if labels.size()[0] != n {
+                return Err(data_error(
+                    "pipeline::data::bad_shape",
+                    spec,
+                    format!(
+                        "{}: class labels must be one number per sample",
+                        dataset.path.display()
+                    ),
+                    "store labels as a 1-D array",
+                ));
+            }
+            let bad = labels
+                .lt(0.0)
+                .logical_or(&labels.frac().ne(0.0))
+                .logical_or(&labels.isfinite().logical_not());
+            if let Some(i) = first_index(&bad) {
+                let value = labels.double_value(&[i as i64]);
+                return Err(data_error(
+                    "pipeline::data::bad_label",
+                    spec,
+                    format!(
+                        "{}: the label of {} is {value}, not a class index",
+                        dataset.path.display(),
+                        dataset.sample(i)
+                    ),
+                    "cross-entropy and nll need labels that are whole numbers from 0",
+                ));
+            }
+            labels.to_kind(Kind::Int64)
+        } else {
+            let labels = labels.to_kind(Kind::Float);
+            if labels.dim() == 1 {
+                labels.unsqueeze(1)
+            } else {
+                labels.flatten(1, -1)
+            }
+        };
+        dataset.scale(spec.scale);
+        Ok(dataset)
+    }
+
+    /// How sample `i` is named in messages.
+    pub fn sample(&self, i: usize) -> String {
+        match &self.origin {
+            Origin::Lines(lines) => format!("line {}", lines[i]),
+            Origin::Indices => format!("sample {i}"),
+        }
+    }
+
+    /// Scales the features with statistics of the training split only.
+    fn scale(&mut self, scale: Scale) {
+        if scale == Scale::None {
+            return;
+        }
+        let train = self
+            .features
+            .index_select(0, &index_tensor(&self.splits.train));
+        let (shift, divide) = match scale {
+            Scale::Standard => (
+                train.mean_dim(0, false, Kind::Float),
+                train.std_dim(0, false, false),
+            ),
+            Scale::MinMax => {
+                let (lo, hi) = (train.amin(0, false), train.amax(0, false));
+                let range = &hi - &lo;
+                (lo, range)
+            }
+            Scale::None => unreachable!(),
+        };
+        // Constant features are centred, not divided by zero.
+        let divide = divide.where_self(&divide.gt(1e-8), &divide.ones_like());
+        self.features = (&self.features - shift) / divide;
+    }
+
+    /// The features and labels of `split`, on `device`.
+    pub fn split(&self, split: SplitName, device: Device) -> (Tensor, Tensor) {
+        let index = index_tensor(self.splits.get(split));
+        (
+            self.features.index_select(0, &index).to_device(device),
+            self.labels.index_select(0, &index).to_device(device),
+        )
+    }
+
+    /// Checks that every class label fits the model's `classes` outputs.
+    pub fn check_classes(&self, classes: i64) -> Result<(), (usize, i64)> {
+        match first_index(&self.labels.ge(classes)) {
+            Some(i) => Err((i, self.labels.int64_value(&[i as i64]))),
+            None => Ok(()),
+        }
+    }
+
+    /// The number of targets per sample (regression) or 1 (classification).
+    pub fn target_width(&self) -> i64 {
+        if self.labels.dim() == 2 {
+            self.labels.size()[1]
+        } else {
+            1
+        }
+    }
+}
+
+/// Indices as an int64 tensor.
+pub fn index_tensor(indices: &[usize]) -> Tensor {
+    let v: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
+    Tensor::from_slice(&v)
+}
+
+/// The first index where a boolean vector is true.
+fn first_index(mask: &Tensor) -> Option<usize> {
+    let hits = mask.flatten(0, -1).nonzero();
+    (hits.size()[0] > 0).then(|| hits.int64_value(&[0, 0]) as usize)
+}

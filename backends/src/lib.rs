@@ -1,0 +1,22 @@
+//! Everything that touches libtorch (tch): devices, data, models, losses, optimizers,
+//! the training and evaluation loops, checkpoints, and the runner that executes a plan.
+//!
+//! Every failure is a [`manifests::Diagnostic`] naming the stage, the data file and line,
+//! or the manifest entry; libtorch's own messages are cut to their first line
+//! (`error.rs`), so a user never sees a C++ stack trace.
+
+pub mod checkpoint;
+mod csv;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod evaluate;
+pub mod loss;
+pub mod model;
+pub mod observer;
+pub mod optimizer;
+pub mod runner;
+pub mod train;
+
+pub use observer::{EpochRecord, Observer};
+pub use runner::{run, RunReport, StageResult, StageStatus};

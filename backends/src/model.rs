@@ -1,0 +1,275 @@
+//! The model: the manifest's layer stack built with input sizes from shape inference,
+//! parameters in one `VarStore`, named like PyTorch's `nn.Sequential` state dict
+//! (`0.weight`, `1.running_mean`, …).
+//!
+//! The forward pass uses libtorch's fallible calls only, so a mismatch that shape
+//! inference missed is an error, never a panic.
+
+use manifests::{Diagnostic, Layer, ModelSpec};
+use pipeline_core::shapes;
+use tch::nn::{self, Init};
+use tch::{Device, Kind, TchError, Tensor};
+
+#[derive(Debug)]
+enum Built {
+    Linear(nn::Linear),
+    Conv2d {
+        conv: nn::Conv2D,
+        stride: i64,
+        padding: i64,
+    },
+    MaxPool {
+        kernel: i64,
+        stride: i64,
+        padding: i64,
+    },
+    AvgPool {
+        kernel: i64,
+        stride: i64,
+        padding: i64,
+    },
+    Flatten,
+    Reshape(Vec<i64>),
+    Relu,
+    Gelu,
+    Tanh,
+    Sigmoid,
+    LogSoftmax,
+    Dropout(f64),
+    BatchNorm {
+        bn: nn::BatchNorm,
+        eps: f64,
+        momentum: f64,
+    },
+    LayerNorm {
+        ln: nn::LayerNorm,
+        eps: f64,
+    },
+    Embedding(nn::Embedding),
+}
+
+/// A built model with its parameters.
+#[derive(Debug)]
+pub struct Model {
+    pub vs: nn::VarStore,
+    layers: Vec<Built>,
+    /// The shape of one output (no batch dimension).
+    pub output_shape: Vec<i64>,
+}
+
+impl Model {
+    /// Builds `spec` for samples of `input` shape on `device`. Shape mismatches are
+    /// diagnostics on the offending layer.
+    pub fn build(spec: &ModelSpec, input: &[i64], device: Device) -> Result<Model, Diagnostic> {
+        let shapes = shapes::infer(&spec.layers, input)?;
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        for (i, (layer, x)) in spec.layers.iter().zip(&shapes).enumerate() {
+            let p = &root / i;
+            let last = *x.last().unwrap_or(&1);
+            layers.push(match &layer.layer {
+                Layer::Linear { out, bias } => Built::Linear(nn::linear(
+                    &p,
+                    last,
+                    *out,
+                    nn::LinearConfig {
+                        bias: *bias,
+                        ..Default::default()
+                    },
+                )),
+                Layer::Conv2d {
+                    out,
+                    kernel,
+                    stride,
+                    padding,
+                    bias,
+                } => Built::Conv2d {
+                    conv: nn::conv2d(
+                        &p,
+                        x[0],
+                        *out,
+                        *kernel,
+                        nn::ConvConfig {
+                            stride: *stride,
+                            padding: *padding,
+                            bias: *bias,
+                            ..Default::default()
+                        },
+                    ),
+                    stride: *stride,
+                    padding: *padding,
+                },
+                Layer::MaxPool {
+                    kernel,
+                    stride,
+                    padding,
+                } => Built::MaxPool {
+                    kernel: *kernel,
+                    stride: *stride,
+                    padding: *padding,
+                },
+                Layer::AvgPool {
+                    kernel,
+                    stride,
+                    padding,
+                } => Built::AvgPool {
+                    kernel: *kernel,
+                    stride: *stride,
+                    padding: *padding,
+                },
+                Layer::Flatten => Built::Flatten,
+                Layer::Reshape { shape } => {
+                    Built::Reshape(std::iter::once(-1).chain(shape.iter().copied()).collect())
+                }
+                Layer::Relu => Built::Relu,
+                Layer::Gelu => Built::Gelu,
+                Layer::Tanh => Built::Tanh,
+                Layer::Sigmoid => Built::Sigmoid,
+                Layer::LogSoftmax => Built::LogSoftmax,
+                Layer::Dropout { p } => Built::Dropout(*p),
+                Layer::BatchNorm { eps, momentum } => {
+                    let config = nn::BatchNormConfig {
+                        eps: *eps,
+                        momentum: *momentum,
+                        ..Default::default()
+                    };
+                    // BatchNorm1d on (N, F) / (N, C, L), BatchNorm2d on (N, C, H, W): features/channels are x[0].
+                    let bn = if x.len() == 3 {
+                        nn::batch_norm2d(&p, x[0], config)
+                    } else {
+                        nn::batch_norm1d(&p, x[0], config)
+                    };
+                    Built::BatchNorm {
+                        bn,
+                        eps: *eps,
+                        momentum: *momentum,
+                    }
+                }
+                Layer::LayerNorm { eps } => Built::LayerNorm {
+                    ln: nn::layer_norm(
+                        &p,
+                        vec![last],
+                        nn::LayerNormConfig {
+                            eps: *eps,
+                            ..Default::default()
+                        },
+                    ),
+                    eps: *eps,
+                },
+                Layer::Embedding { count, dim } => Built::Embedding(nn::embedding(
+                    &p,
+                    *count,
+                    *dim,
+                    nn::EmbeddingConfig {
+                        ws_init: Init::Randn {
+                            mean: 0.0,
+                            stdev: 1.0,
+                        },
+                        ..Default::default()
+                    },
+                )),
+            });
+        }
+        let output_shape = shapes.last().cloned().unwrap_or_default();
+        Ok(Model {
+            vs,
+            layers,
+            output_shape,
+        })
+    }
+
+    /// Applies every layer; `train` turns on dropout and batch statistics.
+    pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
+        let mut x = input.shallow_clone();
+        for layer in &self.layers {
+            x = match layer {
+                Built::Linear(l) => x.f_linear(&l.ws, l.bs.as_ref())?,
+                Built::Conv2d {
+                    conv,
+                    stride,
+                    padding,
+                } => x.f_conv2d(
+                    &conv.ws,
+                    conv.bs.as_ref(),
+                    [*stride, *stride],
+                    [*padding, *padding],
+                    [1, 1],
+                    1,
+                )?,
+                Built::MaxPool {
+                    kernel,
+                    stride,
+                    padding,
+                } => x.f_max_pool2d(
+                    [*kernel, *kernel],
+                    [*stride, *stride],
+                    [*padding, *padding],
+                    [1, 1],
+                    false,
+                )?,
+                Built::AvgPool {
+                    kernel,
+                    stride,
+                    padding,
+                } => x.f_avg_pool2d(
+                    [*kernel, *kernel],
+                    [*stride, *stride],
+                    [*padding, *padding],
+                    false,
+                    true,
+                    None,
+                )?,
+                Built::Flatten => x.f_flatten(1, -1)?,
+                Built::Reshape(shape) => x.f_reshape(shape.as_slice())?,
+                Built::Relu => x.f_relu()?,
+                Built::Gelu => x.f_gelu("none")?,
+                Built::Tanh => x.f_tanh()?,
+                Built::Sigmoid => x.f_sigmoid()?,
+                Built::LogSoftmax => x.f_log_softmax(-1, None::<Kind>)?,
+                Built::Dropout(p) => x.f_dropout(*p, train)?,
+                Built::BatchNorm { bn, eps, momentum } => Tensor::f_batch_norm(
+                    &x,
+                    bn.ws.as_ref(),
+                    bn.bs.as_ref(),
+                    Some(&bn.running_mean),
+                    Some(&bn.running_var),
+                    train,
+                    *momentum,
+                    *eps,
+                    false,
+                )?,
+                Built::LayerNorm { ln, eps } => x.f_layer_norm(
+                    ln.normalized_shape.as_slice(),
+                    ln.ws.as_ref(),
+                    ln.bs.as_ref(),
+                    *eps,
+                    false,
+                )?,
+                Built::Embedding(e) => {
+                    Tensor::f_embedding(&e.ws, &x.f_to_kind(Kind::Int64)?, -1, false, false)?
+                }
+            };
+        }
+        Ok(x)
+    }
+
+    /// Total and trainable parameter counts.
+    pub fn parameter_counts(&self) -> (i64, i64) {
+        let trainable: i64 = self
+            .vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::numel)
+            .map(|n| n as i64)
+            .sum();
+        let total: i64 = self
+            .vs
+            .variables()
+            .values()
+            .filter(|t| t.is_floating_point())
+            .map(|t| t.numel() as i64)
+            .sum();
+        (total.max(trainable), trainable)
+    }
+}

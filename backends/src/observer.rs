@@ -1,0 +1,63 @@
+//! [`Observer`]: how a run reports progress (a progress bar, plain lines, or nothing).
+//!
+//! Every method has a default that ignores the event, so an observer implements only
+//! what it shows. Events never wait on the device: `step` carries no loss.
+
+use crate::runner::StageResult;
+use manifests::StageKind;
+use serde_json::{json, Value};
+
+/// The metrics of one finished epoch of a `train` stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochRecord {
+    pub stage: String,
+    pub epoch: u64,
+    pub epochs: u64,
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+    pub val_loss: Option<f64>,
+    pub val_accuracy: Option<f64>,
+    pub lr: f64,
+    pub seconds: f64,
+    pub samples_per_second: f64,
+}
+
+impl EpochRecord {
+    /// The line written to `metrics.jsonl`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "stage": self.stage,
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "lr": self.lr,
+            "seconds": self.seconds,
+            "samples_per_second": self.samples_per_second,
+        });
+        for (key, value) in [
+            ("accuracy", self.accuracy),
+            ("val_loss", self.val_loss),
+            ("val_accuracy", self.val_accuracy),
+        ] {
+            if let Some(x) = value {
+                v[key] = json!(x);
+            }
+        }
+        v
+    }
+}
+
+pub trait Observer {
+    /// A line of information, such as the model's size.
+    fn message(&mut self, _text: &str) {}
+    fn stage_started(&mut self, _name: &str, _kind: StageKind) {}
+    fn epoch_started(&mut self, _stage: &str, _epoch: u64, _epochs: u64, _steps: u64) {}
+    /// `done` optimizer steps of the current epoch have been queued.
+    fn step(&mut self, _done: u64) {}
+    fn epoch_finished(&mut self, _record: &EpochRecord) {}
+    fn stage_finished(&mut self, _result: &StageResult) {}
+}
+
+/// An observer that shows nothing.
+pub struct Silent;
+
+impl Observer for Silent {}

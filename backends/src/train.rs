@@ -1,0 +1,176 @@
+//! The training loop of a `train` stage.
+//!
+//! Per step: gather a batch by index on the device, forward, loss, backward, optimizer
+//! step, with the learning rate from the schedule. Loss and accuracy sums stay on the
+//! device; they are read once per epoch, so the loop never waits on the device.
+
+use crate::data::{index_tensor, Dataset};
+use crate::error::{short_message, torch_error};
+use crate::evaluate::{evaluate, Scores};
+use crate::loss;
+use crate::model::Model;
+use crate::observer::{EpochRecord, Observer};
+use crate::optimizer;
+use manifests::{Diagnostic, Manifest, SplitName, StageSpec, TrainSpec};
+use pipeline_core::rng::Rng;
+use pipeline_core::schedule::LrSchedule;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// What a finished `train` stage leaves behind.
+#[derive(Debug)]
+pub struct Trained {
+    pub model: Model,
+    pub last_epoch: EpochRecord,
+    pub steps: u64,
+}
+
+/// Trains a fresh model (or a copy of `start`) as `stage` says. `log` receives every
+/// epoch's record before observers see it.
+pub fn train(
+    manifest: &Manifest,
+    data: &Dataset,
+    device: Device,
+    stage: &StageSpec,
+    spec: &TrainSpec,
+    start: Option<&Model>,
+    log: &mut dyn FnMut(&EpochRecord) -> Result<(), Diagnostic>,
+    obs: &mut dyn Observer,
+) -> Result<Trained, Diagnostic> {
+    let name = stage.name();
+    let fail = |what: &str, e: tch::TchError| {
+        torch_error(
+            "pipeline::train::failed",
+            &format!("stage `{name}`: {what}"),
+            &e,
+        )
+    };
+
+    tch::manual_seed(manifest.seed as i64);
+    let mut model = Model::build(&manifest.model, &data.sample_shape, device)?;
+    if let Some(start) = start {
+        model
+            .vs
+            .copy(&start.vs)
+            .map_err(|e| fail("cannot copy the starting weights", e))?;
+    }
+    let mut opt = optimizer::build(&manifest.optimizer, &model.vs)
+        .map_err(|e| fail("cannot build the optimizer", e))?;
+
+    let (x, y) = data.split(SplitName::Train, device);
+    let (val_x, val_y) = data.split(SplitName::Val, device);
+    let n = x.size()[0] as u64;
+    let batch = spec.batch_size.min(n.max(1));
+    let steps = if spec.drop_last {
+        n / batch
+    } else {
+        n.div_ceil(batch)
+    };
+    if steps == 0 {
+        return Err(Diagnostic::error(
+            "pipeline::train::no_steps",
+            format!(
+                "stage `{name}`: the training split has {n} samples, fewer than one batch of {}",
+                spec.batch_size
+            ),
+        )
+        .label_opt(stage.name.span, "trains on no batch")
+        .help("lower `batch-size`, or turn off `drop-last`"));
+    }
+    let schedule = LrSchedule::new(
+        &manifest.schedule,
+        manifest.optimizer.lr,
+        steps,
+        spec.epochs,
+    );
+    let mut order: Vec<usize> = (0..n as usize).collect();
+    let mut step = 0u64;
+    let mut last = None;
+
+    for epoch in 1..=spec.epochs {
+        obs.epoch_started(name, epoch, spec.epochs, steps);
+        let started = Instant::now();
+        if spec.shuffle {
+            order = (0..n as usize).collect();
+            Rng::derived(manifest.seed, epoch).shuffle(&mut order);
+        }
+        let perm = index_tensor(&order).to_device(device);
+        let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
+        let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
+        let (mut seen, mut counted) = (0i64, 0i64);
+        let mut lr = manifest.optimizer.lr;
+        for s in 0..steps {
+            let begin = (s * batch) as i64;
+            let len = (batch as i64).min(n as i64 - begin);
+            let result = (|| -> Result<(), tch::TchError> {
+                let idx = perm.f_narrow(0, begin, len)?;
+                let (xb, yb) = (x.f_index_select(0, &idx)?, y.f_index_select(0, &idx)?);
+                lr = schedule.lr_at(step);
+                opt.set_lr(lr);
+                let out = model.forward(&xb, true)?;
+                let loss = loss::compute(&manifest.loss, &out, &yb)?;
+                opt.zero_grad();
+                loss.f_backward()?;
+                opt.step();
+                tch::no_grad(|| -> Result<(), tch::TchError> {
+                    loss_sum = loss_sum.f_add(&loss.f_to_kind(Kind::Double)?.f_mul_scalar(len)?)?;
+                    if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {
+                        hits_sum = hits_sum.f_add(&hits)?;
+                        counted += count;
+                    }
+                    Ok(())
+                })
+            })();
+            result.map_err(|e| fail(&format!("epoch {epoch}, step {}", s + 1), e))?;
+            seen += len;
+            step += 1;
+            obs.step(s + 1);
+        }
+        let loss = loss_sum.double_value(&[]) / seen as f64;
+        if !loss.is_finite() {
+            return Err(Diagnostic::error("pipeline::train::diverged", format!("stage `{name}`: the training loss became {loss} in epoch {epoch}"))
+                .label_opt(stage.name.span, "diverged")
+                .help("lower `optimizer.lr`, add a warm-up (`schedule … warmup-epochs=2`), or scale the data (`scale \"standard\"`)"));
+        }
+        let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
+        let val: Option<Scores> = if val_x.size()[0] > 0 {
+            Some(
+                evaluate(&model, &manifest.loss, &val_x, &val_y, 1024)
+                    .map_err(|e| fail("validation", e))?,
+            )
+        } else {
+            None
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let record = EpochRecord {
+            stage: name.to_string(),
+            epoch,
+            epochs: spec.epochs,
+            loss,
+            accuracy,
+            val_loss: val.map(|v| v.loss),
+            val_accuracy: val.and_then(|v| v.accuracy),
+            lr,
+            seconds,
+            samples_per_second: seen as f64 / seconds.max(1e-9),
+        };
+        log(&record)?;
+        obs.epoch_finished(&record);
+        last = Some(record);
+    }
+    Ok(Trained {
+        model,
+        last_epoch: last.expect("epochs ≥ 1"),
+        steps: step,
+    })
+}
+
+/// A libtorch failure in the dry forward pass, as a diagnostic on the model.
+pub fn dry_run_error(manifest: &Manifest, e: &tch::TchError) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::model::forward_failed",
+        format!("the model fails on the data: {}", short_message(e)),
+    )
+    .label_opt(manifest.model.span, "this model")
+    .help("check the layer sizes against the data's shape")
+}

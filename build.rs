@@ -1,0 +1,20 @@
+//! Makes the `pipeline` binary find libtorch without `LD_LIBRARY_PATH`, and see CUDA.
+//!
+//! torch-sys passes `-Wl,-rpath` only to its own C++ build, so the final binary gets no
+//! rpath to `torch/lib`; and rustc links with `--as-needed`, which drops
+//! `libtorch_cuda.so` (no symbol of it is referenced), so CUDA would never be available.
+//! `DEP_TCH_LIBTORCH_LIB` reaches this script because `torch-sys` is a direct dependency.
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
+        println!(
+            "cargo:warning=DEP_TCH_LIBTORCH_LIB is not set: the binary will need LD_LIBRARY_PATH"
+        );
+        return;
+    };
+    println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{lib}");
+    if std::path::Path::new(&lib).join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+    }
+}

@@ -1,0 +1,234 @@
+//! The rules that need the whole manifest: stage names, dependencies, cycles, and which
+//! trained model each stage uses. Each rule is one function; all of them run, and every
+//! problem they find is returned.
+
+use crate::plan::stage_graph;
+use manifests::{suggest, Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::NodeIndex;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Every cross-cutting rule, in a stable order.
+pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    no_stages(manifest, &mut diags);
+    duplicate_stage_names(manifest, &mut diags);
+    unknown_dependencies(manifest, &mut diags);
+    cycles(manifest, &mut diags);
+    model_sources(manifest, &mut diags);
+    empty_eval_splits(manifest, &mut diags);
+    diags
+}
+
+fn no_stages(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    if m.stages.is_empty() {
+        diags.push(
+            Diagnostic::error(
+                "pipeline::stage::none",
+                "the manifest has no stages, so there is nothing to run",
+            )
+            .help("add a stage, for example `train { epochs 10 }`"),
+        );
+    }
+}
+
+fn duplicate_stage_names(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let mut first: BTreeMap<&str, &StageSpec> = BTreeMap::new();
+    for stage in &m.stages {
+        match first.get(stage.name()) {
+            Some(earlier) => diags.push(
+                Diagnostic::error(
+                    "pipeline::stage::duplicate_name",
+                    format!("two stages are named `{}`", stage.name()),
+                )
+                .label_opt(stage.name.span, "named again here")
+                .label_opt(earlier.name.span, "first named here")
+                .help(format!(
+                    "give the second one its own name, e.g. `{} \"{}-2\"`",
+                    stage.kind().as_str(),
+                    stage.name()
+                )),
+            ),
+            None => {
+                first.insert(stage.name(), stage);
+            }
+        }
+    }
+}
+
+fn unknown_dependencies(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let names: Vec<&str> = m.stages.iter().map(StageSpec::name).collect();
+    for stage in &m.stages {
+        for need in &stage.needs {
+            if !names.contains(&need.value.as_str()) {
+                let others: Vec<&str> = names
+                    .iter()
+                    .copied()
+                    .filter(|n| *n != stage.name())
+                    .collect();
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::stage::unknown_dependency",
+                        format!(
+                            "stage `{}` needs `{}`, which does not exist",
+                            stage.name(),
+                            need.value
+                        ),
+                    )
+                    .label_opt(need.span, "no stage has this name")
+                    .help(suggest::help_for(
+                        &need.value,
+                        "other stage",
+                        &others,
+                    )),
+                );
+            }
+        }
+    }
+}
+
+fn cycles(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let graph = stage_graph(m);
+    let mut components = tarjan_scc(&graph);
+    components.sort_by_key(|c| c.iter().map(|n| n.index()).min());
+    for component in components {
+        let start = *component
+            .iter()
+            .min_by_key(|n| n.index())
+            .expect("components are not empty");
+        let looped = component.len() > 1 || graph.contains_edge(start, start);
+        if !looped {
+            continue;
+        }
+        // The shortest path from `start` back to itself, inside the component.
+        let mut parent: BTreeMap<NodeIndex, NodeIndex> = BTreeMap::new();
+        let mut queue = VecDeque::from([start]);
+        let mut last = start;
+        'search: while let Some(n) = queue.pop_front() {
+            for next in graph.neighbors(n) {
+                if next == start {
+                    last = n;
+                    break 'search;
+                }
+                if component.contains(&next) && !parent.contains_key(&next) {
+                    parent.insert(next, n);
+                    queue.push_back(next);
+                }
+            }
+        }
+        let mut path = vec![last];
+        while let Some(p) = parent.get(path.last().expect("not empty")) {
+            path.push(*p);
+        }
+        path.reverse(); // start … last; each needs the previous one
+        let stages: Vec<&StageSpec> = path.iter().map(|n| &m.stages[graph[*n]]).collect();
+        let mut names: Vec<&str> = stages.iter().map(|s| s.name()).collect();
+        names.push(stages[0].name());
+        let mut d = Diagnostic::error(
+            "pipeline::stage::cycle",
+            format!(
+                "stages depend on each other in a cycle: {}",
+                names.join(" → ")
+            ),
+        );
+        for (i, stage) in stages.iter().enumerate() {
+            let previous = stages[(i + stages.len() - 1) % stages.len()].name();
+            let span = stage
+                .needs
+                .iter()
+                .find(|n| n.value == previous)
+                .and_then(|n| n.span);
+            d = d.label_opt(span, format!("`{}` needs `{previous}`", stage.name()));
+        }
+        diags.push(d.help("remove one of these `needs` so the stages can run in order"));
+    }
+}
+
+/// An `eval` or `checkpoint` stage takes its model from exactly one `train` stage it
+/// needs; a `train` stage may start from at most one.
+fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let trainers: Vec<&str> = m
+        .stages
+        .iter()
+        .filter(|s| s.kind() == StageKind::Train)
+        .map(StageSpec::name)
+        .collect();
+    for stage in &m.stages {
+        let sources: Vec<_> = stage
+            .needs
+            .iter()
+            .filter(|n| {
+                m.stage(&n.value)
+                    .is_some_and(|s| s.kind() == StageKind::Train)
+            })
+            .collect();
+        let kind = stage.kind().as_str();
+        match (stage.kind(), sources.len()) {
+            (StageKind::Eval | StageKind::Checkpoint, 0) => {
+                let help = match trainers.as_slice() {
+                    [] => "add a `train` stage and `needs` it".to_string(),
+                    [one] => format!("add `needs \"{one}\"`"),
+                    many => format!(
+                        "add `needs` with one of: {}",
+                        many.iter()
+                            .map(|t| format!("`{t}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::stage::no_model",
+                        format!(
+                            "{kind} stage `{}` has no model: it needs no `train` stage",
+                            stage.name()
+                        ),
+                    )
+                    .label_opt(stage.name.span, "needs a trained model")
+                    .help(help),
+                );
+            }
+            (_, n) if n > 1 => {
+                let mut d = Diagnostic::error(
+                    "pipeline::stage::ambiguous_model",
+                    format!("{kind} stage `{}` needs {n} `train` stages; it can take its model from only one", stage.name()),
+                );
+                for s in &sources {
+                    d = d.label_opt(s.span, "a train stage");
+                }
+                diags.push(d.help(
+                    "keep one `train` stage in `needs`; order the others through that stage",
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    for stage in &m.stages {
+        if let StageConfig::Eval(eval) = &stage.config {
+            let split = eval.split.value;
+            if m.data.split.fraction(split) <= 0.0 {
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::stage::empty_split",
+                        format!(
+                            "eval stage `{}` evaluates on the `{}` split, which is empty",
+                            stage.name(),
+                            split.as_str()
+                        ),
+                    )
+                    .label_opt(
+                        eval.split.span.or(stage.name.span),
+                        format!("`{}` has no samples", split.as_str()),
+                    )
+                    .help(format!(
+                        "give it a fraction in `data`, e.g. `split train=0.8 {}=0.2 …`",
+                        split.as_str()
+                    )),
+                );
+            }
+        }
+    }
+}

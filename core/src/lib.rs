@@ -1,0 +1,68 @@
+//! The core of `pipeline`: from a typed manifest to a checked plan of stages.
+//!
+//! The data flow, one module per arrow:
+//!
+//! ```text
+//! text ──parse──▶ RawManifest (spanned KDL nodes)          kdl, in manifests::lower
+//!      ──lower──▶ Manifest (typed specs, defaults, spans)  manifests::lower
+//!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs
+//!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
+//!      ──run────▶ RunReport (ran | failed, metrics)        backends::runner
+//! ```
+//!
+//! Besides the arrows, this crate holds what backends need but that does not touch
+//! libtorch, so it is tested in milliseconds: learning-rate schedules (`schedule.rs`),
+//! shape inference for the model stack (`shapes.rs`), and the seeded shuffling and
+//! splitting of samples (`rng.rs`, `split.rs`).
+
+pub mod check;
+pub mod plan;
+pub mod rng;
+pub mod schedule;
+pub mod shapes;
+pub mod split;
+
+pub use check::check;
+pub use manifests;
+pub use plan::Plan;
+
+use manifests::{Diagnostic, Manifest, Override};
+use std::path::Path;
+
+/// A manifest read from text and checked: the manifest (absent on a syntax error) and
+/// every diagnostic, in the order they were found.
+#[derive(Debug)]
+pub struct Checked {
+    pub manifest: Option<Manifest>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Checked {
+    /// The manifest, if it has no errors.
+    pub fn valid(&self) -> Option<&Manifest> {
+        if manifests::has_errors(&self.diagnostics) {
+            None
+        } else {
+            self.manifest.as_ref()
+        }
+    }
+}
+
+/// Lowers and checks manifest `text` read from `path`, with `--set` overrides applied.
+pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
+    let default_name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("pipeline")
+        .to_string();
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let lowered = manifests::lower(text, &default_name, &base_dir, overrides);
+    let mut diagnostics = lowered.diagnostics;
+    if let Some(manifest) = &lowered.manifest {
+        diagnostics.extend(check(manifest));
+    }
+    Checked {
+        manifest: lowered.manifest,
+        diagnostics,
+    }
+}

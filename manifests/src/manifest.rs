@@ -1,0 +1,365 @@
+//! The typed manifest: what `lower.rs` produces from the KDL text.
+//!
+//! Every spec has its defaults applied, so two manifests that mean the same thing are
+//! equal however they were written. Specs serialise (without their source spans) so later
+//! layers can hash them; spans are kept next to the values that diagnostics point at.
+
+use miette::SourceSpan;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A value and where it was written (`None` when it came from `--set` or a default).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Spanned<T> {
+    pub value: T,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+/// A checked, typed manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    pub name: String,
+    pub seed: u64,
+    pub data: DataSpec,
+    pub model: ModelSpec,
+    pub loss: LossSpec,
+    pub optimizer: OptimizerSpec,
+    pub schedule: ScheduleSpec,
+    pub accelerator: AcceleratorSpec,
+    pub stages: Vec<StageSpec>,
+    /// The directory relative paths in the manifest are resolved against.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+impl Manifest {
+    /// A path from the manifest, resolved against the manifest's directory.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        self.base_dir.join(path)
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&StageSpec> {
+        self.stages.iter().find(|s| s.name.value == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataFormat {
+    Csv,
+    Npy,
+    Npz,
+    Safetensors,
+}
+
+/// The CSV column that holds the label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Column {
+    First,
+    Last,
+    Index(usize),
+    Name(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    None,
+    Standard,
+    MinMax,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SplitSpec {
+    pub train: f64,
+    pub val: f64,
+    pub test: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SplitName {
+    Train,
+    Val,
+    Test,
+}
+
+impl SplitName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SplitName::Train => "train",
+            SplitName::Val => "val",
+            SplitName::Test => "test",
+        }
+    }
+}
+
+impl SplitSpec {
+    pub fn fraction(&self, split: SplitName) -> f64 {
+        match split {
+            SplitName::Train => self.train,
+            SplitName::Val => self.val,
+            SplitName::Test => self.test,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataSpec {
+    pub source: Spanned<PathBuf>,
+    pub format: DataFormat,
+    pub header: bool,
+    pub label: Column,
+    pub features: String,
+    pub labels: String,
+    pub scale: Scale,
+    pub split: SplitSpec,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+/// One layer of the model's stack.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Layer {
+    Linear {
+        out: i64,
+        bias: bool,
+    },
+    Conv2d {
+        out: i64,
+        kernel: i64,
+        stride: i64,
+        padding: i64,
+        bias: bool,
+    },
+    MaxPool {
+        kernel: i64,
+        stride: i64,
+        padding: i64,
+    },
+    AvgPool {
+        kernel: i64,
+        stride: i64,
+        padding: i64,
+    },
+    Flatten,
+    Reshape {
+        shape: Vec<i64>,
+    },
+    Relu,
+    Gelu,
+    Tanh,
+    Sigmoid,
+    LogSoftmax,
+    Dropout {
+        p: f64,
+    },
+    BatchNorm {
+        eps: f64,
+        momentum: f64,
+    },
+    LayerNorm {
+        eps: f64,
+    },
+    Embedding {
+        count: i64,
+        dim: i64,
+    },
+}
+
+impl Layer {
+    /// The layer's name as written in a manifest.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Layer::Linear { .. } => "linear",
+            Layer::Conv2d { .. } => "conv2d",
+            Layer::MaxPool { .. } => "max-pool",
+            Layer::AvgPool { .. } => "avg-pool",
+            Layer::Flatten => "flatten",
+            Layer::Reshape { .. } => "reshape",
+            Layer::Relu => "relu",
+            Layer::Gelu => "gelu",
+            Layer::Tanh => "tanh",
+            Layer::Sigmoid => "sigmoid",
+            Layer::LogSoftmax => "log-softmax",
+            Layer::Dropout { .. } => "dropout",
+            Layer::BatchNorm { .. } => "batch-norm",
+            Layer::LayerNorm { .. } => "layer-norm",
+            Layer::Embedding { .. } => "embedding",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerSpec {
+    pub layer: Layer,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelSpec {
+    pub layers: Vec<LayerSpec>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    CrossEntropy,
+    Mse,
+    BceWithLogits,
+    Nll,
+}
+
+impl LossKind {
+    /// Whether labels are class indices (and accuracy is reported).
+    pub fn is_classification(self) -> bool {
+        matches!(self, LossKind::CrossEntropy | LossKind::Nll)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LossSpec {
+    pub kind: LossKind,
+    pub label_smoothing: f64,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    Sgd,
+    Adam,
+    AdamW,
+    RmsProp,
+}
+
+/// The optimizer; keys that do not apply to `kind` keep their defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OptimizerSpec {
+    pub kind: OptimizerKind,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub nesterov: bool,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub alpha: f64,
+    pub centered: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ScheduleKind {
+    Constant,
+    Step { step_size: u64, gamma: f64 },
+    Cosine { min_lr: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleSpec {
+    pub kind: ScheduleKind,
+    pub warmup_epochs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceSpec {
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Precision {
+    #[serde(rename = "32")]
+    Fp32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AcceleratorSpec {
+    pub device: DeviceSpec,
+    pub precision: Precision,
+    pub threads: Option<u64>,
+    #[serde(skip)]
+    pub device_span: Option<SourceSpan>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageKind {
+    Train,
+    Eval,
+    Checkpoint,
+}
+
+impl StageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageKind::Train => "train",
+            StageKind::Eval => "eval",
+            StageKind::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainSpec {
+    pub epochs: u64,
+    pub batch_size: u64,
+    pub shuffle: bool,
+    pub drop_last: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalSpec {
+    pub split: Spanned<SplitName>,
+    pub batch_size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointSpec {
+    pub path: Option<PathBuf>,
+}
+
+/// What a stage does, with its kind-specific settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum StageConfig {
+    Train(TrainSpec),
+    Eval(EvalSpec),
+    Checkpoint(CheckpointSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageSpec {
+    pub name: Spanned<String>,
+    pub needs: Vec<Spanned<String>>,
+    pub config: StageConfig,
+    /// The whole stage node.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+impl StageSpec {
+    pub fn kind(&self) -> StageKind {
+        match self.config {
+            StageConfig::Train(_) => StageKind::Train,
+            StageConfig::Eval(_) => StageKind::Eval,
+            StageConfig::Checkpoint(_) => StageKind::Checkpoint,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name.value
+    }
+}

@@ -1,0 +1,841 @@
+//! The schema of the manifest language: every node and key, its type, default and
+//! one-line documentation, in one table.
+//!
+//! Lowering (`lower.rs`) is driven by this table, so a key cannot be accepted without
+//! being documented here; "did you mean" suggestions and `pipeline explain` read it too.
+//!
+//! A section's keys may be written as properties (`optimizer "adam" lr=1e-3`) or as
+//! child nodes (`optimizer "adam" { lr 1e-3 }`); positional arguments fill the keys
+//! named in [`Section::args`] in order.
+
+/// A node of the manifest: a top-level section, a stage kind, or a model layer.
+#[derive(Debug)]
+pub struct Section {
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// Keys filled by positional arguments, in order. A list-typed key takes the rest.
+    pub args: &'static [&'static str],
+    pub keys: &'static [Key],
+    /// Whether the node's children are keys or model layers.
+    pub children: Children,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Children {
+    Keys,
+    Layers,
+}
+
+/// One key of a [`Section`].
+#[derive(Debug)]
+pub struct Key {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub ty: Ty,
+    /// The value used when the key is absent; `None` means "absent" is meaningful.
+    pub default: Option<Val>,
+    pub required: bool,
+    /// When not empty: the values of the section's `kind` key this key applies to.
+    pub only_for: &'static [&'static str],
+}
+
+/// A bound of a numeric range.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    None,
+    Inclusive(f64),
+    Exclusive(f64),
+}
+
+/// The type of a key's value.
+#[derive(Debug)]
+pub enum Ty {
+    Int {
+        min: i64,
+        max: Option<i64>,
+    },
+    Float {
+        min: Bound,
+        max: Bound,
+    },
+    Bool,
+    Text,
+    /// A file path, relative to the manifest's directory.
+    Path,
+    /// One of a fixed set of strings (integers are accepted by their decimal text).
+    Choice(&'static [&'static str]),
+    /// `cpu`, `cuda`, `cuda:N` or `auto`.
+    Device,
+    /// A column: a 0-based index, a header name, `first` or `last`.
+    Column,
+    /// One or more strings (all remaining arguments).
+    Texts,
+    /// One or more positive integers (all remaining arguments).
+    Ints,
+    /// A nested section, written as a child node with its own keys.
+    Section(&'static Section),
+}
+
+/// A default value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Val {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Text(&'static str),
+}
+
+impl Ty {
+    /// Words for "what this key wants", used in type-mismatch messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Ty::Int { min, max } => match max {
+                Some(max) => format!("an integer from {min} to {max}"),
+                None => format!("an integer ≥ {min}"),
+            },
+            Ty::Float { min, max } => {
+                let lo = match min {
+                    Bound::None => None,
+                    Bound::Inclusive(v) => Some(format!("≥ {v}")),
+                    Bound::Exclusive(v) => Some(format!("> {v}")),
+                };
+                let hi = match max {
+                    Bound::None => None,
+                    Bound::Inclusive(v) => Some(format!("≤ {v}")),
+                    Bound::Exclusive(v) => Some(format!("< {v}")),
+                };
+                match (lo, hi) {
+                    (Some(lo), Some(hi)) => format!("a number {lo} and {hi}"),
+                    (Some(b), None) | (None, Some(b)) => format!("a number {b}"),
+                    (None, None) => "a number".into(),
+                }
+            }
+            Ty::Bool => "#true or #false".into(),
+            Ty::Text => "a string".into(),
+            Ty::Path => "a file path (a string)".into(),
+            Ty::Choice(choices) => format!(
+                "one of {}",
+                choices
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Ty::Device => "\"cpu\", \"cuda\", \"cuda:N\" or \"auto\"".into(),
+            Ty::Column => "a column index (from 0), a header name, \"first\" or \"last\"".into(),
+            Ty::Texts => "one or more strings".into(),
+            Ty::Ints => "one or more positive integers".into(),
+            Ty::Section(s) => format!("a `{}` block", s.name),
+        }
+    }
+}
+
+impl Section {
+    pub fn key(&self, name: &str) -> Option<&'static Key>
+    where
+        Self: 'static,
+    {
+        self.keys.iter().find(|k| k.name == name)
+    }
+
+    pub fn key_names(&self) -> Vec<&'static str> {
+        self.keys.iter().map(|k| k.name).collect()
+    }
+}
+
+// ---- helpers that keep the table below readable -------------------------------------
+
+const fn key(name: &'static str, ty: Ty, default: Option<Val>, doc: &'static str) -> Key {
+    Key {
+        name,
+        doc,
+        ty,
+        default,
+        required: false,
+        only_for: &[],
+    }
+}
+
+const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
+    Key {
+        name,
+        doc,
+        ty,
+        default: None,
+        required: true,
+        only_for: &[],
+    }
+}
+
+const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
+    k.only_for = kinds;
+    k
+}
+
+const fn int(min: i64) -> Ty {
+    Ty::Int { min, max: None }
+}
+
+const POSITIVE: Ty = Ty::Float {
+    min: Bound::Exclusive(0.0),
+    max: Bound::None,
+};
+const NON_NEGATIVE: Ty = Ty::Float {
+    min: Bound::Inclusive(0.0),
+    max: Bound::None,
+};
+const FRACTION: Ty = Ty::Float {
+    min: Bound::Inclusive(0.0),
+    max: Bound::Inclusive(1.0),
+};
+const PROBABILITY_BELOW_ONE: Ty = Ty::Float {
+    min: Bound::Inclusive(0.0),
+    max: Bound::Exclusive(1.0),
+};
+
+const fn section(
+    name: &'static str,
+    args: &'static [&'static str],
+    keys: &'static [Key],
+    doc: &'static str,
+) -> Section {
+    Section {
+        name,
+        doc,
+        args,
+        keys,
+        children: Children::Keys,
+    }
+}
+
+// ---- top-level sections -------------------------------------------------------------
+
+pub const PIPELINE: Section = section(
+    "pipeline",
+    &["name"],
+    &[required(
+        "name",
+        Ty::Text,
+        "The pipeline's name, shown in summaries and checkpoint metadata.",
+    )],
+    "Names the pipeline.",
+);
+
+pub const SEED: Section = section(
+    "seed",
+    &["value"],
+    &[key(
+        "value",
+        int(0),
+        Some(Val::Int(0)),
+        "Seed for the data split, data order, initialisation and dropout.",
+    )],
+    "The random seed that makes a run reproducible.",
+);
+
+pub const SPLIT: Section = section(
+    "split",
+    &[],
+    &[
+        key(
+            "train",
+            FRACTION,
+            Some(Val::Float(0.8)),
+            "Fraction of the samples used for training.",
+        ),
+        key(
+            "val",
+            FRACTION,
+            Some(Val::Float(0.0)),
+            "Fraction held out for validation after every epoch.",
+        ),
+        key(
+            "test",
+            FRACTION,
+            Some(Val::Float(0.2)),
+            "Fraction held out for `eval` stages.",
+        ),
+        key(
+            "seed",
+            int(0),
+            None,
+            "Seed of the shuffle before splitting (default: the pipeline's seed).",
+        ),
+    ],
+    "How the samples are shuffled and split into train / val / test.",
+);
+
+pub const DATA_FORMATS: &[&str] = &["auto", "csv", "npy", "npz", "safetensors"];
+
+pub const DATA: Section = section(
+    "data",
+    &["source"],
+    &[
+        required(
+            "source",
+            Ty::Path,
+            "The data file: .csv, .csv.gz, .npy, .npz or .safetensors (relative to the manifest).",
+        ),
+        key(
+            "format",
+            Ty::Choice(DATA_FORMATS),
+            Some(Val::Text("auto")),
+            "The file's format; `auto` goes by the file name's extension.",
+        ),
+        key(
+            "header",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "CSV only: whether the first line names the columns.",
+        ),
+        key(
+            "label",
+            Ty::Column,
+            Some(Val::Text("last")),
+            "CSV only: the column holding the label; every other column is a feature.",
+        ),
+        key(
+            "features",
+            Ty::Text,
+            Some(Val::Text("x")),
+            "NPZ / safetensors: the name of the features array.",
+        ),
+        key(
+            "labels",
+            Ty::Text,
+            Some(Val::Text("y")),
+            "NPZ / safetensors: the name of the labels array; NPY: the labels file.",
+        ),
+        key(
+            "scale",
+            Ty::Choice(&["none", "standard", "minmax"]),
+            Some(Val::Text("none")),
+            "Feature scaling, fitted on the training split only.",
+        ),
+        key(
+            "split",
+            Ty::Section(&SPLIT),
+            None,
+            "The train / val / test split.",
+        ),
+    ],
+    "Where the samples come from and how they are prepared.",
+);
+
+pub const LOSS_KINDS: &[&str] = &["cross-entropy", "mse", "bce-with-logits", "nll"];
+
+pub const LOSS: Section = section(
+    "loss",
+    &["kind"],
+    &[
+        required(
+            "kind",
+            Ty::Choice(LOSS_KINDS),
+            "The loss function; `cross-entropy` and `nll` treat labels as class indices.",
+        ),
+        only(
+            key(
+                "label-smoothing",
+                PROBABILITY_BELOW_ONE,
+                Some(Val::Float(0.0)),
+                "Label smoothing for cross-entropy.",
+            ),
+            &["cross-entropy"],
+        ),
+    ],
+    "The training objective.",
+);
+
+pub const OPTIMIZER_KINDS: &[&str] = &["sgd", "adam", "adamw", "rmsprop"];
+
+pub const OPTIMIZER: Section = section(
+    "optimizer",
+    &["kind"],
+    &[
+        required(
+            "kind",
+            Ty::Choice(OPTIMIZER_KINDS),
+            "The optimization algorithm.",
+        ),
+        key(
+            "lr",
+            POSITIVE,
+            Some(Val::Float(1e-3)),
+            "The peak learning rate (the schedule scales it).",
+        ),
+        key(
+            "weight-decay",
+            NON_NEGATIVE,
+            Some(Val::Float(0.0)),
+            "Weight decay (L2 for sgd/adam/rmsprop, decoupled for adamw).",
+        ),
+        only(
+            key(
+                "momentum",
+                FRACTION,
+                Some(Val::Float(0.0)),
+                "Momentum factor.",
+            ),
+            &["sgd", "rmsprop"],
+        ),
+        only(
+            key(
+                "nesterov",
+                Ty::Bool,
+                Some(Val::Bool(false)),
+                "Nesterov momentum (needs momentum > 0).",
+            ),
+            &["sgd"],
+        ),
+        only(
+            key(
+                "beta1",
+                PROBABILITY_BELOW_ONE,
+                Some(Val::Float(0.9)),
+                "Decay rate of the first-moment estimate.",
+            ),
+            &["adam", "adamw"],
+        ),
+        only(
+            key(
+                "beta2",
+                PROBABILITY_BELOW_ONE,
+                Some(Val::Float(0.999)),
+                "Decay rate of the second-moment estimate.",
+            ),
+            &["adam", "adamw"],
+        ),
+        only(
+            key(
+                "eps",
+                POSITIVE,
+                Some(Val::Float(1e-8)),
+                "Term added to the denominator for stability.",
+            ),
+            &["adam", "adamw", "rmsprop"],
+        ),
+        only(
+            key(
+                "alpha",
+                PROBABILITY_BELOW_ONE,
+                Some(Val::Float(0.99)),
+                "Smoothing constant of the squared-gradient average.",
+            ),
+            &["rmsprop"],
+        ),
+        only(
+            key(
+                "centered",
+                Ty::Bool,
+                Some(Val::Bool(false)),
+                "Normalise by the estimated gradient variance.",
+            ),
+            &["rmsprop"],
+        ),
+    ],
+    "How the weights are updated.",
+);
+
+pub const SCHEDULE: Section = section(
+    "schedule",
+    &["kind"],
+    &[
+        key(
+            "kind",
+            Ty::Choice(&["constant", "step", "cosine"]),
+            Some(Val::Text("constant")),
+            "The shape of the learning-rate curve after warm-up.",
+        ),
+        key(
+            "warmup-epochs",
+            int(0),
+            Some(Val::Int(0)),
+            "Epochs of linear warm-up from 0 to the peak learning rate.",
+        ),
+        only(
+            key(
+                "step-size",
+                int(1),
+                Some(Val::Int(10)),
+                "Epochs between two decays.",
+            ),
+            &["step"],
+        ),
+        only(
+            key(
+                "gamma",
+                Ty::Float {
+                    min: Bound::Exclusive(0.0),
+                    max: Bound::Inclusive(1.0),
+                },
+                Some(Val::Float(0.1)),
+                "Factor applied to the learning rate at each decay.",
+            ),
+            &["step"],
+        ),
+        only(
+            key(
+                "min-lr",
+                NON_NEGATIVE,
+                Some(Val::Float(0.0)),
+                "The learning rate at the end of the cosine curve.",
+            ),
+            &["cosine"],
+        ),
+    ],
+    "How the learning rate changes during training (per optimizer step).",
+);
+
+pub const ACCELERATOR: Section = section(
+    "accelerator",
+    &[],
+    &[
+        key(
+            "device",
+            Ty::Device,
+            Some(Val::Text("auto")),
+            "Where to train: `cpu`, `cuda`, `cuda:N`, or `auto` (CUDA when available).",
+        ),
+        key(
+            "precision",
+            Ty::Choice(&["32"]),
+            Some(Val::Text("32")),
+            "Numeric precision of weights and compute (`32`: fp32).",
+        ),
+        key(
+            "threads",
+            int(1),
+            None,
+            "CPU threads libtorch may use (default: libtorch's choice).",
+        ),
+    ],
+    "The hardware and numerics the run uses.",
+);
+
+const NEEDS_DOC: &str = "The stages that must finish first; an `eval` or `checkpoint` stage takes its model from the `train` stage it needs.";
+
+pub const TRAIN: Section = section(
+    "train",
+    &["name"],
+    &[
+        key(
+            "name",
+            Ty::Text,
+            Some(Val::Text("train")),
+            "The stage's name (letters, digits, `-` and `_`).",
+        ),
+        key(
+            "needs",
+            Ty::Texts,
+            None,
+            "Stages to run first; a `train` stage it needs gives the starting weights.",
+        ),
+        key(
+            "epochs",
+            int(1),
+            Some(Val::Int(10)),
+            "Passes over the training split.",
+        ),
+        key(
+            "batch-size",
+            int(1),
+            Some(Val::Int(32)),
+            "Samples per optimizer step.",
+        ),
+        key(
+            "shuffle",
+            Ty::Bool,
+            Some(Val::Bool(true)),
+            "Reshuffle the training split every epoch (seeded).",
+        ),
+        key(
+            "drop-last",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "Drop the last, incomplete batch of every epoch.",
+        ),
+    ],
+    "A stage that trains the model.",
+);
+
+pub const EVAL: Section = section(
+    "eval",
+    &["name"],
+    &[
+        key(
+            "name",
+            Ty::Text,
+            Some(Val::Text("eval")),
+            "The stage's name (letters, digits, `-` and `_`).",
+        ),
+        key("needs", Ty::Texts, None, NEEDS_DOC),
+        key(
+            "split",
+            Ty::Choice(&["train", "val", "test"]),
+            Some(Val::Text("test")),
+            "The split to evaluate on.",
+        ),
+        key(
+            "batch-size",
+            int(1),
+            Some(Val::Int(256)),
+            "Samples per forward pass.",
+        ),
+    ],
+    "A stage that measures a trained model's loss and accuracy.",
+);
+
+pub const CHECKPOINT: Section = section(
+    "checkpoint",
+    &["name"],
+    &[
+        key(
+            "name",
+            Ty::Text,
+            Some(Val::Text("checkpoint")),
+            "The stage's name (letters, digits, `-` and `_`).",
+        ),
+        key("needs", Ty::Texts, None, NEEDS_DOC),
+        key(
+            "path",
+            Ty::Path,
+            None,
+            "Where to write the weights (default: `<name>.safetensors` in the run directory).",
+        ),
+    ],
+    "A stage that exports a trained model's weights as safetensors plus a JSON of metadata.",
+);
+
+pub const MODEL: Section = Section {
+    name: "model",
+    doc: "The network: a stack of layers applied in order; input sizes are inferred from the data.",
+    args: &[],
+    keys: &[],
+    children: Children::Layers,
+};
+
+/// Sections written at most once at the top level, in the order the docs list them.
+pub const SECTIONS: &[&Section] = &[
+    &PIPELINE,
+    &SEED,
+    &DATA,
+    &MODEL,
+    &LOSS,
+    &OPTIMIZER,
+    &SCHEDULE,
+    &ACCELERATOR,
+];
+
+/// Stage kinds: top-level nodes that may appear many times, each a stage of the DAG.
+pub const STAGES: &[&Section] = &[&TRAIN, &EVAL, &CHECKPOINT];
+
+// ---- model layers -------------------------------------------------------------------
+
+const BIAS: Key = key(
+    "bias",
+    Ty::Bool,
+    Some(Val::Bool(true)),
+    "Whether the layer adds a learned bias.",
+);
+const NONE: &[Key] = &[];
+
+/// Every layer a `model` block may contain.
+pub const LAYERS: &[Section] = &[
+    section(
+        "linear",
+        &["out"],
+        &[required("out", int(1), "Output features."), BIAS],
+        "Fully connected layer; input features are inferred.",
+    ),
+    section(
+        "conv2d",
+        &["out", "kernel"],
+        &[
+            required("out", int(1), "Output channels."),
+            key("kernel", int(1), Some(Val::Int(3)), "Kernel size (square)."),
+            key("stride", int(1), Some(Val::Int(1)), "Stride."),
+            key(
+                "padding",
+                int(0),
+                Some(Val::Int(0)),
+                "Zero padding on each side.",
+            ),
+            BIAS,
+        ],
+        "2-D convolution over (channels, height, width) inputs; input channels are inferred.",
+    ),
+    section(
+        "max-pool",
+        &["kernel"],
+        &[
+            key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
+            key("stride", int(1), None, "Stride (default: the kernel size)."),
+            key(
+                "padding",
+                int(0),
+                Some(Val::Int(0)),
+                "Padding on each side.",
+            ),
+        ],
+        "2-D max pooling.",
+    ),
+    section(
+        "avg-pool",
+        &["kernel"],
+        &[
+            key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
+            key("stride", int(1), None, "Stride (default: the kernel size)."),
+            key(
+                "padding",
+                int(0),
+                Some(Val::Int(0)),
+                "Padding on each side.",
+            ),
+        ],
+        "2-D average pooling.",
+    ),
+    section(
+        "flatten",
+        &[],
+        NONE,
+        "Flattens every dimension but the batch.",
+    ),
+    section(
+        "reshape",
+        &["shape"],
+        &[required(
+            "shape",
+            Ty::Ints,
+            "The shape of one sample, e.g. `reshape 1 8 8`.",
+        )],
+        "Reshapes every sample (the batch dimension is kept).",
+    ),
+    section("relu", &[], NONE, "Rectified linear unit."),
+    section("gelu", &[], NONE, "Gaussian error linear unit."),
+    section("tanh", &[], NONE, "Hyperbolic tangent."),
+    section("sigmoid", &[], NONE, "Logistic sigmoid."),
+    section(
+        "log-softmax",
+        &[],
+        NONE,
+        "Log of the softmax over the last dimension (before an `nll` loss).",
+    ),
+    section(
+        "dropout",
+        &["p"],
+        &[key(
+            "p",
+            PROBABILITY_BELOW_ONE,
+            Some(Val::Float(0.5)),
+            "Probability of zeroing an element while training.",
+        )],
+        "Randomly zeroes elements while training.",
+    ),
+    section(
+        "batch-norm",
+        &[],
+        &[
+            key(
+                "eps",
+                POSITIVE,
+                Some(Val::Float(1e-5)),
+                "Added to the variance for stability.",
+            ),
+            key(
+                "momentum",
+                FRACTION,
+                Some(Val::Float(0.1)),
+                "Update rate of the running statistics.",
+            ),
+        ],
+        "Batch normalisation over features (1-D) or channels (2-D); sizes are inferred.",
+    ),
+    section(
+        "layer-norm",
+        &[],
+        &[key(
+            "eps",
+            POSITIVE,
+            Some(Val::Float(1e-5)),
+            "Added to the variance for stability.",
+        )],
+        "Layer normalisation over the last dimension.",
+    ),
+    section(
+        "embedding",
+        &["count", "dim"],
+        &[
+            required(
+                "count",
+                int(1),
+                "Number of distinct token ids (ids are 0 … count-1).",
+            ),
+            required("dim", int(1), "Size of each embedding vector."),
+        ],
+        "Maps integer token ids to learned vectors.",
+    ),
+];
+
+/// The layer schema named `name`.
+pub fn layer(name: &str) -> Option<&'static Section> {
+    LAYERS.iter().find(|l| l.name == name)
+}
+
+/// Every top-level node name: sections and stage kinds.
+pub fn top_level_names() -> Vec<&'static str> {
+    SECTIONS.iter().chain(STAGES).map(|s| s.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_sections() -> Vec<&'static Section> {
+        let mut all: Vec<&'static Section> = SECTIONS.iter().chain(STAGES).copied().collect();
+        all.extend(LAYERS.iter());
+        all.push(&SPLIT);
+        all
+    }
+
+    #[test]
+    fn every_key_is_documented_and_every_arg_is_a_key() {
+        for s in all_sections() {
+            assert!(!s.doc.is_empty(), "{} has no doc", s.name);
+            for k in s.keys {
+                assert!(!k.doc.is_empty(), "{}.{} has no doc", s.name, k.name);
+                assert!(
+                    !(k.required && k.default.is_some()),
+                    "{}.{} is required and has a default",
+                    s.name,
+                    k.name
+                );
+            }
+            for a in s.args {
+                assert!(
+                    s.key(a).is_some(),
+                    "{}: argument `{a}` is not a key",
+                    s.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn kind_specific_keys_name_real_kinds() {
+        for s in all_sections() {
+            let Some(Ty::Choice(kinds)) = s.key("kind").map(|k| &k.ty) else {
+                continue;
+            };
+            for k in s.keys {
+                for kind in k.only_for {
+                    assert!(
+                        kinds.contains(kind),
+                        "{}.{}: unknown kind {kind}",
+                        s.name,
+                        k.name
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what `pipeline` needs, idempotently, and prints the environment to build with.
+#
+#   - libtorch: PyPI torch==$TORCH_VERSION in a virtual environment outside the clone,
+#     keyed by the torch version ($PIPELINE_VENV, default ~/.cache/pipeline/venv-torch-X),
+#     so every clean clone reuses it. A marker file is written only once the install
+#     finished, so an interrupted install is redone rather than trusted.
+#   - the digits data set: `sklearn/datasets/data/digits.csv.gz` out of the scikit-learn
+#     wheel (pip download; nothing is downloaded at run time), into examples/data/.
+#
+# Usage: `source <(scripts/setup.sh --env)` or `eval "$(scripts/setup.sh --env)"`.
+# All progress goes to stderr; with --env, stdout holds only `export` lines.
+set -euo pipefail
+
+TORCH_VERSION=2.13.0
+SKLEARN_VERSION=1.6.1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${PIPELINE_CACHE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeline}
+venv=${PIPELINE_VENV:-$cache/venv-torch-$TORCH_VERSION}
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# --- libtorch --------------------------------------------------------------------------
+if [ ! -f "$venv/.pipeline-complete" ]; then
+  say "installing torch==$TORCH_VERSION into $venv (about 4.7 GB, once per machine)"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    "torch==$TORCH_VERSION" numpy >&2
+  touch "$venv/.pipeline-complete"
+fi
+torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+# --- digits data -----------------------------------------------------------------------
+digits="$root/examples/data/digits.csv.gz"
+if [ ! -f "$digits" ]; then
+  say "fetching digits.csv.gz from the scikit-learn $SKLEARN_VERSION wheel"
+  wheels="$cache/wheels"
+  mkdir -p "$wheels" "$root/examples/data"
+  "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+    --no-deps --only-binary=:all: -d "$wheels" "scikit-learn==$SKLEARN_VERSION" >&2
+  wheel=$(ls "$wheels"/scikit_learn-"$SKLEARN_VERSION"-*.whl | head -n 1)
+  "$venv/bin/python" - "$wheel" "$digits" <<'PY'
+import os, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    data = z.read("sklearn/datasets/data/digits.csv.gz")
+tmp = out + ".tmp"
+with open(tmp, "wb") as f:
+    f.write(data)
+os.replace(tmp, out)
+PY
+fi
+
+if [ "${1:-}" = "--env" ]; then
+  printf 'export LIBTORCH=%q\n' "$torch_dir"
+  printf 'export LIBTORCH_CXX11_ABI=1\n'
+  printf 'export PIPELINE_VENV=%q\n' "$venv"
+fi

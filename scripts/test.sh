@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, then formatting, lints and every test.
+# Tests build in the release profile so that libtorch's bindings are compiled once for
+# both the main job and the tests.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+eval "$(scripts/setup.sh --env)"
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+cargo test --release --workspace

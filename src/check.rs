@@ -1,0 +1,40 @@
+//! `pipeline check FILE...`: every problem in every file, exit 1 if any is an error.
+
+use crate::load::Loaded;
+use crate::render;
+use manifests::{has_errors, Override};
+use rayon::prelude::*;
+use serde_json::json;
+use std::path::PathBuf;
+
+pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
+    let loaded: Vec<Loaded> = files
+        .par_iter()
+        .map(|f| Loaded::read(f, overrides))
+        .collect();
+    let ok = loaded.iter().all(|l| !has_errors(&l.checked.diagnostics));
+    if json {
+        let diagnostics: Vec<_> = loaded
+            .iter()
+            .flat_map(|l| {
+                l.checked
+                    .diagnostics
+                    .iter()
+                    .map(|d| render::json(d, l.source.as_ref()))
+            })
+            .collect();
+        println!("{}", json!({ "ok": ok, "diagnostics": diagnostics }));
+    } else {
+        for (file, l) in files.iter().zip(&loaded) {
+            if l.report().is_some() {
+                let stages = l.checked.manifest.as_ref().map_or(0, |m| m.stages.len());
+                eprintln!(
+                    "ok: {} ({stages} stage{})",
+                    file.display(),
+                    if stages == 1 { "" } else { "s" }
+                );
+            }
+        }
+    }
+    ok
+}

@@ -1,0 +1,26 @@
+//! `pipeline graph FILE`: the stage DAG as DOT or Mermaid.
+
+use crate::load::Loaded;
+use manifests::Override;
+use pipeline_core::plan::GraphFormat;
+use pipeline_core::Plan;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Dot,
+    Mermaid,
+}
+
+pub fn run(file: &Path, overrides: &[Override], format: Format) -> bool {
+    let loaded = Loaded::read(file, overrides);
+    let Some(manifest) = loaded.report() else {
+        return false;
+    };
+    let format = match format {
+        Format::Dot => GraphFormat::Dot,
+        Format::Mermaid => GraphFormat::Mermaid,
+    };
+    print!("{}", Plan::new(manifest).render(manifest, format));
+    true
+}

@@ -1,0 +1,55 @@
+//! Reading a manifest file and checking it, for every command.
+
+use crate::render::{self, Source};
+use manifests::{Diagnostic, Manifest, Override};
+use pipeline_core::Checked;
+use std::path::Path;
+
+/// A manifest file, read and checked.
+pub struct Loaded {
+    pub source: Option<Source>,
+    pub checked: Checked,
+}
+
+impl Loaded {
+    pub fn read(path: &Path, overrides: &[Override]) -> Loaded {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let checked = pipeline_core::load(&text, path, overrides);
+                Loaded {
+                    source: Some(Source {
+                        name: path.display().to_string(),
+                        text,
+                    }),
+                    checked,
+                }
+            }
+            Err(e) => {
+                let diag = Diagnostic::error(
+                    "pipeline::manifest::unreadable",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+                .help(if path == Path::new("pipeline.kdl") {
+                    "pass the manifest's path: `pipeline run FILE`"
+                } else {
+                    "check the path"
+                });
+                Loaded {
+                    source: None,
+                    checked: Checked {
+                        manifest: None,
+                        diagnostics: vec![diag],
+                    },
+                }
+            }
+        }
+    }
+
+    /// Prints every diagnostic to stderr; returns the manifest if it has no errors.
+    pub fn report(&self) -> Option<&Manifest> {
+        for d in &self.checked.diagnostics {
+            eprint!("{}", render::human(d, self.source.as_ref()));
+        }
+        self.checked.valid()
+    }
+}
