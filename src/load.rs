@@ -48,7 +48,7 @@ impl Loaded {
     /// Prints every diagnostic to stderr; returns the manifest if it has no errors.
     pub fn report(&self) -> Option<&Manifest> {
         for d in &self.checked.diagnostics {
-            eprint!("{}", render::human(d, self.source.as_ref()));
+            eprintln!("{}", render::human(d, self.source.as_ref()));
         }
         self.checked.valid()
     }

@@ -17,7 +17,7 @@ pub fn run(file: &Path, stage: Option<&str>, overrides: &[Override], json: bool)
     };
     let source = loaded.source.as_ref();
     let fail = |d: Diagnostic| {
-        eprint!("{}", render::human(&d, source));
+        eprintln!("{}", render::human(&d, source));
         if json {
             println!(
                 "{}",
@@ -84,7 +84,7 @@ pub fn run(file: &Path, stage: Option<&str>, overrides: &[Override], json: bool)
     };
     for s in &report.stages {
         if let Some(e) = &s.error {
-            eprint!("{}", render::human(e, source));
+            eprintln!("{}", render::human(e, source));
         }
     }
     if json {

@@ -154,6 +154,9 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         .map(StageSpec::name)
         .collect();
     for stage in &m.stages {
+        if stage.needs.iter().any(|n| m.stage(&n.value).is_none()) {
+            continue; // reported as an unknown dependency
+        }
         let sources: Vec<_> = stage
             .needs
             .iter()

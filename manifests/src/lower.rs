@@ -214,9 +214,17 @@ fn show_val(v: Val) -> String {
     }
 }
 
+/// A KDL value as a user would write it (strings quoted).
+fn show_value(v: &KdlValue) -> String {
+    match v {
+        KdlValue::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
 fn show_raw(raw: Raw<'_>) -> String {
     match raw {
-        Raw::Kdl(v) => v.to_string(),
+        Raw::Kdl(v) => show_value(v),
         Raw::Set(ov) => ov.value.clone(),
     }
 }
@@ -365,7 +373,16 @@ impl<'a> Lowerer<'a> {
                                 .help(format!("write `{name} <value>`")),
                             );
                         }
-                        raws.insert(key.name, (values, Some(child.span())));
+                        // The key's span runs from its name to its last value (the node's own span
+                        // takes in the whitespace after it).
+                        let start = child.name().span().offset();
+                        let end = child
+                            .entries()
+                            .last()
+                            .map_or(start + child.name().span().len(), |e| {
+                                e.span().offset() + e.span().len()
+                            });
+                        raws.insert(key.name, (values, Some((start, end - start).into())));
                     }
                 }
             }
@@ -386,7 +403,7 @@ impl<'a> Lowerer<'a> {
                     let span = raws.get(key.name).and_then(|r| r.1);
                     let values = vec![RawEntry {
                         raw: Raw::Set(ov),
-                        span: None,
+                        span,
                     }];
                     raws.insert(key.name, (values, span));
                 }
@@ -445,11 +462,11 @@ impl<'a> Lowerer<'a> {
             }
             match raws.get(key.name) {
                 Some((entries, span)) => {
-                    if let Some(v) = self.convert(key, entries, *span, display) {
+                    if let Some(v) = self.convert(section, key, entries, *span, display) {
                         fields.values.insert(key.name, (v, *span));
                     }
                 }
-                None if key.required => {
+                None if key.required && node.is_some() => {
                     let mut d = Diagnostic::error(
                         "pipeline::manifest::missing_key",
                         format!("`{display}` needs `{}`", key.name),
@@ -491,6 +508,7 @@ impl<'a> Lowerer<'a> {
     /// Checks the raw entries of one key against its type.
     fn convert(
         &mut self,
+        section: &'static Section,
         key: &'static Key,
         entries: &[RawEntry<'a>],
         key_span: Option<SourceSpan>,
@@ -523,7 +541,7 @@ impl<'a> Lowerer<'a> {
                             ints.push(*i as i64)
                         }
                         _ => {
-                            self.bad_value(&what, key, entry, &v.to_string(), display);
+                            self.bad_value(section, &what, key, entry, &show_value(&v));
                             return None;
                         }
                     }
@@ -561,7 +579,7 @@ impl<'a> Lowerer<'a> {
             (Ty::Int { min, max }, KdlValue::Integer(i)) => {
                 let ok = *i >= *min as i128 && max.is_none_or(|m| *i <= m as i128);
                 if !ok {
-                    self.out_of_range(&what, key, entry, display);
+                    self.out_of_range(section, &what, key, entry);
                     return None;
                 }
                 Some(Value::Int(*i as i64))
@@ -573,7 +591,7 @@ impl<'a> Lowerer<'a> {
                     _ => unreachable!(),
                 };
                 if !f.is_finite() || !in_bounds(f, *min, *max) {
-                    self.out_of_range(&what, key, entry, display);
+                    self.out_of_range(section, &what, key, entry);
                     return None;
                 }
                 Some(Value::Float(f))
@@ -634,7 +652,7 @@ impl<'a> Lowerer<'a> {
             _ => None,
         };
         if converted.is_none() {
-            self.bad_value(&what, key, &entry, &show_raw(entry.raw), display);
+            self.bad_value(section, &what, key, &entry, &show_raw(entry.raw));
         }
         converted
     }
@@ -652,11 +670,11 @@ impl<'a> Lowerer<'a> {
 
     fn bad_value(
         &mut self,
+        section: &Section,
         what: &str,
         key: &Key,
         entry: &RawEntry<'_>,
         found: &str,
-        _display: &str,
     ) {
         self.diags.push(
             Diagnostic::error(
@@ -668,11 +686,11 @@ impl<'a> Lowerer<'a> {
                 ),
             )
             .label_opt(entry.span, format!("expected {}", key.ty.describe()))
-            .help(example_help(key)),
+            .help(example_help(section, key)),
         );
     }
 
-    fn out_of_range(&mut self, what: &str, key: &Key, entry: RawEntry<'_>, _display: &str) {
+    fn out_of_range(&mut self, section: &Section, what: &str, key: &Key, entry: RawEntry<'_>) {
         self.diags.push(
             Diagnostic::error(
                 "pipeline::manifest::out_of_range",
@@ -683,7 +701,7 @@ impl<'a> Lowerer<'a> {
                 ),
             )
             .label_opt(entry.span, format!("must be {}", key.ty.describe()))
-            .help(example_help(key)),
+            .help(example_help(section, key)),
         );
     }
 
@@ -745,13 +763,17 @@ fn set_suffix(raw: Raw<'_>) -> String {
     }
 }
 
-fn example_help(key: &Key) -> String {
+fn example_help(section: &Section, key: &Key) -> String {
+    let written = if section.args.first() == Some(&key.name) {
+        section.name
+    } else {
+        key.name
+    };
     match key.default {
         Some(v) => format!(
-            "`{}` takes {}, for example `{} {}`",
+            "`{}` takes {}, for example `{written} {}`",
             key.name,
             key.ty.describe(),
-            key.name,
             show_val(v)
         ),
         None => format!("`{}` takes {}", key.name, key.ty.describe()),
@@ -1173,7 +1195,12 @@ impl<'a> Lowerer<'a> {
                     )),
                 );
             }
-            let f = self.read(Some(child), section, &["model".into(), i.to_string()], name);
+            let f = self.read(
+                Some(child),
+                section,
+                &["model".into(), i.to_string()],
+                &format!("model.{name}"),
+            );
             let stride = |f: &Fields| f.opt_int("stride").unwrap_or_else(|| f.int("kernel"));
             let layer = match name {
                 "linear" => Layer::Linear {
@@ -1225,7 +1252,7 @@ impl<'a> Lowerer<'a> {
                 span: Some(child.span()),
             });
         }
-        if layers.is_empty() {
+        if layers.is_empty() && node.children().is_none_or(|c| c.nodes().is_empty()) {
             self.diags.push(
                 Diagnostic::error("pipeline::model::empty", "the model has no layers")
                     .label(node.name().span(), "empty model")

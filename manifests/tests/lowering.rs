@@ -1,0 +1,396 @@
+//! Span-exact tests of every diagnostic lowering reports, and of what lowering builds.
+
+use manifests::*;
+use std::path::Path;
+
+const BASE: &str = r#"
+data { source "d.csv" }
+model { linear 10 }
+loss "cross-entropy"
+optimizer "adam"
+train
+"#;
+
+/// (code, message, the text under the primary label) of every diagnostic.
+fn diags_with(src: &str, overrides: &[&str]) -> Vec<(&'static str, String, String)> {
+    let overrides: Vec<Override> = overrides
+        .iter()
+        .map(|o| Override::parse(o).unwrap())
+        .collect();
+    let lowered = lower(src, "test", Path::new(""), &overrides);
+    lowered
+        .diagnostics
+        .into_iter()
+        .map(|d| {
+            let text = d.labels.first().map_or(String::new(), |l| {
+                src[l.span.offset()..l.span.offset() + l.span.len()].to_string()
+            });
+            (d.code, d.message, text)
+        })
+        .collect()
+}
+
+fn diags(src: &str) -> Vec<(&'static str, String, String)> {
+    diags_with(src, &[])
+}
+
+fn one(src: &str) -> (&'static str, String, String) {
+    let all = diags(src);
+    assert_eq!(all.len(), 1, "expected one diagnostic, got {all:#?}");
+    all.into_iter().next().unwrap()
+}
+
+fn manifest(src: &str, overrides: &[&str]) -> Manifest {
+    let overrides: Vec<Override> = overrides
+        .iter()
+        .map(|o| Override::parse(o).unwrap())
+        .collect();
+    let lowered = lower(src, "test", Path::new("/m"), &overrides);
+    assert!(lowered.diagnostics.is_empty(), "{:#?}", lowered.diagnostics);
+    lowered.manifest.unwrap()
+}
+
+#[test]
+fn the_base_manifest_is_clean_and_defaults_are_applied() {
+    let m = manifest(BASE, &[]);
+    assert_eq!(m.name, "test");
+    assert_eq!(m.seed, 0);
+    assert_eq!(m.data.format, DataFormat::Csv);
+    assert_eq!(m.data.label, Column::Last);
+    assert_eq!(
+        m.data.split,
+        SplitSpec {
+            train: 0.8,
+            val: 0.0,
+            test: 0.2,
+            seed: 0
+        }
+    );
+    assert_eq!(m.optimizer.lr, 1e-3);
+    assert_eq!(m.stages.len(), 1);
+    assert_eq!(m.stages[0].name.value, "train");
+    assert_eq!(
+        m.stages[0].config,
+        StageConfig::Train(TrainSpec {
+            epochs: 10,
+            batch_size: 32,
+            shuffle: true,
+            drop_last: false
+        })
+    );
+    assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));
+}
+
+#[test]
+fn properties_and_child_nodes_mean_the_same_and_defaults_written_out_change_nothing() {
+    let a = manifest(BASE, &[]);
+    let b = manifest(
+        &BASE
+            .replace(
+                r#"optimizer "adam""#,
+                "optimizer {\n kind \"adam\"\n lr 0.001\n}",
+            )
+            .replace("train\n", "train \"train\" epochs=10 batch-size=32\n"),
+        &[],
+    );
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+#[test]
+fn syntax_errors_point_at_the_text() {
+    let all = diags("data {\n");
+    assert_eq!(
+        all[0],
+        (
+            "pipeline::manifest::syntax",
+            "syntax error: No closing '}' for child block".into(),
+            "{".into()
+        )
+    );
+}
+
+#[test]
+fn unknown_nodes_and_keys_suggest_the_closest_name() {
+    let src = format!("{BASE}optimiser \"sgd\"\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::unknown_node",
+            "unknown node `optimiser`".into(),
+            "optimiser".into()
+        )
+    );
+    let src = BASE.replace("train\n", "train {\n    epocs 3\n}\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::unknown_key",
+            "unknown key `epocs` in `train`".into(),
+            "epocs".into()
+        )
+    );
+    let lowered = lower(&src, "t", Path::new(""), &[]);
+    assert_eq!(
+        lowered.diagnostics[0].help.as_deref(),
+        Some("did you mean `epochs`?")
+    );
+    let src = BASE.replace("model { linear 10 }", "model { lineer 10 }");
+    let (code, message, text) = one(&src);
+    assert_eq!(
+        (code, message.as_str(), text.as_str()),
+        (
+            "pipeline::model::unknown_layer",
+            "unknown layer `lineer`",
+            "lineer"
+        )
+    );
+}
+
+#[test]
+fn out_of_range_values_are_errors_on_the_value() {
+    let src = BASE.replace(r#"optimizer "adam""#, r#"optimizer "adam" lr=-0.1"#);
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::out_of_range",
+            "`optimizer.lr` is out of range: -0.1".into(),
+            "lr=-0.1".into()
+        )
+    );
+    let src = BASE.replace(
+        "model { linear 10 }",
+        "model {\n    dropout 1.5\n    linear 10\n}",
+    );
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::out_of_range",
+            "`model.dropout.p` is out of range: 1.5".into(),
+            "1.5".into()
+        )
+    );
+    let src = BASE.replace("train\n", "train batch-size=0\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::out_of_range",
+            "`train.batch-size` is out of range: 0".into(),
+            "batch-size=0".into()
+        )
+    );
+}
+
+#[test]
+fn wrong_types_name_what_was_expected() {
+    let src = BASE.replace("train\n", "train epochs=\"ten\"\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::wrong_type",
+            "`train.epochs` must be an integer ≥ 1, found \"ten\"".into(),
+            "epochs=\"ten\"".into()
+        )
+    );
+    let src = BASE.replace("train\n", "train epochs=2.5\n");
+    assert_eq!(one(&src).0, "pipeline::manifest::wrong_type");
+    let src = BASE.replace("train\n", "train shuffle=1\n");
+    assert_eq!(
+        one(&src).1,
+        "`train.shuffle` must be #true or #false, found 1"
+    );
+}
+
+#[test]
+fn unknown_choices_suggest_the_closest_value() {
+    let src = BASE.replace(r#"optimizer "adam""#, r#"optimizer "adamm""#);
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::unknown_value",
+            "`adamm` is not a valid `optimizer.kind`".into(),
+            "\"adamm\"".into()
+        )
+    );
+    let src = format!("{BASE}accelerator {{\n    device \"gpu\"\n}}\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::unknown_value",
+            "`gpu` is not a device".into(),
+            "\"gpu\"".into()
+        )
+    );
+}
+
+#[test]
+fn duplicates_and_missing_pieces() {
+    let src = BASE.replace(r#"optimizer "adam""#, "optimizer \"adam\" lr=0.1 lr=0.2");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::duplicate_key",
+            "`optimizer.lr` is given twice".into(),
+            "lr=0.2".into()
+        )
+    );
+    let src = format!("{BASE}loss \"mse\"\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::duplicate_section",
+            "`loss` is given twice".into(),
+            "loss".into()
+        )
+    );
+    let src = BASE.replace(r#"data { source "d.csv" }"#, "data { scale \"standard\" }");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::missing_key",
+            "`data` needs `source`".into(),
+            "data".into()
+        )
+    );
+    let src = BASE.replace("loss \"cross-entropy\"\n", "");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::missing_section",
+            "the manifest has no `loss`".into(),
+            String::new()
+        )
+    );
+    let src = BASE.replace("model { linear 10 }", "model");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::model::empty",
+            "the model has no layers".into(),
+            "model".into()
+        )
+    );
+    let src = BASE.replace("model { linear 10 }", "model { linear 10 20 }");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::manifest::too_many_arguments",
+            "too many arguments for `model.linear`".into(),
+            "20".into()
+        )
+    );
+}
+
+#[test]
+fn cross_field_rules_label_every_entry_involved() {
+    let src = BASE.replace(
+        r#"data { source "d.csv" }"#,
+        "data {\n    source \"d.csv\"\n    split train=0.8 test=0.3\n}",
+    );
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::data::bad_split",
+            "the split fractions add up to 1.1, not 1".into(),
+            "split train=0.8 test=0.3".into()
+        )
+    );
+    let src = BASE.replace(r#"optimizer "adam""#, r#"optimizer "sgd" nesterov=#true"#);
+    let lowered = lower(&src, "t", Path::new(""), &[]);
+    let d = &lowered.diagnostics[0];
+    assert_eq!(d.code, "pipeline::optimizer::nesterov_without_momentum");
+    assert_eq!(
+        d.labels.len(),
+        1,
+        "momentum was not written, so only nesterov is labelled"
+    );
+    let src = BASE.replace(
+        r#"data { source "d.csv" }"#,
+        r#"data { source "d.parquet" }"#,
+    );
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::data::unknown_format",
+            "cannot tell the format of `d.parquet` from its name".into(),
+            "source \"d.parquet\"".into()
+        )
+    );
+}
+
+#[test]
+fn keys_for_another_kind_are_warnings() {
+    let src = BASE.replace(r#"optimizer "adam""#, r#"optimizer "adam" momentum=0.9"#);
+    let lowered = lower(&src, "t", Path::new(""), &[]);
+    let d = &lowered.diagnostics[0];
+    assert_eq!(
+        (d.code, d.severity),
+        ("pipeline::manifest::ignored_key", Severity::Warning)
+    );
+    assert_eq!(d.message, "`optimizer.momentum` has no effect with `adam`");
+    assert!(!has_errors(&lowered.diagnostics));
+}
+
+#[test]
+fn every_problem_is_reported_not_only_the_first() {
+    let src = "data { source \"d.csv\"; scale \"x\" }\nmodel { relu 1 }\nloss \"l1\"\noptimizer \"adam\" lr=0\ntrain epochs=0\n";
+    let codes: Vec<_> = diags(src).into_iter().map(|d| d.0).collect();
+    assert_eq!(
+        codes,
+        [
+            "pipeline::manifest::unknown_value",
+            "pipeline::manifest::unknown_value",
+            "pipeline::manifest::out_of_range",
+            "pipeline::manifest::too_many_arguments",
+            "pipeline::manifest::out_of_range",
+        ]
+    );
+}
+
+#[test]
+fn overrides_replace_values_and_are_checked_like_the_file() {
+    let m = manifest(
+        BASE,
+        &[
+            "optimizer.lr=3e-4",
+            "train.epochs=2",
+            "seed=7",
+            "data.split.val=0.1",
+            "data.split.test=0.1",
+            "optimizer=sgd",
+        ],
+    );
+    assert_eq!(m.optimizer.lr, 3e-4);
+    assert_eq!(m.optimizer.kind, OptimizerKind::Sgd);
+    assert_eq!(m.seed, 7);
+    assert_eq!(m.data.split.val, 0.1);
+    assert_eq!(m.data.split.seed, 7);
+    let StageConfig::Train(t) = &m.stages[0].config else {
+        panic!()
+    };
+    assert_eq!(t.epochs, 2);
+
+    let src = BASE.replace(r#"optimizer "adam""#, r#"optimizer "adam" lr=0.1"#);
+    assert_eq!(
+        diags_with(&src, &["optimizer.lr=-1"]),
+        [(
+            "pipeline::manifest::out_of_range",
+            "`optimizer.lr` is out of range: -1 (from --set optimizer.lr=-1)".into(),
+            "lr=0.1".into()
+        )]
+    );
+    assert_eq!(
+        diags_with(BASE, &["optimizer.lrr=1"])[0].1,
+        "--set optimizer.lrr=1: `optimizer` has no key `lrr`"
+    );
+    assert_eq!(
+        diags_with(BASE, &["trian.epochs=1"])[0].1,
+        "--set trian.epochs=1: there is no section or stage `trian`"
+    );
+    assert_eq!(
+        diags_with(BASE, &["model.linear=1"])[0].0,
+        "pipeline::manifest::unknown_override"
+    );
+}
