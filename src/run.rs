@@ -4,7 +4,6 @@ use crate::load::Loaded;
 use crate::progress::{self, percent};
 use crate::render;
 use backends::{RunReport, StageStatus};
-use cache::RunDir;
 use manifests::{suggest, Diagnostic, Override};
 use pipeline_core::Plan;
 use serde_json::json;
@@ -45,26 +44,6 @@ pub fn run(file: &Path, stage: Option<&str>, overrides: &[Override], json: bool)
         },
     };
 
-    let base = if manifest.base_dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        manifest.base_dir.as_path()
-    };
-    let run_dir = match RunDir::create(base) {
-        Ok(d) => d,
-        Err(e) => {
-            return fail(
-                Diagnostic::error(
-                    "pipeline::run::write_failed",
-                    format!(
-                        "cannot create a run directory under {}: {e}",
-                        base.join(".pipeline").display()
-                    ),
-                )
-                .help("check that the manifest's directory is writable"),
-            )
-        }
-    };
     let mut hashed = source.map(|s| s.text.clone()).unwrap_or_default();
     for o in overrides {
         hashed += &format!("\n--set {o}");
@@ -72,13 +51,7 @@ pub fn run(file: &Path, stage: Option<&str>, overrides: &[Override], json: bool)
     let manifest_hash = cache::hash_bytes(hashed.as_bytes());
 
     let mut observer = progress::for_stderr(json);
-    let report = match backends::run(
-        manifest,
-        &order,
-        &run_dir,
-        &manifest_hash,
-        observer.as_mut(),
-    ) {
+    let report = match backends::run(manifest, &order, &manifest_hash, observer.as_mut()) {
         Ok(r) => r,
         Err(d) => return fail(d),
     };

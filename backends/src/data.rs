@@ -201,11 +201,7 @@ impl Dataset {
             return Err(data_error(
                 "pipeline::data::not_finite",
                 spec,
-                format!(
-                    "{}: {} has a NaN or infinite feature",
-                    dataset.path.display(),
-                    dataset.sample(i)
-                ),
+                format!("{}: a feature is NaN or infinite", dataset.at(i)),
                 "clean the data: every feature must be a finite number",
             ));
         }
@@ -231,11 +227,7 @@ impl Dataset {
                 return Err(data_error(
                     "pipeline::data::bad_label",
                     spec,
-                    format!(
-                        "{}: the label of {} is {value}, not a class index",
-                        dataset.path.display(),
-                        dataset.sample(i)
-                    ),
+                    format!("{}: label {value} is not a class index", dataset.at(i)),
                     "cross-entropy and nll need labels that are whole numbers from 0",
                 ));
             }
@@ -252,11 +244,11 @@ impl Dataset {
         Ok(dataset)
     }
 
-    /// How sample `i` is named in messages.
-    pub fn sample(&self, i: usize) -> String {
+    /// Where sample `i` is, for messages: `file:line` for CSV, else `file, sample i`.
+    pub fn at(&self, i: usize) -> String {
         match &self.origin {
-            Origin::Lines(lines) => format!("line {}", lines[i]),
-            Origin::Indices => format!("sample {i}"),
+            Origin::Lines(lines) => format!("{}:{}", self.path.display(), lines[i]),
+            Origin::Indices => format!("{}, sample {i}", self.path.display()),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod observer;
 pub mod optimizer;
 pub mod runner;
+pub mod session;
 pub mod train;
 
 pub use observer::{EpochRecord, Observer};

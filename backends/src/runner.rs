@@ -5,21 +5,20 @@
 //! that do not depend on it still run, and everything written before stays on disk.
 
 use crate::checkpoint;
-use crate::data::Dataset;
 use crate::device;
 use crate::error::torch_error;
 use crate::evaluate::evaluate;
-use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
-use crate::train::{dry_run_error, train, Trained};
+use crate::session::Session;
+use crate::train::{train, Trained};
 use cache::{MetricsLog, RunDir};
-use manifests::{Diagnostic, Manifest, SplitName, StageConfig, StageKind, StageSpec};
+use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
-use tch::{Device, Kind};
+use tch::Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -57,9 +56,7 @@ impl RunReport {
 
 /// What the stages of one run share.
 struct Context<'a> {
-    manifest: &'a Manifest,
-    data: Dataset,
-    device: Device,
+    session: Session<'a>,
     run_dir: &'a RunDir,
     manifest_hash: &'a str,
     log: MetricsLog,
@@ -72,65 +69,6 @@ fn write_failed(path: &std::path::Path, e: std::io::Error) -> Diagnostic {
         format!("cannot write {}: {e}", path.display()),
     )
     .help("check that the directory is writable and the disk is not full")
-}
-
-/// Checks the model against the data before any training: shapes (by inference, then a
-/// forward pass on two samples), the loss on that output, and the label range.
-fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, i64), Diagnostic> {
-    let model = Model::build(&manifest.model, &data.sample_shape, device)?;
-    let last_layer = manifest.model.layers.last().and_then(|l| l.span);
-    let out_shape = &model.output_shape;
-    let (x, y) = data.split(SplitName::Train, device);
-    let (xb, yb) = (
-        x.narrow(0, 0, x.size()[0].min(2)),
-        y.narrow(0, 0, y.size()[0].min(2)),
-    );
-    let out = model
-        .forward(&xb, false)
-        .map_err(|e| dry_run_error(manifest, &e))?;
-    let outputs = match out_shape.as_slice() {
-        [k] => *k,
-        other => {
-            return Err(Diagnostic::error("pipeline::model::output_shape", format!("the model's output has shape {other:?} per sample; a loss needs one vector per sample"))
-                .label_opt(last_layer, "last layer")
-                .help("add `flatten` before the last `linear`"))
-        }
-    };
-    if manifest.loss.kind.is_classification() {
-        if let Err((i, label)) = data.check_classes(outputs) {
-            return Err(Diagnostic::error(
-                "pipeline::data::label_out_of_range",
-                format!("{}: the label of {} is {label}, but the model has {outputs} outputs (classes 0 … {})", data.path.display(), data.sample(i), outputs - 1),
-            )
-            .label_opt(last_layer, format!("{outputs} outputs"))
-            .label_opt(manifest.data.source.span, "labels from here")
-            .help(format!("make the last layer `linear {}` or larger, or fix the label", label + 1)));
-        }
-    } else if data.target_width() != outputs {
-        return Err(Diagnostic::error(
-            "pipeline::model::output_size",
-            format!(
-                "the model has {outputs} outputs per sample but the data has {} targets",
-                data.target_width()
-            ),
-        )
-        .label_opt(last_layer, format!("{outputs} outputs"))
-        .label_opt(manifest.loss.span, "regression loss")
-        .help(format!(
-            "make the last layer `linear {}`",
-            data.target_width()
-        )));
-    }
-    let _loss = crate::loss::compute(&manifest.loss, &out, &yb).map_err(|e| {
-        torch_error(
-            "pipeline::loss::mismatch",
-            "the loss cannot compare the model's output with the labels",
-            &e,
-        )
-        .label_opt(manifest.loss.span, "this loss")
-        .help("check the last layer's size and the kind of loss")
-    })?;
-    Ok(model.parameter_counts())
 }
 
 /// The `train` stage that `stage` takes its model from, if any.
@@ -149,7 +87,7 @@ impl Context<'_> {
         index: usize,
         obs: &mut dyn Observer,
     ) -> Result<(BTreeMap<String, f64>, Vec<PathBuf>), Diagnostic> {
-        let manifest = self.manifest;
+        let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
         let source = model_source(manifest, stage);
         let mut metrics = BTreeMap::new();
@@ -162,16 +100,7 @@ impl Context<'_> {
                     log.append(&r.to_json().to_string())
                         .map_err(|e| write_failed(&path, e))
                 };
-                let trained = train(
-                    manifest,
-                    &self.data,
-                    self.device,
-                    stage,
-                    spec,
-                    start,
-                    &mut write,
-                    obs,
-                )?;
+                let trained = train(&self.session, stage, spec, start, &mut write, obs)?;
                 let last = &trained.last_epoch;
                 metrics.insert("loss".into(), last.loss);
                 metrics.insert("epochs".into(), last.epoch as f64);
@@ -191,7 +120,7 @@ impl Context<'_> {
             StageConfig::Eval(spec) => {
                 let trained = &self.trained
                     [&source.expect("check ensures an eval stage needs a train stage")];
-                let (x, y) = self.data.split(spec.split.value, self.device);
+                let (x, y) = self.session.split(spec.split.value);
                 let scores = evaluate(
                     &trained.model,
                     &manifest.loss,
@@ -250,7 +179,7 @@ impl Context<'_> {
                     "metrics": source_metrics,
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
                     "model": manifest.model.layers.iter().map(|l| &l.layer).collect::<Vec<_>>(),
-                    "input_shape": self.data.sample_shape,
+                    "input_shape": self.session.data.sample_shape,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });
                 let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
@@ -260,22 +189,18 @@ impl Context<'_> {
     }
 }
 
-/// Runs the stages `order` (indices into `manifest.stages`, dependencies first).
-/// `Err` means the run could not start (bad device, data or model); stage failures are
-/// in the report.
+/// Runs the stages `order` (indices into `manifest.stages`, dependencies first), writing
+/// to a new run directory next to the manifest. `Err` means the run could not start
+/// (bad device, data or model) and nothing was written; stage failures are in the report.
 pub fn run(
     manifest: &Manifest,
     order: &[usize],
-    run_dir: &RunDir,
     manifest_hash: &str,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
-    if let Some(threads) = manifest.accelerator.threads {
-        tch::set_num_threads(threads as i32);
-    }
-    let device = device::resolve(&manifest.accelerator)?;
-    let data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
-    let (total, trainable) = dry_run(manifest, &data, device)?;
+    let session = Session::open(manifest)?;
+    let (data, device) = (&session.data, session.device);
+    let (total, trainable) = session.parameters;
     obs.message(&format!(
         "{} samples ({} train, {} val, {} test) · model {} parameters ({} trainable) · device {}",
         data.splits.train.len() + data.splits.val.len() + data.splits.test.len(),
@@ -286,15 +211,20 @@ pub fn run(
         trainable,
         device::describe(device)
     ));
+    let base = match manifest.base_dir.as_os_str().is_empty() {
+        true => std::path::Path::new("."),
+        false => manifest.base_dir.as_path(),
+    };
+    let run_dir =
+        RunDir::create(base).map_err(|e| write_failed(&base.join(".pipeline/runs"), e))?;
     let log_path = run_dir.path.join("metrics.jsonl");
     let log = run_dir
         .metrics_log()
         .map_err(|e| write_failed(&log_path, e))?;
+    let device_name = device::describe(device);
     let mut ctx = Context {
-        manifest,
-        data,
-        device,
-        run_dir,
+        session,
+        run_dir: &run_dir,
         manifest_hash,
         log,
         trained: HashMap::new(),
@@ -337,8 +267,8 @@ pub fn run(
     }
     Ok(RunReport {
         pipeline: manifest.name.clone(),
-        run_dir: run_dir.path.clone(),
-        device: device::describe(device),
+        run_dir: run_dir.path,
+        device: device_name,
         stages: results,
     })
 }

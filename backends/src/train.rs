@@ -4,18 +4,19 @@
 //! step, with the learning rate from the schedule. Loss and accuracy sums stay on the
 //! device; they are read once per epoch, so the loop never waits on the device.
 
-use crate::data::{index_tensor, Dataset};
-use crate::error::{short_message, torch_error};
+use crate::data::index_tensor;
+use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
 use crate::loss;
 use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer;
-use manifests::{Diagnostic, Manifest, SplitName, StageSpec, TrainSpec};
+use crate::session::Session;
+use manifests::{Diagnostic, SplitName, StageSpec, TrainSpec};
 use pipeline_core::rng::Rng;
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// What a finished `train` stage leaves behind.
 #[derive(Debug)]
@@ -28,15 +29,14 @@ pub struct Trained {
 /// Trains a fresh model (or a copy of `start`) as `stage` says. `log` receives every
 /// epoch's record before observers see it.
 pub fn train(
-    manifest: &Manifest,
-    data: &Dataset,
-    device: Device,
+    session: &Session,
     stage: &StageSpec,
     spec: &TrainSpec,
     start: Option<&Model>,
     log: &mut dyn FnMut(&EpochRecord) -> Result<(), Diagnostic>,
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
+    let (manifest, data, device) = (session.manifest, &session.data, session.device);
     let name = stage.name();
     let fail = |what: &str, e: tch::TchError| {
         torch_error(
@@ -57,8 +57,8 @@ pub fn train(
     let mut opt = optimizer::build(&manifest.optimizer, &model.vs)
         .map_err(|e| fail("cannot build the optimizer", e))?;
 
-    let (x, y) = data.split(SplitName::Train, device);
-    let (val_x, val_y) = data.split(SplitName::Val, device);
+    let (x, y) = session.split(SplitName::Train);
+    let (val_x, val_y) = session.split(SplitName::Val);
     let n = x.size()[0] as u64;
     let batch = spec.batch_size.min(n.max(1));
     let steps = if spec.drop_last {
@@ -163,14 +163,4 @@ pub fn train(
         last_epoch: last.expect("epochs ≥ 1"),
         steps: step,
     })
-}
-
-/// A libtorch failure in the dry forward pass, as a diagnostic on the model.
-pub fn dry_run_error(manifest: &Manifest, e: &tch::TchError) -> Diagnostic {
-    Diagnostic::error(
-        "pipeline::model::forward_failed",
-        format!("the model fails on the data: {}", short_message(e)),
-    )
-    .label_opt(manifest.model.span, "this model")
-    .help("check the layer sizes against the data's shape")
 }

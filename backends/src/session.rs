@@ -1,0 +1,112 @@
+//! [`Session`]: a manifest with its data loaded on its device, checked against the model
+//! before any stage runs.
+
+use crate::data::Dataset;
+use crate::device;
+use crate::error::{short_message, torch_error};
+use crate::model::Model;
+use manifests::{Diagnostic, Manifest, SplitName};
+use tch::{Device, Tensor};
+
+/// What every stage of a run shares.
+#[derive(Debug)]
+pub struct Session<'a> {
+    pub manifest: &'a Manifest,
+    pub data: Dataset,
+    pub device: Device,
+    /// Total and trainable parameters of the model.
+    pub parameters: (i64, i64),
+}
+
+impl<'a> Session<'a> {
+    /// Sets the thread count, picks the device, loads the data and runs the model once on
+    /// two samples, so a bad device, data file or model fails here with a diagnostic.
+    pub fn open(manifest: &'a Manifest) -> Result<Session<'a>, Diagnostic> {
+        if let Some(threads) = manifest.accelerator.threads {
+            tch::set_num_threads(threads as i32);
+        }
+        let device = device::resolve(&manifest.accelerator)?;
+        let data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
+        let parameters = dry_run(manifest, &data, device)?;
+        Ok(Session {
+            manifest,
+            data,
+            device,
+            parameters,
+        })
+    }
+
+    /// The features and labels of `split`, on the session's device.
+    pub fn split(&self, split: SplitName) -> (Tensor, Tensor) {
+        self.data.split(split, self.device)
+    }
+}
+
+/// A libtorch failure in the dry forward pass, as a diagnostic on the model.
+fn dry_run_error(manifest: &Manifest, e: &tch::TchError) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::model::forward_failed",
+        format!("the model fails on the data: {}", short_message(e)),
+    )
+    .label_opt(manifest.model.span, "this model")
+    .help("check the layer sizes against the data's shape")
+}
+
+/// Checks the model against the data before any training: shapes (by inference, then a
+/// forward pass on two samples), the loss on that output, and the label range.
+fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, i64), Diagnostic> {
+    let model = Model::build(&manifest.model, &data.sample_shape, device)?;
+    let last_layer = manifest.model.layers.last().and_then(|l| l.span);
+    let out_shape = &model.output_shape;
+    let (x, y) = data.split(SplitName::Train, device);
+    let (xb, yb) = (
+        x.narrow(0, 0, x.size()[0].min(2)),
+        y.narrow(0, 0, y.size()[0].min(2)),
+    );
+    let out = model
+        .forward(&xb, false)
+        .map_err(|e| dry_run_error(manifest, &e))?;
+    let outputs = match out_shape.as_slice() {
+        [k] => *k,
+        other => {
+            return Err(Diagnostic::error("pipeline::model::output_shape", format!("the model's output has shape {other:?} per sample; a loss needs one vector per sample"))
+                .label_opt(last_layer, "last layer")
+                .help("add `flatten` before the last `linear`"))
+        }
+    };
+    if manifest.loss.kind.is_classification() {
+        if let Err((i, label)) = data.check_classes(outputs) {
+            return Err(Diagnostic::error(
+                "pipeline::data::label_out_of_range",
+                format!("{}: label {label} is out of range for the model's {outputs} outputs (classes 0 … {})", data.at(i), outputs - 1),
+            )
+            .label_opt(last_layer, format!("{outputs} outputs"))
+            .label_opt(manifest.data.source.span, "labels from here")
+            .help(format!("make the last layer `linear {}` or larger, or fix the label", label + 1)));
+        }
+    } else if data.target_width() != outputs {
+        return Err(Diagnostic::error(
+            "pipeline::model::output_size",
+            format!(
+                "the model has {outputs} outputs per sample but the data has {} targets",
+                data.target_width()
+            ),
+        )
+        .label_opt(last_layer, format!("{outputs} outputs"))
+        .label_opt(manifest.loss.span, "regression loss")
+        .help(format!(
+            "make the last layer `linear {}`",
+            data.target_width()
+        )));
+    }
+    let _loss = crate::loss::compute(&manifest.loss, &out, &yb).map_err(|e| {
+        torch_error(
+            "pipeline::loss::mismatch",
+            "the loss cannot compare the model's output with the labels",
+            &e,
+        )
+        .label_opt(manifest.loss.span, "this loss")
+        .help("check the last layer's size and the kind of loss")
+    })?;
+    Ok(model.parameter_counts())
+}

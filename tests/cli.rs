@@ -1,0 +1,313 @@
+//! End-to-end tests of the `pipeline` binary: what a user types, what a user sees.
+//!
+//! Rendered diagnostics are compared whole against `tests/fixtures/*.stderr`; run with
+//! `PIPELINE_BLESS=1` to rewrite those files after an intended change, then review the diff.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn pipeline(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the pipeline binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Compares `actual` with the fixture file, or rewrites it under PIPELINE_BLESS=1.
+fn assert_fixture(name: &str, actual: &str) {
+    let path = root().join("tests/fixtures").join(name);
+    if std::env::var_os("PIPELINE_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing; run with PIPELINE_BLESS=1", path.display()));
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
+
+/// The digits example in a fresh directory (so runs write there, not into examples/).
+fn digits_project() -> tempfile::TempDir {
+    let data = root().join("examples/data/digits.csv.gz");
+    assert!(
+        data.is_file(),
+        "{} is missing: run scripts/setup.sh (scripts/test.sh does)",
+        data.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::copy(&data, dir.path().join("data/digits.csv.gz")).unwrap();
+    std::fs::copy(
+        root().join("examples/digits.kdl"),
+        dir.path().join("digits.kdl"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn every_example_passes_check() {
+    let mut examples: Vec<String> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+        .map(|p| p.display().to_string())
+        .collect();
+    examples.sort();
+    assert!(!examples.is_empty());
+    let mut args = vec!["check"];
+    args.extend(examples.iter().map(String::as_str));
+    let out = pipeline(&root(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for example in &examples {
+        assert!(
+            text(&out.stderr).contains(&format!("ok: {example}")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn check_renders_every_problem_pointing_into_the_file() {
+    let dir = root().join("tests/fixtures");
+    for name in ["invalid-values", "cycle"] {
+        let out = pipeline(&dir, &["check", &format!("{name}.kdl")]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert_eq!(text(&out.stdout), "");
+        assert_fixture(&format!("{name}.check.stderr"), &text(&out.stderr));
+    }
+}
+
+#[test]
+fn check_json_gives_positions_for_ci() {
+    let out = pipeline(
+        &root().join("tests/fixtures"),
+        &["check", "--json", "invalid-values.kdl"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    let diags = v["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), 9);
+    assert_eq!(
+        diags[0],
+        serde_json::json!({
+            "code": "pipeline::manifest::unknown_value",
+            "severity": "error",
+            "message": "`standrd` is not a valid `data.scale`",
+            "file": "invalid-values.kdl",
+            "line": 5,
+            "column": 11,
+            "help": "did you mean `standard`?",
+        })
+    );
+    let out = pipeline(&root(), &["check", "--json", "examples/digits.kdl"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout).trim(), r#"{"diagnostics":[],"ok":true}"#);
+}
+
+#[test]
+fn check_takes_overrides_and_checks_them_like_the_file() {
+    let out = pipeline(
+        &root(),
+        &[
+            "check",
+            "examples/digits.kdl",
+            "--set",
+            "optimizer.lr=-1",
+            "--set",
+            "train.epochs=2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("`optimizer.lr` is out of range: -1 (from --set optimizer.lr=-1)"),
+        "{stderr}"
+    );
+    let out = pipeline(
+        &root(),
+        &["check", "examples/digits.kdl", "--set", "optimizer.lr"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a malformed --set is a usage error"
+    );
+}
+
+#[test]
+fn a_missing_manifest_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pipeline(dir.path(), &["run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot read pipeline.kdl"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("pass the manifest's path"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn graph_prints_the_stage_dag() {
+    let out = pipeline(
+        &root(),
+        &["graph", "examples/digits.kdl", "--format", "mermaid"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "flowchart LR\n    s0[\"train (train)\"]\n    s1([\"test (eval)\"])\n    s2[(\"export (checkpoint)\")]\n    s0 --> s1\n    s0 --> s2\n"
+    );
+    let out = pipeline(&root(), &["graph", "examples/digits.kdl"]);
+    assert!(
+        text(&out.stdout).starts_with("digraph \"digits\" {"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn bad_data_and_models_are_diagnosed_before_training() {
+    let dir = root().join("tests/fixtures");
+    for name in [
+        "missing-data",
+        "short-row",
+        "label-out-of-range",
+        "conv-on-flat",
+    ] {
+        let out = pipeline(&dir, &["run", &format!("{name}.kdl")]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert_fixture(&format!("{name}.run.stderr"), &text(&out.stderr));
+    }
+    assert!(
+        !dir.join(".pipeline").exists(),
+        "a run that cannot start writes nothing"
+    );
+}
+
+#[test]
+fn digits_trains_evaluates_and_exports() {
+    let project = digits_project();
+    let out = pipeline(
+        project.path(),
+        &["run", "digits.kdl", "--set", "train.epochs=4", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pipeline"], "digits");
+    let stages = report["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["train", "test", "export"]);
+    assert!(stages.iter().all(|s| s["status"] == "ran"), "{report:#}");
+    let accuracy = stages[1]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(
+        accuracy > 0.8,
+        "test accuracy {accuracy} after 4 epochs (chance is 0.1)"
+    );
+
+    // metrics.jsonl: one line per epoch, the loss going down, then the eval line.
+    let run_dir = project.path().join(report["run_dir"].as_str().unwrap());
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    let losses: Vec<f64> = lines[..4]
+        .iter()
+        .map(|l| l["loss"].as_f64().unwrap())
+        .collect();
+    assert!(
+        losses[3] < losses[0] / 2.0,
+        "training loss should fall: {losses:?}"
+    );
+    assert_eq!(lines[4]["stage"], "test");
+
+    // The checkpoint: safetensors plus metadata, nothing half-written left behind.
+    let weights = run_dir.join("export.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    assert_eq!(
+        header["1.weight"]["shape"],
+        serde_json::json!([32, 1, 3, 3])
+    );
+    assert_eq!(header["1.weight"]["dtype"], "F32");
+    assert!(
+        header.get("2.running_mean").is_some(),
+        "batch-norm statistics are exported"
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("export.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["pipeline"], "digits");
+    assert_eq!(meta["from_stage"], "train");
+    assert_eq!(meta["epoch"], 4);
+    assert_eq!(meta["manifest_blake3"].as_str().unwrap().len(), 64);
+    let leftovers = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".tmp")
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+}
+
+#[test]
+fn stage_selects_what_runs_and_the_summary_table_is_printed() {
+    let project = digits_project();
+    let out = pipeline(
+        project.path(),
+        &[
+            "run",
+            "digits.kdl",
+            "--stage",
+            "train",
+            "--set",
+            "train.epochs=1",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("stage  kind   status  time"), "{stdout}");
+    assert!(stdout.contains("\ntrain  train  ran"), "{stdout}");
+    assert!(!stdout.contains("export"), "{stdout}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("train epoch 1/1  loss"),
+        "plain progress lines when not a terminal: {stderr}"
+    );
+    assert!(
+        stderr.contains("1797 samples (1438 train, 0 val, 359 test)"),
+        "{stderr}"
+    );
+
+    let out = pipeline(project.path(), &["run", "digits.kdl", "--stage", "tset"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("help: did you mean `test`?"),
+        "{}",
+        text(&out.stderr)
+    );
+}
