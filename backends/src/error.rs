@@ -6,15 +6,17 @@ use tch::TchError;
 /// The first meaningful line of a libtorch error, without the C++ backtrace that
 /// follows "Exception raised from …".
 pub fn short_message(err: &TchError) -> String {
-    let text = err.to_string();
-    let text = text.strip_prefix("Torch(\"").unwrap_or(&text);
+    let text = match err {
+        TchError::Torch(message) => message.clone(),
+        other => other.to_string(),
+    };
     let cut = text.find("Exception raised from").unwrap_or(text.len());
-    let first = text[..cut]
+    text[..cut]
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .unwrap_or("libtorch failed");
-    first.trim_end_matches(['"', ')']).trim().to_string()
+        .unwrap_or("libtorch failed")
+        .to_string()
 }
 
 /// A diagnostic for a libtorch failure while doing `what`.

@@ -1,0 +1,192 @@
+//! Data formats, label checks and small trainings through the library API.
+
+use backends::data::Dataset;
+use backends::observer::Silent;
+use backends::{run, StageStatus};
+use manifests::{Manifest, SplitName};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+fn manifest(dir: &Path, text: &str) -> Manifest {
+    let path = dir.join("m.kdl");
+    std::fs::write(&path, text).unwrap();
+    let checked = pipeline_core::load(text, &path, &[]);
+    assert!(checked.valid().is_some(), "{:#?}", checked.diagnostics);
+    checked.manifest.unwrap()
+}
+
+fn classification(data: &str) -> String {
+    format!("data {{\n{data}\n}}\nmodel {{ linear 3 }}\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\n")
+}
+
+fn features_and_labels() -> (Tensor, Tensor) {
+    let x = Tensor::arange(40, (Kind::Float, Device::Cpu)).reshape([10, 4]);
+    let y = Tensor::from_slice(&[0i64, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+    (x, y)
+}
+
+#[test]
+fn npz_safetensors_and_npy_load_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = features_and_labels();
+    Tensor::write_npz(&[("x", &x), ("y", &y)], dir.path().join("d.npz")).unwrap();
+    Tensor::write_safetensors(
+        &[("feats", &x), ("target", &y)],
+        dir.path().join("d.safetensors"),
+    )
+    .unwrap();
+    x.write_npy(dir.path().join("x.npy")).unwrap();
+    y.write_npy(dir.path().join("y.npy")).unwrap();
+    for data in [
+        "source \"d.npz\"",
+        "source \"d.safetensors\"\nfeatures \"feats\"\nlabels \"target\"",
+        "source \"x.npy\"\nlabels \"y.npy\"",
+    ] {
+        let m = manifest(dir.path(), &classification(data));
+        let d = Dataset::load(&m, true).unwrap();
+        assert_eq!(d.sample_shape, [4], "{data}");
+        assert_eq!(d.labels.kind(), Kind::Int64);
+        assert_eq!(
+            Vec::<i64>::try_from(&d.labels).unwrap(),
+            [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+        );
+        assert_eq!(d.splits.train.len() + d.splits.test.len(), 10);
+        let (xs, _) = d.split(SplitName::Train, Device::Cpu);
+        assert_eq!(xs.size(), [8, 4]);
+    }
+}
+
+#[test]
+fn a_missing_array_name_lists_the_names_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = features_and_labels();
+    Tensor::write_npz(&[("inputs", &x), ("y", &y)], dir.path().join("d.npz")).unwrap();
+    let m = manifest(dir.path(), &classification("source \"d.npz\""));
+    let err = Dataset::load(&m, true).unwrap_err();
+    assert_eq!(err.code, "pipeline::data::missing_array");
+    assert!(
+        err.message
+            .ends_with("d.npz has no array named `x`; it has: inputs, y"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn class_labels_must_be_whole_and_features_finite() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.csv"), "1,2,0\n3,4,1.5\n").unwrap();
+    let m = manifest(dir.path(), &classification("source \"a.csv\""));
+    let err = Dataset::load(&m, true).unwrap_err();
+    assert_eq!(err.code, "pipeline::data::bad_label");
+    assert!(
+        err.message
+            .ends_with("a.csv:2: label 1.5 is not a class index"),
+        "{}",
+        err.message
+    );
+
+    std::fs::write(dir.path().join("b.csv"), "1,2,0\n3,nan,1\n").unwrap();
+    let m = manifest(dir.path(), &classification("source \"b.csv\""));
+    let err = Dataset::load(&m, true).unwrap_err();
+    assert_eq!(err.code, "pipeline::data::not_finite");
+    assert!(
+        err.message
+            .ends_with("b.csv:2: a feature is NaN or infinite"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn standard_scaling_uses_the_training_split_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..100)
+        .map(|i| format!("{},{}\n", i as f64, i % 2))
+        .collect();
+    std::fs::write(dir.path().join("s.csv"), rows).unwrap();
+    let m = manifest(
+        dir.path(),
+        &classification("source \"s.csv\"\nscale \"standard\""),
+    );
+    let d = Dataset::load(&m, true).unwrap();
+    let (train, _) = d.split(SplitName::Train, Device::Cpu);
+    let (test, _) = d.split(SplitName::Test, Device::Cpu);
+    assert!(train.mean(Kind::Float).double_value(&[]).abs() < 1e-5);
+    assert!((train.std(false).double_value(&[]) - 1.0).abs() < 1e-4);
+    assert!(
+        test.mean(Kind::Float).double_value(&[]).abs() > 1e-4,
+        "test statistics are not used"
+    );
+}
+
+#[test]
+fn regression_with_mse_learns_a_linear_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..200)
+        .map(|i| {
+            let (a, b) = ((i % 17) as f64 / 17.0, (i % 11) as f64 / 11.0);
+            format!("{a},{b},{}\n", 2.0 * a - b + 0.5)
+        })
+        .collect();
+    std::fs::write(dir.path().join("r.csv"), rows).unwrap();
+    let text = "seed 3\ndata { source \"r.csv\"; split train=0.8 val=0.1 test=0.1; }\nmodel { linear 1 }\nloss \"mse\"\noptimizer \"sgd\" lr=0.1 momentum=0.9 nesterov=#true\nschedule \"step\" step-size=20 gamma=0.5\ntrain epochs=60 batch-size=16\neval \"test\" needs=\"train\"\n";
+    let m = manifest(dir.path(), text);
+    let report = run(&m, &[0, 1], "hash", &mut Silent).unwrap();
+    assert!(report.ok(), "{report:#?}");
+    let train = &report.stages[0].metrics;
+    let test = &report.stages[1].metrics;
+    assert!(train["val_loss"] < 1e-3, "{train:?}");
+    assert!(test["loss"] < 1e-3, "{test:?}");
+    assert!(
+        !test.contains_key("accuracy"),
+        "regression reports no accuracy"
+    );
+    assert!(report.run_dir.join("metrics.jsonl").is_file());
+    assert_eq!(report.stages[0].status, StageStatus::Ran);
+}
+
+#[test]
+fn a_regression_model_must_match_the_number_of_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("r.csv"),
+        "1,2,3\n4,5,6\n7,8,9\n1,1,1\n2,2,2\n",
+    )
+    .unwrap();
+    let m = manifest(
+        dir.path(),
+        "data { source \"r.csv\"; }\nmodel { linear 2 }\nloss \"mse\"\noptimizer \"adam\"\ntrain\n",
+    );
+    let err = run(&m, &[0], "hash", &mut Silent).unwrap_err();
+    assert_eq!(err.code, "pipeline::model::output_size");
+    assert_eq!(
+        err.message,
+        "the model has 2 outputs per sample but the data has 1 targets"
+    );
+    assert!(
+        !dir.path().join(".pipeline").exists(),
+        "nothing is written when a run cannot start"
+    );
+}
+
+#[test]
+fn a_train_stage_can_start_from_another_and_the_same_seed_gives_the_same_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..60)
+        .map(|i| format!("{},{},{}\n", (i % 7) as f64, (i % 5) as f64, i % 3))
+        .collect();
+    std::fs::write(dir.path().join("c.csv"), rows).unwrap();
+    let text = "data { source \"c.csv\"; scale \"minmax\"; }\nmodel { linear 8; batch-norm; gelu; dropout 0.1; linear 3; log-softmax; }\nloss \"nll\"\noptimizer \"rmsprop\" lr=0.01\ntrain \"pre\" epochs=2\ntrain \"fine\" epochs=2 needs=\"pre\"\ncheckpoint needs=\"fine\"\n";
+    let m = manifest(dir.path(), text);
+    let a = run(&m, &[0, 1, 2], "hash", &mut Silent).unwrap();
+    let b = run(&m, &[0, 1, 2], "hash", &mut Silent).unwrap();
+    assert!(a.ok() && b.ok());
+    assert_eq!(a.stages[1].metrics["steps"], 4.0);
+    let bytes_a = std::fs::read(&a.stages[2].outputs[0]).unwrap();
+    let bytes_b = std::fs::read(&b.stages[2].outputs[0]).unwrap();
+    assert_eq!(
+        bytes_a, bytes_b,
+        "same seed, same machine: identical weights"
+    );
+}
