@@ -5,7 +5,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-eval "$(scripts/setup.sh --env)"
+# An assignment, so that a failed setup stops this script (set -e).
+setup_env=$(scripts/setup.sh --env)
+eval "$setup_env"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace

@@ -64,9 +64,10 @@ impl Observer for Lines {
     }
 }
 
-/// A progress bar per stage: epoch, step, last loss, throughput.
+/// A progress bar per `train` stage: epoch, step, last loss, throughput.
 #[derive(Default)]
 pub struct Bar {
+    stage: String,
     bar: Option<ProgressBar>,
 }
 
@@ -75,23 +76,21 @@ impl Observer for Bar {
         eprintln!("{text}");
     }
     fn stage_started(&mut self, name: &str, kind: StageKind) {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} steps  {msg}  {per_sec} · {elapsed}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("{name} ({})", kind.as_str()));
-        self.bar = Some(bar);
+        self.stage = format!("{name} ({})", kind.as_str());
     }
     fn epoch_started(&mut self, _stage: &str, epoch: u64, epochs: u64, steps: u64) {
-        if let Some(bar) = &self.bar {
-            if epoch == 1 {
-                bar.set_length(epochs * steps);
-            }
-            if bar.message().is_empty() {
-                bar.set_message(format!("epoch {epoch}/{epochs}"));
-            }
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = ProgressBar::with_draw_target(Some(epochs * steps), ProgressDrawTarget::stderr_with_hz(10));
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} steps  {msg}  {per_sec} · {elapsed}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(self.stage.clone());
+            bar
+        });
+        if epoch == 1 {
+            bar.set_message(format!("epoch 1/{epochs}"));
         }
     }
     fn step(&mut self, _done: u64) {
