@@ -135,6 +135,14 @@ impl Context<'_> {
                         &e,
                     )
                 })?;
+                if scores.samples > 0 && !scores.loss.is_finite() {
+                    return Err(Diagnostic::error(
+                        "pipeline::eval::not_finite",
+                        format!("stage `{}`: the loss on the `{}` split is {}", stage.name(), spec.split.value.as_str(), scores.loss),
+                    )
+                    .label_opt(stage.name.span, "this evaluation")
+                    .help("the trained weights are not finite: lower `optimizer.lr` or check the data"));
+                }
                 metrics.insert("loss".into(), scores.loss);
                 metrics.insert("samples".into(), scores.samples as f64);
                 if let Some(a) = scores.accuracy {

@@ -12,7 +12,7 @@ use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer;
 use crate::session::Session;
-use manifests::{Diagnostic, SplitName, StageSpec, TrainSpec};
+use manifests::{Diagnostic, Layer, SplitName, StageSpec, TrainSpec};
 use pipeline_core::rng::Rng;
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
@@ -76,6 +76,23 @@ pub fn train(
         )
         .label_opt(stage.name.span, "trains on no batch")
         .help("lower `batch-size`, or turn off `drop-last`"));
+    }
+    let batch_norm = manifest
+        .model
+        .layers
+        .iter()
+        .find(|l| matches!(l.layer, Layer::BatchNorm { .. }));
+    if let Some(bn) = batch_norm {
+        if batch == 1 || (!spec.drop_last && n % batch == 1) {
+            // libtorch would compute a variance from one sample: NaN running statistics.
+            return Err(Diagnostic::error(
+                "pipeline::train::batch_of_one",
+                format!("stage `{name}`: a training batch would hold one sample ({n} samples in batches of {batch}), and batch-norm needs at least two"),
+            )
+            .label_opt(stage.name.span, "this stage")
+            .label_opt(bn.span, "batch-norm")
+            .help("add `drop-last #true` to the stage, or change `batch-size`"));
+        }
     }
     let schedule = LrSchedule::new(
         &manifest.schedule,

@@ -190,3 +190,23 @@ fn a_train_stage_can_start_from_another_and_the_same_seed_gives_the_same_weights
         "same seed, same machine: identical weights"
     );
 }
+
+#[test]
+fn batch_norm_refuses_a_batch_of_one_instead_of_training_nan_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..11)
+        .map(|i| format!("{},{},{}\n", i, i * 2, i % 2))
+        .collect();
+    std::fs::write(dir.path().join("b.csv"), rows).unwrap();
+    let text = "data { source \"b.csv\"; }\nmodel { linear 4; batch-norm; linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain batch-size=8\n";
+    let m = manifest(dir.path(), text);
+    let report = run(&m, &[0], "hash", &mut Silent).unwrap();
+    let err = report.stages[0].error.as_ref().unwrap();
+    assert_eq!(err.code, "pipeline::train::batch_of_one");
+    assert_eq!(err.message, "stage `train`: a training batch would hold one sample (9 samples in batches of 8), and batch-norm needs at least two");
+    let m = manifest(
+        dir.path(),
+        &text.replace("batch-size=8", "batch-size=8 drop-last=#true"),
+    );
+    assert!(run(&m, &[0], "hash", &mut Silent).unwrap().ok());
+}
