@@ -638,6 +638,16 @@ const BIAS: Key = key(
     "Whether the layer adds a learned bias.",
 );
 const NONE: &[Key] = &[];
+const POOL_KEYS: &[Key] = &[
+    key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
+    key("stride", int(1), None, "Stride (default: the kernel size)."),
+    key(
+        "padding",
+        int(0),
+        Some(Val::Int(0)),
+        "Padding on each side.",
+    ),
+];
 
 /// Every layer a `model` block may contain.
 pub const LAYERS: &[Section] = &[
@@ -664,36 +674,8 @@ pub const LAYERS: &[Section] = &[
         ],
         "2-D convolution over (channels, height, width) inputs; input channels are inferred.",
     ),
-    section(
-        "max-pool",
-        &["kernel"],
-        &[
-            key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
-            key("stride", int(1), None, "Stride (default: the kernel size)."),
-            key(
-                "padding",
-                int(0),
-                Some(Val::Int(0)),
-                "Padding on each side.",
-            ),
-        ],
-        "2-D max pooling.",
-    ),
-    section(
-        "avg-pool",
-        &["kernel"],
-        &[
-            key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
-            key("stride", int(1), None, "Stride (default: the kernel size)."),
-            key(
-                "padding",
-                int(0),
-                Some(Val::Int(0)),
-                "Padding on each side.",
-            ),
-        ],
-        "2-D average pooling.",
-    ),
+    section("max-pool", &["kernel"], POOL_KEYS, "2-D max pooling."),
+    section("avg-pool", &["kernel"], POOL_KEYS, "2-D average pooling."),
     section(
         "flatten",
         &[],
