@@ -48,6 +48,14 @@ pub fn train(
 
     tch::manual_seed(manifest.seed as i64);
     let mut model = Model::build(&manifest.model, &data.sample_shape, device)?;
+    if let Some(init) = &spec.init {
+        let path = manifest.resolve(&init.value);
+        model.vs.load(&path).map_err(|e| {
+            torch_error("pipeline::train::bad_init", &format!("stage `{name}`: cannot start from {}", path.display()), &e)
+                .label_opt(init.span, "starting weights")
+                .help("the file must hold every parameter under the model's names (`0.weight`, `0.bias`, …) with the same shapes")
+        })?;
+    }
     if let Some(start) = start {
         model
             .vs

@@ -210,3 +210,46 @@ fn batch_norm_refuses_a_batch_of_one_instead_of_training_nan_statistics() {
     );
     assert!(run(&m, &[0], "hash", &mut Silent).unwrap().ok());
 }
+
+#[test]
+fn training_can_start_from_exported_weights_and_a_mismatch_is_diagnosed() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..40)
+        .map(|i| format!("{},{},{}\n", (i % 7) as f64, (i % 5) as f64, i % 2))
+        .collect();
+    std::fs::write(dir.path().join("c.csv"), rows).unwrap();
+    let base = "data { source \"c.csv\"; }\nmodel { linear 4; relu; linear 2; }\nloss \"cross-entropy\"\noptimizer \"sgd\" lr=0.01\n";
+    let m = manifest(
+        dir.path(),
+        &format!("{base}train epochs=3\ncheckpoint needs=\"train\" path=\"w.safetensors\"\n"),
+    );
+    let first = run(&m, &[0, 1], "hash", &mut Silent).unwrap();
+    assert!(first.ok());
+    let m = manifest(
+        dir.path(),
+        &format!("{base}train epochs=1 init=\"w.safetensors\"\n"),
+    );
+    let resumed = run(&m, &[0], "hash", &mut Silent).unwrap();
+    assert!(resumed.ok());
+    assert!(
+        resumed.stages[0].metrics["loss"] < first.stages[0].metrics["loss"] * 1.5,
+        "starting from trained weights, not from scratch: {:?} vs {:?}",
+        resumed.stages[0].metrics,
+        first.stages[0].metrics
+    );
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "{}train epochs=1 init=\"w.safetensors\"\n",
+            base.replace("linear 4", "linear 5")
+        ),
+    );
+    let report = run(&m, &[0], "hash", &mut Silent).unwrap();
+    let err = report.stages[0].error.as_ref().unwrap();
+    assert_eq!(err.code, "pipeline::train::bad_init");
+    assert!(
+        err.message.starts_with("stage `train`: cannot start from "),
+        "{}",
+        err.message
+    );
+}

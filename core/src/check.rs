@@ -3,7 +3,7 @@
 //! problem they find is returned.
 
 use crate::plan::stage_graph;
-use manifests::{suggest, Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
+use manifests::{suggest, Diagnostic, Manifest, StageConfig, StageKind, StageSpec, TrainSpec};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, VecDeque};
@@ -190,6 +190,25 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                     .label_opt(stage.name.span, "needs a trained model")
                     .help(help),
                 );
+            }
+            (StageKind::Train, 1) => {
+                if let StageConfig::Train(TrainSpec {
+                    init: Some(init), ..
+                }) = &stage.config
+                {
+                    diags.push(
+                        Diagnostic::error(
+                            "pipeline::stage::two_starts",
+                            format!(
+                                "train stage `{}` starts from two sets of weights",
+                                stage.name()
+                            ),
+                        )
+                        .label_opt(init.span, "weights from a file")
+                        .label_opt(sources[0].span, "weights from this stage")
+                        .help("keep `init` or the `train` stage in `needs`, not both"),
+                    );
+                }
             }
             (_, n) if n > 1 => {
                 let mut d = Diagnostic::error(

@@ -126,3 +126,16 @@ fn duplicate_names_empty_splits_and_no_stages() {
         )]
     );
 }
+
+#[test]
+fn a_train_stage_starts_from_a_file_or_a_stage_not_both() {
+    let d = check("train \"a\"\ntrain \"b\" needs=\"a\" init=\"w.safetensors\"\n");
+    assert_eq!(
+        d,
+        [(
+            "pipeline::stage::two_starts",
+            "train stage `b` starts from two sets of weights".into(),
+            vec!["init=\"w.safetensors\"".into(), "needs=\"a\"".into()]
+        )]
+    );
+}

@@ -597,6 +597,10 @@ impl<'a> Reader<'a> {
                 batch_size: f.int("batch-size") as u64,
                 shuffle: f.bool("shuffle"),
                 drop_last: f.bool("drop-last"),
+                init: f.opt_text("init").map(|p| Spanned {
+                    value: PathBuf::from(p),
+                    span: f.span("init"),
+                }),
             }),
             "eval" => StageConfig::Eval(EvalSpec {
                 split: Spanned {

@@ -318,6 +318,8 @@ pub struct TrainSpec {
     pub batch_size: u64,
     pub shuffle: bool,
     pub drop_last: bool,
+    /// Starting weights from a file (instead of a fresh initialisation).
+    pub init: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

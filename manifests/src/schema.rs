@@ -554,6 +554,12 @@ pub const TRAIN: Section = section(
             Some(Val::Bool(false)),
             "Drop the last, incomplete batch of every epoch.",
         ),
+        key(
+            "init",
+            Ty::Path,
+            None,
+            "Starting weights: a safetensors file named like PyTorch's `nn.Sequential` state dict.",
+        ),
     ],
     "A stage that trains the model.",
 );
