@@ -75,7 +75,8 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             epochs: 10,
             batch_size: 32,
             shuffle: true,
-            drop_last: false
+            drop_last: false,
+            init: None
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));
