@@ -12,11 +12,13 @@ pub struct Splits {
 }
 
 impl Splits {
-    /// Shuffles `0..n` with the split's seed, then cuts it: train first, then val, and
-    /// test takes the rest (so rounding never loses a sample).
+    /// Shuffles `0..n` with the split's seed (unless `shuffle` is off), then cuts it:
+    /// train first, then val, and test takes the rest (so rounding never loses a sample).
     pub fn new(n: usize, spec: &SplitSpec) -> Splits {
         let mut order: Vec<usize> = (0..n).collect();
-        Rng::new(spec.seed).shuffle(&mut order);
+        if spec.shuffle {
+            Rng::new(spec.seed).shuffle(&mut order);
+        }
         let n_train = ((n as f64) * spec.train).round() as usize;
         let n_val = (((n as f64) * spec.val).round() as usize).min(n - n_train.min(n));
         let n_train = n_train.min(n);
@@ -49,6 +51,7 @@ mod tests {
             val: 0.1,
             test: 0.2,
             seed: 3,
+            shuffle: true,
         };
         let s = Splits::new(1797, &spec);
         assert_eq!(s.train.len(), 1258);
@@ -64,5 +67,14 @@ mod tests {
         all.sort();
         assert_eq!(all, (0..1797).collect::<Vec<_>>());
         assert_eq!(Splits::new(1797, &spec), s);
+        let in_order = Splits::new(
+            10,
+            &SplitSpec {
+                shuffle: false,
+                ..spec
+            },
+        );
+        assert_eq!(in_order.train, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(in_order.test, [8, 9]);
     }
 }

@@ -392,6 +392,7 @@ impl<'a> Reader<'a> {
             seed: split_f
                 .and_then(|s| s.opt_int("seed"))
                 .map_or(seed, |s| s as u64),
+            shuffle: split_f.is_none_or(|s| s.bool("shuffle")),
         };
         let sum = split.train + split.val + split.test;
         if (sum - 1.0).abs() > 1e-6 || split.train <= 0.0 {

@@ -78,6 +78,7 @@ pub struct SplitSpec {
     pub val: f64,
     pub test: f64,
     pub seed: u64,
+    pub shuffle: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -261,6 +261,12 @@ pub const SPLIT: Section = section(
             None,
             "Seed of the shuffle before splitting (default: the pipeline's seed).",
         ),
+        key(
+            "shuffle",
+            Ty::Bool,
+            Some(Val::Bool(true)),
+            "Shuffle before splitting; #false keeps the file's order (train first, then val, then test).",
+        ),
     ],
     "How the samples are shuffled and split into train / val / test.",
 );

@@ -63,7 +63,8 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             train: 0.8,
             val: 0.0,
             test: 0.2,
-            seed: 0
+            seed: 0,
+            shuffle: true
         }
     );
     assert_eq!(m.optimizer.lr, 1e-3);

@@ -1,0 +1,233 @@
+"""Benchmarks `pipeline` against plain PyTorch, a DataLoader loop, Lightning and
+pytorch-accelerated, in one invocation: every repetition runs every side once, in a
+rotating order (A/B/A/B), so the ratios compare runs made under the same machine load.
+
+Prints a markdown table (median and min–max over repetitions, ratios against plain
+PyTorch) and writes bench/results/latest.json; `--write-docs` also puts the table into
+docs/benchmarks.md. Run it through bench/run.sh, which installs and builds what it needs.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+DATA = BENCH / "data"
+PIPELINE = ROOT / "target" / "release" / "pipeline"
+SIDES = ["pipeline", "plain", "dataloader", "lightning", "accelerated"]
+LABELS = {
+    "pipeline": "pipeline (Rust, libtorch)",
+    "plain": "plain PyTorch (tensor indexing)",
+    "dataloader": "plain PyTorch (DataLoader)",
+    "lightning": "Lightning",
+    "accelerated": "pytorch-accelerated",
+}
+WORKLOADS = {
+    "mlp": "MLP 784-128-64-10, batch 32, Adam (overhead-bound)",
+    "cnn": "CNN conv16-conv32-linear on 28×28×1, batch 256, Adam (compute-bound)",
+}
+
+
+def make_data():
+    """70,000 × 784 standard-normal samples; the label is the arg-max of a fixed random
+    linear map plus noise, so a model can learn it and accuracy means something."""
+    path = DATA / "synthetic.npz"
+    if path.exists():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((70_000, 784), dtype=np.float32)
+    w = rng.standard_normal((784, 10)).astype(np.float32) / 28.0
+    noise = rng.standard_normal((70_000, 10)).astype(np.float32) * 0.5
+    y = (x @ w + noise).argmax(1).astype(np.int64)
+    tmp = DATA / "synthetic.tmp.npz"
+    np.savez(tmp, x=x, y=y)
+    os.replace(tmp, path)
+    return path
+
+
+def write_safetensors(tensors, path):
+    header, body, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.detach().contiguous().numpy().astype(np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        body.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(body))
+    os.replace(tmp, path)
+
+
+def make_init(workload):
+    """The initial weights every side starts from."""
+    path = DATA / f"{workload}-init.safetensors"
+    if not path.exists():
+        import torch
+
+        sys.path.insert(0, str(BENCH))
+        from reference import build
+
+        torch.manual_seed(0)
+        write_safetensors(build(workload).state_dict(), path)
+    return path
+
+
+def measured(cmd):
+    """Runs `cmd`; returns (stdout, peak RSS in MiB, wall seconds)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{stderr[-3000:]}")
+    return stdout, usage.ru_maxrss / 1024.0, wall
+
+
+def run_side(side, workload, epochs, threads, device):
+    if side == "pipeline":
+        manifest = BENCH / "manifests" / f"{workload}.kdl"
+        stdout, rss, wall = measured([
+            PIPELINE, "run", manifest, "--json",
+            "--set", f"train.epochs={epochs}",
+            "--set", f"accelerator.threads={threads}",
+            "--set", f"accelerator.device={device}",
+        ])
+        report = json.loads(stdout)
+        run_dir = manifest.parent / report["run_dir"]
+        lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        shutil.rmtree(run_dir)
+        seconds = [l["seconds"] for l in lines if l["stage"] == "train"]
+        accuracy = next(s for s in report["stages"] if s["name"] == "test")["metrics"]["accuracy"]
+    else:
+        stdout, rss, wall = measured([
+            sys.executable, BENCH / "reference.py", "--runner", side, "--workload", workload,
+            "--data", DATA / "synthetic.npz", "--init", DATA / f"{workload}-init.safetensors",
+            "--epochs", str(epochs), "--threads", str(threads), "--device", device,
+        ])
+        result = json.loads(stdout.strip().splitlines()[-1])
+        seconds, accuracy = result["epoch_seconds"], result["accuracy"]
+    # The first epoch is a warm-up; report the mean of the others.
+    return {"epoch": statistics.mean(seconds[1:]), "accuracy": accuracy, "rss_mib": rss, "wall": wall}
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def bench_training(workloads, sides, reps, threads, device, epochs):
+    results = {}
+    for w in workloads:
+        make_init(w)
+        runs = {s: [] for s in sides}
+        for rep in range(reps):
+            order = sides[rep % len(sides):] + sides[: rep % len(sides)]
+            for side in order:
+                r = run_side(side, w, epochs[w], threads, device)
+                runs[side].append(r)
+                print(f"  {w} rep {rep + 1}/{reps} {side:12} {r['epoch']:.3f} s/epoch  acc {r['accuracy']:.4f}  rss {r['rss_mib']:.0f} MiB", file=sys.stderr)
+        results[w] = {s: {"epoch": summary([r["epoch"] for r in runs[s]]), "rss_mib": summary([r["rss_mib"] for r in runs[s]]), "accuracy": summary([r["accuracy"] for r in runs[s]]), "runs": runs[s]} for s in sides}
+    return results
+
+
+def bench_startup(reps):
+    examples = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.kdl"))
+    times = {e: [] for e in examples}
+    for _ in range(reps):
+        for e in examples:
+            start = time.perf_counter()
+            subprocess.run([PIPELINE, "check", e], cwd=ROOT, check=True, capture_output=True)
+            times[e].append((time.perf_counter() - start) * 1000)
+    return {e: summary(t) for e, t in times.items()}
+
+
+def table(results, startup, device):
+    out = []
+    for w, sides in results.items():
+        base = sides.get("plain")
+        out.append(f"\n**{WORKLOADS[w]}**, {device}\n")
+        out.append("| side | s/epoch (median) | min–max | × plain PyTorch | test accuracy | peak RSS (MiB) | RSS × plain |")
+        out.append("|---|---|---|---|---|---|---|")
+        for s, r in sides.items():
+            ratio = r["epoch"]["median"] / base["epoch"]["median"] if base else float("nan")
+            rss_ratio = r["rss_mib"]["median"] / base["rss_mib"]["median"] if base else float("nan")
+            out.append(
+                f"| {LABELS[s]} | {r['epoch']['median']:.3f} | {r['epoch']['min']:.3f}–{r['epoch']['max']:.3f} | {ratio:.2f} | "
+                f"{r['accuracy']['median']:.4f} | {r['rss_mib']['median']:.0f} | {rss_ratio:.2f} |"
+            )
+        if "pipeline" in sides and "lightning" in sides:
+            out.append(f"\npipeline ÷ Lightning: {sides['pipeline']['epoch']['median'] / sides['lightning']['epoch']['median']:.2f}")
+    if startup:
+        out.append("\n**Start-up: `pipeline check` per manifest, including process start**\n")
+        out.append("| manifest | ms (median) | min–max |")
+        out.append("|---|---|---|")
+        for e, t in startup.items():
+            out.append(f"| {e} | {t['median']:.0f} | {t['min']:.0f}–{t['max']:.0f} |")
+    return "\n".join(out) + "\n"
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    import torch
+
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, torch {torch.__version__}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--workloads", default="mlp,cnn,startup")
+    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
+    p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
+    args = p.parse_args()
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("--device cuda: no CUDA device here; nothing to run", file=sys.stderr)
+            return
+    reps = 1 if args.quick else args.reps
+    epochs = {"mlp": 2, "cnn": 2} if args.quick else {"mlp": 4, "cnn": 3}
+    workloads = args.workloads.split(",")
+    make_data()
+    training = [w for w in workloads if w in WORKLOADS]
+    results = bench_training(training, args.sides.split(","), reps, args.threads, args.device, epochs)
+    startup = bench_startup(3 if args.quick else 10) if "startup" in workloads else {}
+    text = table(results, startup, args.device)
+    print(text)
+    command = "bench/run.sh " + " ".join(sys.argv[1:])
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup}
+    (BENCH / "results").mkdir(exist_ok=True)
+    (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
+    if args.write_docs:
+        docs = ROOT / "docs" / "benchmarks.md"
+        body = docs.read_text()
+        begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+        block = f"{begin}\nMeasured {record['date']} on {record['machine']}, {args.threads} threads, {reps} repetitions, with:\n\n    {record['command']}\n{text}{end}"
+        head, rest = body.split(begin, 1)
+        docs.write_text(head + block + rest.split(end, 1)[1])
+
+
+if __name__ == "__main__":
+    main()
