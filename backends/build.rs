@@ -3,9 +3,11 @@
 //! (`build = "backends/build.rs"`), each of which depends on torch-sys directly.
 //!
 //! torch-sys passes `-Wl,-rpath` only to its own C++ build, so the final binary gets no
-//! rpath to `torch/lib`; and rustc links with `--as-needed`, which drops
-//! `libtorch_cuda.so` (no symbol of it is referenced), so CUDA would never be available.
-//! `DEP_TCH_LIBTORCH_LIB` reaches this script because `torch-sys` is a direct dependency.
+//! rpath to `torch/lib`. `libtorch_cuda.so` is deliberately not linked (rustc's
+//! `--as-needed` would drop it anyway): loading it costs about 0.4 s and 400 MB of
+//! resident memory at every start, so `backends::device` loads it at run time, only when
+//! a run asks for CUDA. `DEP_TCH_LIBTORCH_LIB` reaches this script because `torch-sys` is
+//! a direct dependency.
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
@@ -16,7 +18,6 @@ fn main() {
         return;
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-    if std::path::Path::new(&lib).join("libtorch_cuda.so").exists() {
-        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
-    }
+    // Where `backends::device` finds libtorch_cuda.so when a run asks for CUDA.
+    println!("cargo:rustc-env=PIPELINE_LIBTORCH_LIB={lib}");
 }
