@@ -1,8 +1,8 @@
 //! `pipeline check FILE...`: every problem in every file, exit 1 if any is an error.
 
-use crate::load::Loaded;
-use crate::render;
 use manifests::{has_errors, Override};
+use pipeline_cli::load::Loaded;
+use pipeline_cli::render;
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;

@@ -1,16 +1,11 @@
 //! `pipeline graph FILE`: the stage DAG as DOT or Mermaid.
 
-use crate::load::Loaded;
 use manifests::Override;
+use pipeline_cli::cli::Format;
+use pipeline_cli::load::Loaded;
 use pipeline_core::plan::GraphFormat;
 use pipeline_core::Plan;
 use std::path::Path;
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Format {
-    Dot,
-    Mermaid,
-}
 
 pub fn run(file: &Path, overrides: &[Override], format: Format) -> bool {
     let loaded = Loaded::read(file, overrides);

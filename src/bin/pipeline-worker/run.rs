@@ -1,10 +1,10 @@
 //! `pipeline run FILE`: check, plan, execute, summarise.
 
-use crate::load::Loaded;
 use crate::progress::{self, percent};
-use crate::render;
 use backends::{RunReport, StageStatus};
 use manifests::{suggest, Diagnostic, Override};
+use pipeline_cli::load::Loaded;
+use pipeline_cli::render;
 use pipeline_core::Plan;
 use serde_json::json;
 use std::path::Path;
