@@ -9,7 +9,7 @@ use crate::error::short_message;
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
 use pipeline_core::split::Splits;
 use std::path::{Path, PathBuf};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind, TchError, Tensor};
 
 /// How a sample is named in messages: its CSV line, or its index in an array file.
 #[derive(Debug, Clone)]
@@ -190,14 +190,23 @@ impl Dataset {
             path,
             origin,
         };
-        if let Some(i) = first_index(
-            &dataset
+        // A finite sum means every feature is finite (summed in f64, so no overflow);
+        // only otherwise pay for a mask as large as the data to find the first culprit.
+        let sum_is_finite = dataset
+            .features
+            .sum(Kind::Double)
+            .double_value(&[])
+            .is_finite();
+        let first_bad = || {
+            let bad_rows = dataset
                 .features
                 .isfinite()
                 .logical_not()
                 .flatten(1, -1)
-                .any_dim(1, false),
-        ) {
+                .any_dim(1, false);
+            first_index(&bad_rows)
+        };
+        if let Some(i) = (!sum_is_finite).then(first_bad).flatten() {
             return Err(data_error(
                 "pipeline::data::not_finite",
                 spec,
@@ -274,16 +283,30 @@ impl Dataset {
         };
         // Constant features are centred, not divided by zero.
         let divide = divide.where_self(&divide.gt(1e-8), &divide.ones_like());
-        self.features = (&self.features - shift) / divide;
+        let _ = self
+            .features
+            .f_sub_(&shift)
+            .and_then(|mut f| f.f_div_(&divide));
     }
 
-    /// The features and labels of `split`, on `device`.
-    pub fn split(&self, split: SplitName, device: Device) -> (Tensor, Tensor) {
-        let index = index_tensor(self.splits.get(split));
-        (
-            self.features.index_select(0, &index).to_device(device),
-            self.labels.index_select(0, &index).to_device(device),
-        )
+    /// Moves the samples to `device` (a no-op when they are there already).
+    pub fn to_device(&mut self, device: Device) {
+        self.features = self.features.to_device(device);
+        self.labels = self.labels.to_device(device);
+    }
+
+    /// The sample indices of `split`, as an int64 tensor on the samples' device. Splits
+    /// are never copied out of the data: batches are gathered through these indices.
+    pub fn indices(&self, split: SplitName) -> Tensor {
+        index_tensor(self.splits.get(split)).to_device(self.features.device())
+    }
+
+    /// The features and labels of the samples at `indices`.
+    pub fn batch(&self, indices: &Tensor) -> Result<(Tensor, Tensor), TchError> {
+        Ok((
+            self.features.f_index_select(0, indices)?,
+            self.labels.f_index_select(0, indices)?,
+        ))
     }
 
     /// Checks that every class label fits the model's `classes` outputs.

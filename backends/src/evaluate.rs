@@ -1,5 +1,6 @@
 //! Measuring a model: mean loss and, for classification, accuracy over a split.
 
+use crate::data::Dataset;
 use crate::loss;
 use crate::model::Model;
 use manifests::LossSpec;
@@ -13,25 +14,25 @@ pub struct Scores {
     pub samples: i64,
 }
 
-/// Evaluates `model` on `x`/`y` in batches, without gradients, in eval mode. The sums
-/// stay on the device until the end: one host sync per call.
+/// Evaluates `model` on the samples at `indices` in batches, without gradients, in eval
+/// mode. The sums stay on the device until the end: one host sync per call.
 pub fn evaluate(
     model: &Model,
     spec: &LossSpec,
-    x: &Tensor,
-    y: &Tensor,
+    data: &Dataset,
+    indices: &Tensor,
     batch_size: i64,
 ) -> Result<Scores, TchError> {
-    let n = x.size()[0];
+    let n = indices.size()[0];
     tch::no_grad(|| {
-        let device = x.device();
+        let device = indices.device();
         let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
         let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
         let mut counted = 0i64;
         let mut start = 0;
         while start < n {
             let len = batch_size.min(n - start);
-            let (xb, yb) = (x.f_narrow(0, start, len)?, y.f_narrow(0, start, len)?);
+            let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?)?;
             let out = model.forward(&xb, false)?;
             let loss = loss::compute(spec, &out, &yb)?;
             loss_sum = loss_sum.f_add(&loss.f_to_kind(Kind::Double)?.f_mul_scalar(len)?)?;

@@ -120,12 +120,13 @@ impl Context<'_> {
             StageConfig::Eval(spec) => {
                 let trained = &self.trained
                     [&source.expect("check ensures an eval stage needs a train stage")];
-                let (x, y) = self.session.split(spec.split.value);
+                let data = &self.session.data;
+                let indices = data.indices(spec.split.value);
                 let scores = evaluate(
                     &trained.model,
                     &manifest.loss,
-                    &x,
-                    &y,
+                    data,
+                    &indices,
                     spec.batch_size as i64,
                 )
                 .map_err(|e| {

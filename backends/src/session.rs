@@ -6,7 +6,7 @@ use crate::device;
 use crate::error::{short_message, torch_error};
 use crate::model::Model;
 use manifests::{Diagnostic, Manifest, SplitName};
-use tch::{Device, Tensor};
+use tch::Device;
 
 /// What every stage of a run shares.
 #[derive(Debug)]
@@ -26,7 +26,8 @@ impl<'a> Session<'a> {
             tch::set_num_threads(threads as i32);
         }
         let device = device::resolve(&manifest.accelerator)?;
-        let data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
+        let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
+        data.to_device(device);
         let parameters = dry_run(manifest, &data, device)?;
         Ok(Session {
             manifest,
@@ -34,11 +35,6 @@ impl<'a> Session<'a> {
             device,
             parameters,
         })
-    }
-
-    /// The features and labels of `split`, on the session's device.
-    pub fn split(&self, split: SplitName) -> (Tensor, Tensor) {
-        self.data.split(split, self.device)
     }
 }
 
@@ -58,11 +54,11 @@ fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, 
     let model = Model::build(&manifest.model, &data.sample_shape, device)?;
     let last_layer = manifest.model.layers.last().and_then(|l| l.span);
     let out_shape = &model.output_shape;
-    let (x, y) = data.split(SplitName::Train, device);
-    let (xb, yb) = (
-        x.narrow(0, 0, x.size()[0].min(2)),
-        y.narrow(0, 0, y.size()[0].min(2)),
-    );
+    let train = data.indices(SplitName::Train);
+    let first = train.narrow(0, 0, train.size()[0].min(2));
+    let (xb, yb) = data
+        .batch(&first)
+        .map_err(|e| dry_run_error(manifest, &e))?;
     let out = model
         .forward(&xb, false)
         .map_err(|e| dry_run_error(manifest, &e))?;

@@ -65,9 +65,9 @@ pub fn train(
     let mut opt = optimizer::build(&manifest.optimizer, &model.vs)
         .map_err(|e| fail("cannot build the optimizer", e))?;
 
-    let (x, y) = session.split(SplitName::Train);
-    let (val_x, val_y) = session.split(SplitName::Val);
-    let n = x.size()[0] as u64;
+    let train_samples = &data.splits.train;
+    let val_indices = data.indices(SplitName::Val);
+    let n = train_samples.len() as u64;
     let batch = spec.batch_size.min(n.max(1));
     let steps = if spec.drop_last {
         n / batch
@@ -108,7 +108,7 @@ pub fn train(
         steps,
         spec.epochs,
     );
-    let mut order: Vec<usize> = (0..n as usize).collect();
+    let mut order: Vec<usize> = train_samples.clone();
     let mut step = 0u64;
     let mut last = None;
 
@@ -116,7 +116,7 @@ pub fn train(
         obs.epoch_started(name, epoch, spec.epochs, steps);
         let started = Instant::now();
         if spec.shuffle {
-            order = (0..n as usize).collect();
+            order.copy_from_slice(train_samples);
             Rng::derived(manifest.seed, epoch).shuffle(&mut order);
         }
         let perm = index_tensor(&order).to_device(device);
@@ -129,7 +129,7 @@ pub fn train(
             let len = (batch as i64).min(n as i64 - begin);
             let result = (|| -> Result<(), tch::TchError> {
                 let idx = perm.f_narrow(0, begin, len)?;
-                let (xb, yb) = (x.f_index_select(0, &idx)?, y.f_index_select(0, &idx)?);
+                let (xb, yb) = data.batch(&idx)?;
                 lr = schedule.lr_at(step);
                 opt.set_lr(lr);
                 let out = model.forward(&xb, true)?;
@@ -158,9 +158,9 @@ pub fn train(
                 .help("lower `optimizer.lr`, add a warm-up (`schedule … warmup-epochs=2`), or scale the data (`scale \"standard\"`)"));
         }
         let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
-        let val: Option<Scores> = if val_x.size()[0] > 0 {
+        let val: Option<Scores> = if val_indices.size()[0] > 0 {
             Some(
-                evaluate(&model, &manifest.loss, &val_x, &val_y, 1024)
+                evaluate(&model, &manifest.loss, data, &val_indices, 1024)
                     .map_err(|e| fail("validation", e))?,
             )
         } else {
