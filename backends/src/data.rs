@@ -4,8 +4,8 @@
 //! The whole data set is held in memory (and on the device) — right for the tabular and
 //! small-image data this serves today; streaming larger sets is future work.
 
+use crate::arrays;
 use crate::csv::{self, CsvError};
-use crate::error::short_message;
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
 use pipeline_core::split::Splits;
 use std::path::{Path, PathBuf};
@@ -44,39 +44,26 @@ fn read_arrays(
     spec: &DataSpec,
     manifest: &Manifest,
 ) -> Result<(Tensor, Tensor, Origin), Diagnostic> {
-    let torch = |e: tch::TchError| {
-        data_error(
-            "pipeline::data::unreadable",
-            spec,
-            format!("cannot read {}: {}", path.display(), short_message(&e)),
-            "check that the file is a valid array file",
-        )
-    };
-    let named = |tensors: Vec<(String, Tensor)>| -> Result<(Tensor, Tensor), Diagnostic> {
-        let names: Vec<String> = tensors.iter().map(|(n, _)| n.clone()).collect();
-        let take = |name: &str, key: &str| {
-            tensors
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, t)| t.shallow_clone())
-                .ok_or_else(|| {
-                    data_error(
-                        "pipeline::data::missing_array",
-                        spec,
-                        format!(
-                            "{} has no array named `{name}`; it has: {}",
-                            path.display(),
-                            names.join(", ")
-                        ),
-                        &format!("set `{key} \"…\"` in `data` to one of those names"),
-                    )
-                })
+    // Errors of the array readers: a missing array names what the file holds.
+    let array_error = |file: &Path, message: String| {
+        let (code, help) = if message.starts_with("no array named") {
+            (
+                "pipeline::data::missing_array",
+                "set `features` and `labels` in `data` to names the file holds",
+            )
+        } else {
+            (
+                "pipeline::data::unreadable",
+                "check that the file is a valid array file",
+            )
         };
-        Ok((
-            take(&spec.features, "features")?,
-            take(&spec.labels, "labels")?,
-        ))
+        data_error(code, spec, format!("{}: {message}", file.display()), help)
     };
+    let pair = |mut tensors: Vec<Tensor>| {
+        let labels = tensors.pop().expect("two arrays were asked for");
+        (tensors.pop().expect("two arrays were asked for"), labels)
+    };
+    let names = [spec.features.as_str(), spec.labels.as_str()];
     Ok(match format {
         DataFormat::Csv => {
             let table = csv::read(path, spec.header, &spec.label).map_err(|e| match e {
@@ -115,16 +102,18 @@ fn read_arrays(
                     "for .npy data, name the labels file: `labels \"labels.npy\"`",
                 ));
             }
-            let features = Tensor::read_npy(path).map_err(torch)?;
-            let labels = Tensor::read_npy(&labels_path).map_err(torch)?;
+            let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
+            let labels =
+                arrays::read_npy(&labels_path).map_err(|e| array_error(&labels_path, e))?;
             (features, labels, Origin::Indices)
         }
         DataFormat::Npz => {
-            let (f, l) = named(Tensor::read_npz(path).map_err(torch)?)?;
+            let (f, l) = pair(arrays::read_npz(path, &names).map_err(|e| array_error(path, e))?);
             (f, l, Origin::Indices)
         }
         DataFormat::Safetensors => {
-            let (f, l) = named(Tensor::read_safetensors(path).map_err(torch)?)?;
+            let (f, l) =
+                pair(arrays::read_safetensors(path, &names).map_err(|e| array_error(path, e))?);
             (f, l, Origin::Indices)
         }
     })

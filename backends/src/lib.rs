@@ -5,6 +5,7 @@
 //! or the manifest entry; libtorch's own messages are cut to their first line
 //! (`error.rs`), so a user never sees a C++ stack trace.
 
+mod arrays;
 pub mod checkpoint;
 mod csv;
 pub mod data;

@@ -66,7 +66,7 @@ fn a_missing_array_name_lists_the_names_there_are() {
     assert_eq!(err.code, "pipeline::data::missing_array");
     assert!(
         err.message
-            .ends_with("d.npz has no array named `x`; it has: inputs, y"),
+            .ends_with("d.npz: no array named `x`; it has: inputs, y"),
         "{}",
         err.message
     );
