@@ -179,11 +179,12 @@ impl Dataset {
             path,
             origin,
         };
-        // A finite sum means every feature is finite (summed in f64, so no overflow);
-        // only otherwise pay for a mask as large as the data to find the first culprit.
+        // A finite sum means every feature is finite; only otherwise pay for a mask as
+        // large as the data to find the first culprit (an f32 sum that merely overflows
+        // finds none). Summing in f64 would first copy the data into f64.
         let sum_is_finite = dataset
             .features
-            .sum(Kind::Double)
+            .sum(Kind::Float)
             .double_value(&[])
             .is_finite();
         let first_bad = || {
