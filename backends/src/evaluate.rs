@@ -35,9 +35,9 @@ pub fn evaluate(
             let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?)?;
             let out = model.forward(&xb, false)?;
             let loss = loss::compute(spec, &out, &yb)?;
-            loss_sum = loss_sum.f_add(&loss.f_to_kind(Kind::Double)?.f_mul_scalar(len)?)?;
+            let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
             if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
-                hits_sum = hits_sum.f_add(&hits)?;
+                let _ = hits_sum.f_add_(&hits)?;
                 counted += count;
             }
             start += len;

@@ -138,9 +138,9 @@ pub fn train(
                 loss.f_backward()?;
                 opt.step();
                 tch::no_grad(|| -> Result<(), tch::TchError> {
-                    loss_sum = loss_sum.f_add(&loss.f_to_kind(Kind::Double)?.f_mul_scalar(len)?)?;
+                    let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
                     if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {
-                        hits_sum = hits_sum.f_add(&hits)?;
+                        let _ = hits_sum.f_add_(&hits)?;
                         counted += count;
                     }
                     Ok(())
