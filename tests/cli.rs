@@ -56,9 +56,10 @@ fn digits_project() -> tempfile::TempDir {
 }
 
 #[test]
-fn every_example_passes_check() {
-    let mut examples: Vec<String> = std::fs::read_dir(root().join("examples"))
-        .unwrap()
+fn every_example_and_benchmark_manifest_passes_check() {
+    let mut examples: Vec<String> = ["examples", "bench/manifests"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root().join(dir)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
         .map(|p| p.display().to_string())
