@@ -1,23 +1,35 @@
-//! Makes every binary that links libtorch (the `pipeline` command, the tests) find it
-//! without `LD_LIBRARY_PATH`, and see CUDA. Used by `backends` and by the root package
-//! (`build = "backends/build.rs"`), each of which depends on torch-sys directly.
+//! Builds the C++ shim (`shim/optim.cpp`: fused optimizer kernels tch does not expose)
+//! against the headers of the same libtorch tch links, and makes binaries that link
+//! libtorch find it without `LD_LIBRARY_PATH`.
 //!
-//! torch-sys passes `-Wl,-rpath` only to its own C++ build, so the final binary gets no
-//! rpath to `torch/lib`. `libtorch_cuda.so` is deliberately not linked (rustc's
-//! `--as-needed` would drop it anyway): loading it costs about 0.4 s and 400 MB of
-//! resident memory at every start, so `backends::device` loads it at run time, only when
-//! a run asks for CUDA. `DEP_TCH_LIBTORCH_LIB` reaches this script because `torch-sys` is
-//! a direct dependency.
+//! torch-sys passes `-Wl,-rpath` only to its own C++ build, so a final binary gets no
+//! rpath to `torch/lib` (the root package's `build.rs` adds it for `pipeline-worker`).
+//! `libtorch_cuda.so` is deliberately not linked (rustc's `--as-needed` would drop it
+//! anyway): loading it costs about 0.4 s and 400 MB at every start, so `device.rs` loads it
+//! at run time, only when a run asks for CUDA. `DEP_TCH_LIBTORCH_LIB` reaches this script
+//! because `torch-sys` is a direct dependency.
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
-        println!(
-            "cargo:warning=DEP_TCH_LIBTORCH_LIB is not set: binaries will need LD_LIBRARY_PATH"
-        );
-        return;
-    };
+    println!("cargo:rerun-if-changed=shim/optim.cpp");
+    let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
+        .expect("DEP_TCH_LIBTORCH_LIB: torch-sys must be a direct dependency");
+    let include = std::path::Path::new(&lib).join("../include");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .include(&include)
+        // Every torch wheel since 2.7 uses the C++11 ABI.
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .flag_if_supported("-Wno-unused-parameter")
+        .warnings(false)
+        .file("shim/optim.cpp")
+        .compile("pipeline_shim");
+    // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-    // Where `backends::device` finds libtorch_cuda.so when a run asks for CUDA.
+    println!("cargo:rustc-link-search=native={lib}");
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
+    // Where `device.rs` finds libtorch_cuda.so when a run asks for CUDA.
     println!("cargo:rustc-env=PIPELINE_LIBTORCH_LIB={lib}");
 }

@@ -10,7 +10,7 @@ use crate::evaluate::{evaluate, Scores};
 use crate::loss;
 use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
-use crate::optimizer;
+use crate::optimizer::Optimizer;
 use crate::session::Session;
 use manifests::{Diagnostic, Layer, SplitName, StageSpec, TrainSpec};
 use pipeline_core::rng::Rng;
@@ -62,8 +62,7 @@ pub fn train(
             .copy(&start.vs)
             .map_err(|e| fail("cannot copy the starting weights", e))?;
     }
-    let mut opt = optimizer::build(&manifest.optimizer, &model.vs)
-        .map_err(|e| fail("cannot build the optimizer", e))?;
+    let mut opt = Optimizer::new(&manifest.optimizer, &model.vs)?;
 
     let train_samples = &data.splits.train;
     let val_indices = data.indices(SplitName::Val);
@@ -134,9 +133,9 @@ pub fn train(
                 opt.set_lr(lr);
                 let out = model.forward(&xb, true)?;
                 let loss = loss::compute(&manifest.loss, &out, &yb)?;
-                opt.zero_grad();
+                opt.zero_grad()?;
                 loss.f_backward()?;
-                opt.step();
+                opt.step()?;
                 tch::no_grad(|| -> Result<(), tch::TchError> {
                     let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
                     if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {

@@ -1,0 +1,11 @@
+//! Gives `pipeline-worker` (the binary that links libtorch) an rpath to `torch/lib`,
+//! which torch-sys does not add; `DEP_TCH_LIBTORCH_LIB` reaches this script because
+//! `torch-sys` is a direct dependency. `pipeline` links no libtorch and needs none.
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    match std::env::var("DEP_TCH_LIBTORCH_LIB") {
+        Ok(lib) => println!("cargo:rustc-link-arg-bin=pipeline-worker=-Wl,-rpath,{lib}"),
+        Err(_) => println!("cargo:warning=DEP_TCH_LIBTORCH_LIB is not set: pipeline-worker will need LD_LIBRARY_PATH"),
+    }
+}
