@@ -4,6 +4,9 @@
 //! Every failure is a [`manifests::Diagnostic`] naming the stage, the data file and line,
 //! or the manifest entry; libtorch's own messages are cut to their first line
 //! (`error.rs`), so a user never sees a C++ stack trace.
+//!
+//! What tch does not expose comes from a small C++ shim, `shim/optim.cpp` (the fused
+//! Adam/AdamW kernels), compiled by `build.rs` against the same libtorch's headers.
 
 mod arrays;
 pub mod checkpoint;
