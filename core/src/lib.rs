@@ -7,6 +7,7 @@
 //!      ──lower──▶ Manifest (typed specs, defaults, spans)  manifests::lower
 //!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs
 //!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
+//!                 + a fingerprint per stage                fingerprint.rs
 //!      ──run────▶ RunReport (ran | failed, metrics)        backends::runner
 //! ```
 //!
@@ -16,6 +17,7 @@
 //! splitting of samples (`rng.rs`, `split.rs`).
 
 pub mod check;
+pub mod fingerprint;
 pub mod plan;
 pub mod rng;
 pub mod schedule;
