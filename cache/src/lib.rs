@@ -7,7 +7,9 @@
 mod atomic;
 mod hash;
 mod run_dir;
+mod store;
 
 pub use atomic::{write_atomic, write_atomic_with};
 pub use hash::{hash_bytes, hash_file};
 pub use run_dir::{MetricsLog, RunDir};
+pub use store::{Entry, Lock, Lookup, Store};
