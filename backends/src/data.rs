@@ -29,6 +29,9 @@ pub struct Dataset {
     pub splits: Splits,
     /// The data file, for messages.
     pub path: PathBuf,
+    /// What scaling subtracted from and divided the features by (per feature), so that
+    /// checkpoints can record it for whoever applies the model later.
+    pub scaling: Option<(Vec<f64>, Vec<f64>)>,
     origin: Origin,
 }
 
@@ -177,6 +180,7 @@ impl Dataset {
             labels: Tensor::new(),
             splits: Splits::new(n as usize, &spec.split),
             path,
+            scaling: None,
             origin,
         };
         // A finite sum means every feature is finite; only otherwise pay for a mask as
@@ -277,6 +281,10 @@ impl Dataset {
             .features
             .f_sub_(&shift)
             .and_then(|mut f| f.f_div_(&divide));
+        let values = |t: &Tensor| {
+            Vec::<f64>::try_from(&t.to_kind(Kind::Double).flatten(0, -1)).unwrap_or_default()
+        };
+        self.scaling = Some((values(&shift), values(&divide)));
     }
 
     /// Moves the samples to `device` (a no-op when they are there already).

@@ -189,6 +189,7 @@ impl Context<'_> {
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
                     "model": manifest.model.layers.iter().map(|l| &l.layer).collect::<Vec<_>>(),
                     "input_shape": self.session.data.sample_shape,
+                    "scaling": self.session.data.scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide})),
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });
                 let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
