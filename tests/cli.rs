@@ -262,7 +262,10 @@ fn digits_trains_evaluates_and_exports() {
     assert_eq!(meta["from_stage"], "train");
     assert_eq!(meta["epoch"], 4);
     assert_eq!(meta["manifest_blake3"].as_str().unwrap().len(), 64);
-    assert_eq!(meta["scaling"]["kind"], "standard", "what applying the model needs");
+    assert_eq!(
+        meta["scaling"]["kind"], "standard",
+        "what applying the model needs"
+    );
     assert_eq!(meta["scaling"]["subtract"].as_array().unwrap().len(), 64);
     let leftovers = std::fs::read_dir(&run_dir)
         .unwrap()
