@@ -1,7 +1,6 @@
 //! Exporting weights: a safetensors file (device-free, fp32, names like PyTorch's
 //! `state_dict`) plus a JSON of metadata, each written to a temporary file and renamed.
 
-use crate::error::torch_error;
 use crate::model::Model;
 use manifests::Diagnostic;
 use std::path::{Path, PathBuf};
@@ -37,15 +36,4 @@ pub fn save(
     let text = serde_json::to_string_pretty(metadata).expect("JSON values serialise");
     cache::write_atomic(&meta_path, text.as_bytes()).map_err(io)?;
     Ok(vec![path.to_path_buf(), meta_path])
-}
-
-/// Reads weights written by [`save`] back into `model` (for tests and fine-tuning).
-pub fn load(model: &mut Model, path: &Path) -> Result<(), Diagnostic> {
-    model.vs.load(path).map_err(|e| {
-        torch_error(
-            "pipeline::checkpoint::read_failed",
-            &format!("cannot read {}", path.display()),
-            &e,
-        )
-    })
 }

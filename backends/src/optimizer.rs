@@ -79,9 +79,13 @@ impl FusedAdam {
 
     fn step(&mut self) -> Result<(), TchError> {
         // Parameters without a gradient (unused by the loss) are left alone, as in PyTorch.
-        let with_grad: Vec<usize> = (0..self.params.len())
-            .filter(|&i| self.params[i].grad().defined())
-            .collect();
+        let (with_grad, mut g): (Vec<usize>, Vec<Tensor>) = self
+            .params
+            .iter()
+            .map(Tensor::grad)
+            .enumerate()
+            .filter(|(_, grad)| grad.defined())
+            .unzip();
         if with_grad.is_empty() {
             return Ok(());
         }
@@ -93,7 +97,6 @@ impl FusedAdam {
             pick(&self.exp_avg),
             pick(&self.exp_avg_sq),
         );
-        let mut g: Vec<Tensor> = p.iter().map(Tensor::grad).collect();
         let _ = self.step.f_add_scalar_(1.0)?;
         let (mut pp, mut gp, mut mp, mut vp) = (raw(&mut p), raw(&mut g), raw(&mut m), raw(&mut v));
         let s = &self.spec;

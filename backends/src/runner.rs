@@ -71,6 +71,12 @@ fn write_failed(path: &std::path::Path, e: std::io::Error) -> Diagnostic {
     .help("check that the directory is writable and the disk is not full")
 }
 
+/// Appends one line to `metrics.jsonl`.
+fn append(log: &mut MetricsLog, line: &serde_json::Value) -> Result<(), Diagnostic> {
+    log.append(&line.to_string())
+        .map_err(|e| write_failed(log.path(), e))
+}
+
 /// The `train` stage that `stage` takes its model from, if any.
 fn model_source(manifest: &Manifest, stage: &StageSpec) -> Option<usize> {
     stage.needs.iter().find_map(|n| {
@@ -95,11 +101,7 @@ impl Context<'_> {
             StageConfig::Train(spec) => {
                 let start = source.and_then(|s| self.trained.get(&s)).map(|t| &t.model);
                 let log = &mut self.log;
-                let path = self.run_dir.path.join("metrics.jsonl");
-                let mut write = |r: &EpochRecord| {
-                    log.append(&r.to_json().to_string())
-                        .map_err(|e| write_failed(&path, e))
-                };
+                let mut write = |r: &EpochRecord| append(log, &r.to_json());
                 let trained = train(&self.session, stage, spec, start, &mut write, obs)?;
                 let last = &trained.last_epoch;
                 metrics.insert("loss".into(), last.loss);
@@ -153,10 +155,7 @@ impl Context<'_> {
                 if let Some(a) = scores.accuracy {
                     line["accuracy"] = json!(a);
                 }
-                let path = self.run_dir.path.join("metrics.jsonl");
-                self.log
-                    .append(&line.to_string())
-                    .map_err(|e| write_failed(&path, e))?;
+                append(&mut self.log, &line)?;
                 Ok((metrics, Vec::new()))
             }
             StageConfig::Checkpoint(spec) => {
@@ -227,10 +226,9 @@ pub fn run(
     };
     let run_dir =
         RunDir::create(base).map_err(|e| write_failed(&base.join(".pipeline/runs"), e))?;
-    let log_path = run_dir.path.join("metrics.jsonl");
     let log = run_dir
         .metrics_log()
-        .map_err(|e| write_failed(&log_path, e))?;
+        .map_err(|e| write_failed(&run_dir.path.join("metrics.jsonl"), e))?;
     let device_name = device::describe(device);
     let mut ctx = Context {
         session,

@@ -58,12 +58,20 @@ impl RunDir {
 #[derive(Debug)]
 pub struct MetricsLog {
     file: File,
+    path: PathBuf,
 }
 
 impl MetricsLog {
     pub fn open(path: &Path) -> io::Result<MetricsLog> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(MetricsLog { file })
+        Ok(MetricsLog {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Appends one line; `line` must be a single line of JSON.

@@ -117,8 +117,10 @@ pub fn infer(layers: &[LayerSpec], input: &[i64]) -> Result<Vec<Shape>, Diagnost
             Layer::Flatten => vec![x.iter().product()],
             Layer::Reshape { shape } => {
                 let have: i64 = x.iter().product();
-                let want: i64 = shape.iter().product();
-                if have != want {
+                // Checked: an absurd shape is a diagnostic, not an overflow.
+                let want = shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d));
+                if want != Some(have) {
+                    let want = want.map_or("too many".to_string(), |w| w.to_string());
                     return Err(fail(
                         format!(
                             "cannot reshape {have} values into {} ({want} values)",
