@@ -250,5 +250,17 @@ mod tests {
             err.message,
             "cannot reshape 64 values into (1, 9, 9) (81 values)"
         );
+        let huge = infer(
+            &layers(vec![Layer::Reshape {
+                shape: vec![i64::MAX / 2, 4],
+            }]),
+            &[64],
+        )
+        .unwrap_err();
+        assert!(
+            huge.message.ends_with("(too many values)"),
+            "{}",
+            huge.message
+        );
     }
 }
