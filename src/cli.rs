@@ -1,7 +1,7 @@
 //! The command line, shared by `pipeline` and `pipeline-worker` (which parses the same
 //! arguments for the `run` that `pipeline` hands it).
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use manifests::Override;
 use std::path::PathBuf;
 
@@ -45,18 +45,110 @@ pub enum Command {
         #[arg(long = "set", value_name = "PATH=VALUE", value_parser = Override::parse)]
         set: Vec<Override>,
     },
-    /// Run the pipeline's stages.
-    Run {
+    /// Run the pipeline's stages; stages whose fingerprint is in the cache are not run again.
+    Run(RunArgs),
+    /// Say which stages are fresh (cached) and why the others would run.
+    Status {
         #[arg(default_value = "pipeline.kdl", value_name = "FILE")]
         file: PathBuf,
-        /// Run only this stage and the stages it needs.
-        #[arg(long, value_name = "NAME")]
-        stage: Option<String>,
-        /// Override a manifest value, e.g. `--set train.epochs=2` (repeatable).
         #[arg(long = "set", value_name = "PATH=VALUE", value_parser = Override::parse)]
         set: Vec<Override>,
-        /// Print one JSON object with every stage's status and metrics on stdout.
+        /// Print `{"stages": [{"name", "fresh", "reasons", …}]}` on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cache: CacheDir,
+    },
+    /// Inspect and tidy the stage cache.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+        #[command(flatten)]
+        cache: CacheDir,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[arg(default_value = "pipeline.kdl", value_name = "FILE")]
+    pub file: PathBuf,
+    /// Run only this stage and the stages it needs.
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+    /// Override a manifest value, e.g. `--set train.epochs=2` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE", value_parser = Override::parse)]
+    pub set: Vec<Override>,
+    /// Print one JSON object with every stage's status and metrics on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Rerun every stage, or only STAGE and the stages after it, even if cached.
+    #[arg(long, value_name = "STAGE", num_args = 0..=1, default_missing_value = "")]
+    pub force: Option<String>,
+    /// Neither read nor write the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub cache: CacheDir,
+}
+
+/// Where the cache lives.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CacheDir {
+    /// The cache directory [default: $PIPELINE_CACHE_DIR, or .pipeline/cache next to the
+    /// manifest].
+    #[arg(long = "cache-dir", value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum CacheCommand {
+    /// List the entries: fingerprint, stage kind, size, last use, and the stages that use them.
+    Ls {
         #[arg(long)]
         json: bool,
     },
+    /// Remove entries: those no given manifest reaches, or by age or total size.
+    Gc {
+        /// Keep the entries these manifests' stages would use now.
+        #[arg(value_name = "FILE")]
+        keep: Vec<PathBuf>,
+        /// Remove entries not used for this many days.
+        #[arg(long, value_name = "DAYS")]
+        older_than: Option<f64>,
+        /// Remove the least recently used entries until the cache is at most this size,
+        /// e.g. `500M`, `2G`.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-hash every output in the cache and report corrupt entries.
+    Verify {
+        /// Remove the corrupt entries (they are rebuilt by the next run that needs them).
+        #[arg(long)]
+        remove: bool,
+    },
+}
+
+/// `500M`, `2G`, `1.5G`, `4096` (bytes) → bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, unit) = t.split_at(t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len()));
+    let scale: u64 = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("unknown unit `{unit}`: use K, M, G or T")),
+    };
+    let n: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as 500M or 2G"))?;
+    if n < 0.0 || !n.is_finite() {
+        return Err(format!("`{text}` is not a size such as 500M or 2G"));
+    }
+    Ok((n * scale as f64) as u64)
 }

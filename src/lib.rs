@@ -4,7 +4,9 @@
 
 pub mod cli;
 pub mod load;
+pub mod prepare;
 pub mod render;
+pub mod summary;
 
 /// Panics are bugs; show one line, never a libtorch C++ backtrace.
 pub fn install_panic_hook() {

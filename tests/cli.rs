@@ -3,57 +3,10 @@
 //! Rendered diagnostics are compared whole against `tests/fixtures/*.stderr`; run with
 //! `PIPELINE_BLESS=1` to rewrite those files after an intended change, then review the diff.
 
+mod common;
+
+use common::{assert_fixture, digits_project, pipeline, root, text};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn pipeline(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the pipeline binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Compares `actual` with the fixture file, or rewrites it under PIPELINE_BLESS=1.
-fn assert_fixture(name: &str, actual: &str) {
-    let path = root().join("tests/fixtures").join(name);
-    if std::env::var_os("PIPELINE_BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing; run with PIPELINE_BLESS=1", path.display()));
-    assert_eq!(actual, expected, "output differs from {}", path.display());
-}
-
-/// The digits example in a fresh directory (so runs write there, not into examples/).
-fn digits_project() -> tempfile::TempDir {
-    let data = root().join("examples/data/digits.csv.gz");
-    assert!(
-        data.is_file(),
-        "{} is missing: run scripts/setup.sh (scripts/test.sh does)",
-        data.display()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("data")).unwrap();
-    std::fs::copy(&data, dir.path().join("data/digits.csv.gz")).unwrap();
-    std::fs::copy(
-        root().join("examples/digits.kdl"),
-        dir.path().join("digits.kdl"),
-    )
-    .unwrap();
-    dir
-}
 
 #[test]
 fn every_example_and_benchmark_manifest_passes_check() {
@@ -261,7 +214,11 @@ fn digits_trains_evaluates_and_exports() {
     assert_eq!(meta["pipeline"], "digits");
     assert_eq!(meta["from_stage"], "train");
     assert_eq!(meta["epoch"], 4);
-    assert_eq!(meta["manifest_blake3"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        meta["fingerprint"].as_str().unwrap().len(),
+        64,
+        "the stage's cache key"
+    );
     assert_eq!(
         meta["scaling"]["kind"], "standard",
         "what applying the model needs"

@@ -13,6 +13,23 @@ pub fn save(
     path: &Path,
     metadata: &serde_json::Value,
 ) -> Result<Vec<PathBuf>, Diagnostic> {
+    write_weights(model, path)?;
+    let meta_path = path.with_extension("json");
+    let text = serde_json::to_string_pretty(metadata).expect("JSON values serialise");
+    cache::write_atomic(&meta_path, text.as_bytes()).map_err(|e| write_failed(&meta_path, e))?;
+    Ok(vec![path.to_path_buf(), meta_path])
+}
+
+fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::checkpoint::write_failed",
+        format!("cannot write {}: {e}", path.display()),
+    )
+    .help("check that the directory is writable")
+}
+
+/// Writes `model`'s weights (fp32, on the CPU, sorted by name) to `path`, atomically.
+pub fn write_weights(model: &Model, path: &Path) -> Result<(), Diagnostic> {
     let mut named: Vec<(String, Tensor)> = model
         .vs
         .variables()
@@ -20,20 +37,9 @@ pub fn save(
         .map(|(k, v)| (k, v.to_device(Device::Cpu).contiguous()))
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    let io = |e: std::io::Error| {
-        Diagnostic::error(
-            "pipeline::checkpoint::write_failed",
-            format!("cannot write {}: {e}", path.display()),
-        )
-        .help("check that the directory is writable")
-    };
     cache::write_atomic_with(path, |tmp| {
         Tensor::write_safetensors(&named, tmp)
             .map_err(|e| std::io::Error::other(crate::error::short_message(&e)))
     })
-    .map_err(io)?;
-    let meta_path = path.with_extension("json");
-    let text = serde_json::to_string_pretty(metadata).expect("JSON values serialise");
-    cache::write_atomic(&meta_path, text.as_bytes()).map_err(io)?;
-    Ok(vec![path.to_path_buf(), meta_path])
+    .map_err(|e| write_failed(path, e))
 }

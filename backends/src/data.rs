@@ -7,6 +7,7 @@
 use crate::arrays;
 use crate::csv::{self, CsvError};
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
+use pipeline_core::freshness::missing_input;
 use pipeline_core::split::Splits;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
@@ -98,12 +99,7 @@ fn read_arrays(
         DataFormat::Npy => {
             let labels_path = manifest.resolve(Path::new(&spec.labels));
             if !labels_path.is_file() {
-                return Err(data_error(
-                    "pipeline::data::missing_file",
-                    spec,
-                    format!("the labels file {} does not exist", labels_path.display()),
-                    "for .npy data, name the labels file: `labels \"labels.npy\"`",
-                ));
+                return Err(missing_input(manifest, "labels", &labels_path, None));
             }
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
             let labels =
@@ -128,24 +124,7 @@ impl Dataset {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         if !path.is_file() {
-            return Err(Diagnostic::error(
-                "pipeline::data::missing_file",
-                format!("the data file {} does not exist", path.display()),
-            )
-            .label_opt(spec.source.span, "file not found")
-            .help(format!(
-                "paths are relative to the manifest's directory ({}){}",
-                if manifest.base_dir.as_os_str().is_empty() {
-                    "."
-                } else {
-                    manifest.base_dir.to_str().unwrap_or("?")
-                },
-                if spec.source.value.ends_with("digits.csv.gz") {
-                    "; `scripts/setup.sh` fetches the digits data"
-                } else {
-                    ""
-                }
-            )));
+            return Err(missing_input(manifest, "data", &path, None));
         }
         let (features, labels, origin) = read_arrays(&path, spec.format, spec, manifest)?;
         let n = features.size().first().copied().unwrap_or(0);

@@ -24,4 +24,5 @@ pub mod session;
 pub mod train;
 
 pub use observer::{EpochRecord, Observer};
-pub use runner::{run, RunReport, StageResult, StageStatus};
+pub use pipeline_core::report::{RunReport, StageResult, StageStatus};
+pub use runner::run;

@@ -3,8 +3,8 @@
 //! Every method has a default that ignores the event, so an observer implements only
 //! what it shows. Events never wait on the device: `step` carries no loss.
 
-use crate::runner::StageResult;
 use manifests::StageKind;
+use pipeline_core::report::StageResult;
 use serde_json::{json, Value};
 
 /// The metrics of one finished epoch of a `train` stage.

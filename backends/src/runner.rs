@@ -1,69 +1,56 @@
-//! Executing a plan: set up once (threads, device, data, a dry forward pass that checks
-//! the model against the data), then run the stages in order.
+//! Executing a plan: stages found fresh in the cache report their stored results; the
+//! others run, after one set-up (threads, data, a dry forward pass that checks the model
+//! against the data), and their outputs go into the cache.
 //!
 //! A stage that fails is reported with its error and its dependents are skipped; stages
 //! that do not depend on it still run, and everything written before stays on disk.
+//! While a stage runs, its fingerprint's lock is held, so two runs sharing a cache never
+//! compute the same stage twice: the second finds the first one's entry.
 
 use crate::checkpoint;
 use crate::device;
 use crate::error::torch_error;
 use crate::evaluate::evaluate;
+use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::session::Session;
-use crate::train::{train, Trained};
-use cache::{MetricsLog, RunDir};
+use crate::train::train;
+use cache::{Lookup, MetricsLog, RunDir};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
-use serde::Serialize;
+use pipeline_core::freshness::{
+    Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
+};
+use pipeline_core::report::{cached_result, stored_metrics, RunReport, StageResult, StageStatus};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::Kind;
+use tch::{Device, Kind};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StageStatus {
-    Ran,
-    Failed,
-    /// Not run because a stage it needs failed.
-    Skipped,
+/// A trained model that later stages of the run can use, with its training metrics.
+struct Trained {
+    model: Model,
+    metrics: BTreeMap<String, f64>,
 }
 
-#[derive(Debug, Clone)]
-pub struct StageResult {
-    pub name: String,
-    pub kind: StageKind,
-    pub status: StageStatus,
-    pub seconds: f64,
-    pub metrics: BTreeMap<String, f64>,
-    pub outputs: Vec<PathBuf>,
-    pub error: Option<Diagnostic>,
-}
-
-#[derive(Debug)]
-pub struct RunReport {
-    pub pipeline: String,
-    pub run_dir: PathBuf,
-    pub device: String,
-    pub stages: Vec<StageResult>,
-}
-
-impl RunReport {
-    pub fn ok(&self) -> bool {
-        self.stages.iter().all(|s| s.status == StageStatus::Ran)
-    }
-}
-
-/// What the stages of one run share.
+/// What the stages that run share.
 struct Context<'a> {
     session: Session<'a>,
-    run_dir: &'a RunDir,
-    manifest_hash: &'a str,
+    run_dir: RunDir,
     log: MetricsLog,
     trained: HashMap<usize, Trained>,
+    /// Weights of `train` stages taken from the cache, loaded when a later stage needs them.
+    cached_weights: HashMap<usize, (PathBuf, BTreeMap<String, f64>)>,
 }
 
-fn write_failed(path: &std::path::Path, e: std::io::Error) -> Diagnostic {
+/// What a stage that ran produced: metrics, files for the user, files for the cache.
+struct Produced {
+    metrics: BTreeMap<String, f64>,
+    outputs: Vec<PathBuf>,
+    store: Vec<(String, PathBuf)>,
+}
+
+fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
     Diagnostic::error(
         "pipeline::run::write_failed",
         format!("cannot write {}: {e}", path.display()),
@@ -87,45 +74,94 @@ fn model_source(manifest: &Manifest, stage: &StageSpec) -> Option<usize> {
     })
 }
 
-impl Context<'_> {
+fn training_metrics(last: &EpochRecord, steps: u64) -> BTreeMap<String, f64> {
+    let mut metrics = BTreeMap::from([
+        ("loss".to_string(), last.loss),
+        ("epochs".to_string(), last.epoch as f64),
+        ("steps".to_string(), steps as f64),
+    ]);
+    for (k, v) in [
+        ("accuracy", last.accuracy),
+        ("val_loss", last.val_loss),
+        ("val_accuracy", last.val_accuracy),
+    ] {
+        if let Some(v) = v {
+            metrics.insert(k.into(), v);
+        }
+    }
+    metrics
+}
+
+impl<'a> Context<'a> {
+    /// The model of `train` stage `source`: trained in this run, or loaded from the cache.
+    fn model_of(&mut self, source: usize) -> Result<&Trained, Diagnostic> {
+        if !self.trained.contains_key(&source) {
+            let (path, metrics) = self
+                .cached_weights
+                .remove(&source)
+                .expect("a stage runs only after the train stage it needs succeeded");
+            let session = &self.session;
+            let mut model = Model::build(
+                &session.manifest.model,
+                &session.data.sample_shape,
+                session.device,
+            )?;
+            model.vs.load(&path).map_err(|e| {
+                torch_error(
+                    "pipeline::cache::bad_weights",
+                    &format!("cannot load the cached weights {}", path.display()),
+                    &e,
+                )
+                .help("run `pipeline cache verify --remove`, then run again")
+            })?;
+            self.trained.insert(source, Trained { model, metrics });
+        }
+        Ok(&self.trained[&source])
+    }
+
     fn run_stage(
         &mut self,
-        index: usize,
+        state: &StageState,
+        scratch: &Path,
         obs: &mut dyn Observer,
-    ) -> Result<(BTreeMap<String, f64>, Vec<PathBuf>), Diagnostic> {
+    ) -> Result<Produced, Diagnostic> {
+        let index = state.index;
         let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
         let source = model_source(manifest, stage);
-        let mut metrics = BTreeMap::new();
         match &stage.config {
             StageConfig::Train(spec) => {
-                let start = source.and_then(|s| self.trained.get(&s)).map(|t| &t.model);
+                if let Some(s) = source {
+                    self.model_of(s)?;
+                }
+                let start = source.map(|s| &self.trained[&s].model);
                 let log = &mut self.log;
                 let mut write = |r: &EpochRecord| append(log, &r.to_json());
                 let trained = train(&self.session, stage, spec, start, &mut write, obs)?;
-                let last = &trained.last_epoch;
-                metrics.insert("loss".into(), last.loss);
-                metrics.insert("epochs".into(), last.epoch as f64);
-                metrics.insert("steps".into(), trained.steps as f64);
-                for (k, v) in [
-                    ("accuracy", last.accuracy),
-                    ("val_loss", last.val_loss),
-                    ("val_accuracy", last.val_accuracy),
-                ] {
-                    if let Some(v) = v {
-                        metrics.insert(k.into(), v);
-                    }
-                }
-                self.trained.insert(index, trained);
-                Ok((metrics, Vec::new()))
+                let metrics = training_metrics(&trained.last_epoch, trained.steps);
+                let weights = scratch.join(MODEL_OUTPUT);
+                checkpoint::write_weights(&trained.model, &weights)?;
+                self.trained.insert(
+                    index,
+                    Trained {
+                        model: trained.model,
+                        metrics: metrics.clone(),
+                    },
+                );
+                Ok(Produced {
+                    metrics,
+                    outputs: Vec::new(),
+                    store: vec![(MODEL_OUTPUT.into(), weights)],
+                })
             }
             StageConfig::Eval(spec) => {
-                let trained = &self.trained
-                    [&source.expect("check ensures an eval stage needs a train stage")];
+                let source = source.expect("check ensures an eval stage needs a train stage");
+                self.model_of(source)?;
+                let model = &self.trained[&source].model;
                 let data = &self.session.data;
                 let indices = data.indices(spec.split.value);
                 let scores = evaluate(
-                    &trained.model,
+                    model,
                     &manifest.loss,
                     data,
                     &indices,
@@ -146,21 +182,24 @@ impl Context<'_> {
                     .label_opt(stage.name.span, "this evaluation")
                     .help("the trained weights are not finite: lower `optimizer.lr` or check the data"));
                 }
-                metrics.insert("loss".into(), scores.loss);
-                metrics.insert("samples".into(), scores.samples as f64);
-                if let Some(a) = scores.accuracy {
-                    metrics.insert("accuracy".into(), a);
-                }
+                let mut metrics = BTreeMap::from([
+                    ("loss".to_string(), scores.loss),
+                    ("samples".to_string(), scores.samples as f64),
+                ]);
                 let mut line = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "loss": scores.loss, "samples": scores.samples});
                 if let Some(a) = scores.accuracy {
+                    metrics.insert("accuracy".into(), a);
                     line["accuracy"] = json!(a);
                 }
                 append(&mut self.log, &line)?;
-                Ok((metrics, Vec::new()))
+                Ok(Produced {
+                    metrics,
+                    outputs: Vec::new(),
+                    store: Vec::new(),
+                })
             }
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
-                let trained = &self.trained[&source];
                 let path = match &spec.path {
                     Some(p) => manifest.resolve(p),
                     None => self
@@ -168,47 +207,189 @@ impl Context<'_> {
                         .path
                         .join(format!("{}.safetensors", stage.name())),
                 };
-                let source_metrics: BTreeMap<&str, f64> = [
-                    ("loss", Some(trained.last_epoch.loss)),
-                    ("accuracy", trained.last_epoch.accuracy),
-                    ("val_loss", trained.last_epoch.val_loss),
-                    ("val_accuracy", trained.last_epoch.val_accuracy),
-                ]
-                .into_iter()
-                .filter_map(|(k, v)| v.map(|v| (k, v)))
-                .collect();
+                let (sample_shape, scaling) =
+                    (&self.session.data.sample_shape, &self.session.data.scaling);
+                let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
+                let sample_shape = sample_shape.clone();
+                let trained = self.model_of(source)?;
+                let m = &trained.metrics;
+                let source_metrics: BTreeMap<&str, f64> =
+                    ["loss", "accuracy", "val_loss", "val_accuracy"]
+                        .into_iter()
+                        .filter_map(|k| Some((k, *m.get(k)?)))
+                        .collect();
                 let metadata = json!({
                     "pipeline": manifest.name,
                     "stage": stage.name(),
                     "from_stage": manifest.stages[source].name(),
-                    "manifest_blake3": self.manifest_hash,
-                    "epoch": trained.last_epoch.epoch,
-                    "step": trained.steps,
+                    "fingerprint": state.fingerprint.hash,
+                    "epoch": m.get("epochs").map(|e| *e as u64),
+                    "step": m.get("steps").map(|s| *s as u64),
                     "metrics": source_metrics,
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
                     "model": manifest.model.layers.iter().map(|l| &l.layer).collect::<Vec<_>>(),
-                    "input_shape": self.session.data.sample_shape,
-                    "scaling": self.session.data.scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide})),
+                    "input_shape": sample_shape,
+                    "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });
                 let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
-                Ok((metrics, outputs))
+                let store = vec![
+                    (CHECKPOINT_OUTPUT.to_string(), outputs[0].clone()),
+                    (CHECKPOINT_METADATA.to_string(), outputs[1].clone()),
+                ];
+                Ok(Produced {
+                    metrics: BTreeMap::new(),
+                    outputs,
+                    store,
+                })
             }
         }
     }
 }
 
-/// Runs the stages `order` (indices into `manifest.stages`, dependencies first), writing
-/// to a new run directory next to the manifest. `Err` means the run could not start
-/// (bad device, data or model) and nothing was written; stage failures are in the report.
+/// Runs the stages of `states` (in order, dependencies first, as `freshness::assess`
+/// gives them) on `device`, taking fresh ones from `cache` and storing what runs there
+/// (`None`: no cache). A run directory next to the manifest is created when anything
+/// runs. `Err` means the run could not start (bad data or model) and nothing was written;
+/// stage failures are in the report.
 pub fn run(
     manifest: &Manifest,
-    order: &[usize],
-    manifest_hash: &str,
+    states: &[StageState],
+    mut cache: Option<&mut Cache>,
+    device: Device,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
-    let session = Session::open(manifest)?;
-    let (data, device) = (&session.data, session.device);
+    let mut ctx = match states.iter().any(|s| !s.is_fresh()) {
+        true => Some(open(manifest, device, obs)?),
+        false => None,
+    };
+    let mut results: Vec<StageResult> = Vec::new();
+    for state in states {
+        let index = state.index;
+        let stage = &manifest.stages[index];
+        let blocked = stage.needs.iter().any(|n| {
+            results
+                .iter()
+                .any(|r| r.name == n.value && !r.status.succeeded())
+        });
+        let mut result = StageResult::new(manifest, index);
+        if !blocked {
+            obs.stage_started(stage.name(), stage.kind());
+            let started = Instant::now();
+            let _lock = match (&cache, &state.freshness) {
+                (Some(c), Freshness::Stale(_)) => c.store.lock(&state.fingerprint.hash).ok(),
+                _ => None,
+            };
+            // Another run may have stored the stage while this one waited for the lock.
+            let entry = match (&cache, &state.freshness) {
+                (_, Freshness::Fresh(entry)) => Some(entry.clone()),
+                (Some(c), Freshness::Stale(_)) if !state.forced => {
+                    match c.store.get(&state.fingerprint.hash) {
+                        Lookup::Hit(entry) => Some(entry),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            result = match entry {
+                Some(entry) => {
+                    let cached = cached_result(manifest, index, &entry);
+                    if let (Ok(_), Some(ctx), Some(weights)) =
+                        (&cached, ctx.as_mut(), entry.output(MODEL_OUTPUT))
+                    {
+                        ctx.cached_weights
+                            .insert(index, (weights.to_path_buf(), stored_metrics(&entry)));
+                    }
+                    if let Some(c) = cache.as_deref() {
+                        c.store.touch(&entry.fingerprint);
+                    }
+                    cached.unwrap_or_else(|e| failed(manifest, index, e))
+                }
+                None => {
+                    let ctx = ctx.as_mut().expect("opened when a stage is stale");
+                    let scratch =
+                        scratch_dir(cache.as_deref(), &ctx.run_dir, &state.fingerprint.hash);
+                    let ran = std::fs::create_dir_all(&scratch)
+                        .map_err(|e| write_failed(&scratch, e))
+                        .and_then(|()| ctx.run_stage(state, &scratch, obs));
+                    let mut result = StageResult::new(manifest, index);
+                    match ran {
+                        Ok(produced) => {
+                            if let Some(c) = cache.as_deref() {
+                                let metrics = json!(produced.metrics);
+                                let key = json!(state.fingerprint.key);
+                                if let Err(e) = c.store.put(
+                                    &state.fingerprint.hash,
+                                    &key,
+                                    &metrics,
+                                    &produced.store,
+                                ) {
+                                    obs.message(&format!(
+                                        "warning: stage `{}` ran but could not be cached: {e}",
+                                        stage.name()
+                                    ));
+                                }
+                            }
+                            result.status = StageStatus::Ran;
+                            result.metrics = produced.metrics;
+                            result.outputs = produced.outputs;
+                        }
+                        Err(e) => result = failed(manifest, index, e),
+                    }
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    result
+                }
+            };
+            if result.status.succeeded() {
+                if let Some(c) = cache.as_deref_mut() {
+                    let _ = c.last.record(
+                        stage.name(),
+                        &state.fingerprint.hash,
+                        &json!(state.fingerprint.key),
+                    );
+                }
+            }
+            result.seconds = started.elapsed().as_secs_f64();
+        }
+        obs.stage_finished(&result);
+        results.push(result);
+    }
+    Ok(RunReport {
+        pipeline: manifest.name.clone(),
+        run_dir: ctx.map(|c| c.run_dir.path),
+        device: device::describe(device),
+        stages: results,
+    })
+}
+
+fn failed(manifest: &Manifest, index: usize, error: Diagnostic) -> StageResult {
+    let mut result = StageResult::new(manifest, index);
+    result.status = StageStatus::Failed;
+    result.error = Some(error);
+    result
+}
+
+/// Where a stage writes files bound for the cache: the cache's `tmp/` (the same file
+/// system as the store), or the run directory without a cache. Removed after the stage.
+fn scratch_dir(cache: Option<&Cache>, run_dir: &RunDir, fingerprint: &str) -> PathBuf {
+    match cache {
+        Some(c) => c
+            .store
+            .root()
+            .join("tmp")
+            .join(format!("{fingerprint}.{}.run", std::process::id())),
+        None => run_dir.path.join(".scratch"),
+    }
+}
+
+/// Loads the data, checks the model against it and creates the run directory.
+fn open<'a>(
+    manifest: &'a Manifest,
+    device: Device,
+    obs: &mut dyn Observer,
+) -> Result<Context<'a>, Diagnostic> {
+    let session = Session::open(manifest, device)?;
+    let data = &session.data;
     let (total, trainable) = session.parameters;
     obs.message(&format!(
         "{} samples ({} train, {} val, {} test) · model {} parameters ({} trainable) · device {}",
@@ -221,7 +402,7 @@ pub fn run(
         device::describe(device)
     ));
     let base = match manifest.base_dir.as_os_str().is_empty() {
-        true => std::path::Path::new("."),
+        true => Path::new("."),
         false => manifest.base_dir.as_path(),
     };
     let run_dir =
@@ -229,54 +410,11 @@ pub fn run(
     let log = run_dir
         .metrics_log()
         .map_err(|e| write_failed(&run_dir.path.join("metrics.jsonl"), e))?;
-    let device_name = device::describe(device);
-    let mut ctx = Context {
+    Ok(Context {
         session,
-        run_dir: &run_dir,
-        manifest_hash,
+        run_dir,
         log,
         trained: HashMap::new(),
-    };
-    let mut results: Vec<StageResult> = Vec::new();
-    for &index in order {
-        let stage = &manifest.stages[index];
-        let blocked = stage.needs.iter().any(|n| {
-            results
-                .iter()
-                .any(|r| r.name == n.value && r.status != StageStatus::Ran)
-        });
-        let mut result = StageResult {
-            name: stage.name().to_string(),
-            kind: stage.kind(),
-            status: StageStatus::Skipped,
-            seconds: 0.0,
-            metrics: BTreeMap::new(),
-            outputs: Vec::new(),
-            error: None,
-        };
-        if !blocked {
-            obs.stage_started(stage.name(), stage.kind());
-            let started = Instant::now();
-            match ctx.run_stage(index, obs) {
-                Ok((metrics, outputs)) => {
-                    result.status = StageStatus::Ran;
-                    result.metrics = metrics;
-                    result.outputs = outputs;
-                }
-                Err(e) => {
-                    result.status = StageStatus::Failed;
-                    result.error = Some(e);
-                }
-            }
-            result.seconds = started.elapsed().as_secs_f64();
-        }
-        obs.stage_finished(&result);
-        results.push(result);
-    }
-    Ok(RunReport {
-        pipeline: manifest.name.clone(),
-        run_dir: run_dir.path,
-        device: device_name,
-        stages: results,
+        cached_weights: HashMap::new(),
     })
 }

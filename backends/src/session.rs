@@ -2,7 +2,6 @@
 //! before any stage runs.
 
 use crate::data::Dataset;
-use crate::device;
 use crate::error::{short_message, torch_error};
 use crate::model::Model;
 use manifests::{Diagnostic, Manifest, SplitName};
@@ -19,13 +18,13 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// Sets the thread count, picks the device, loads the data and runs the model once on
-    /// two samples, so a bad device, data file or model fails here with a diagnostic.
-    pub fn open(manifest: &'a Manifest) -> Result<Session<'a>, Diagnostic> {
+    /// Sets the thread count, loads the data onto `device` (from [`crate::device::resolve`]) and
+    /// runs the model once on two samples, so a bad data file or model fails here with a
+    /// diagnostic.
+    pub fn open(manifest: &'a Manifest, device: Device) -> Result<Session<'a>, Diagnostic> {
         if let Some(threads) = manifest.accelerator.threads {
             tch::set_num_threads(threads as i32);
         }
-        let device = device::resolve(&manifest.accelerator)?;
         let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
         data.to_device(device);
         let parameters = dry_run(manifest, &data, device)?;

@@ -2,10 +2,37 @@
 
 use backends::data::Dataset;
 use backends::observer::Silent;
-use backends::{run, StageStatus};
-use manifests::{Manifest, SplitName};
+use backends::{run, RunReport, StageStatus};
+use manifests::{Diagnostic, Manifest, SplitName};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
+
+/// Runs the stages `order` without a cache, one run at a time: libtorch's random
+/// generator is global, and tests run on parallel threads.
+fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = pipeline_core::fingerprint::Environment {
+        tool: "test".into(),
+        libtorch: "test".into(),
+        device: "cpu".into(),
+    };
+    let states = pipeline_core::freshness::assess(
+        m,
+        order,
+        &env,
+        None,
+        &mut cache::HashMemo::none(),
+        &Default::default(),
+    )?;
+    run(
+        m,
+        &states,
+        None,
+        backends::device::resolve(&m.accelerator)?,
+        &mut Silent,
+    )
+}
 
 fn manifest(dir: &Path, text: &str) -> Manifest {
     let path = dir.join("m.kdl");
@@ -132,7 +159,7 @@ fn regression_with_mse_learns_a_linear_rule() {
     std::fs::write(dir.path().join("r.csv"), rows).unwrap();
     let text = "seed 3\ndata { source \"r.csv\"; split train=0.8 val=0.1 test=0.1; }\nmodel { linear 1 }\nloss \"mse\"\noptimizer \"sgd\" lr=0.1 momentum=0.9 nesterov=#true\nschedule \"step\" step-size=20 gamma=0.5\ntrain epochs=60 batch-size=16\neval \"test\" needs=\"train\"\n";
     let m = manifest(dir.path(), text);
-    let report = run(&m, &[0, 1], "hash", &mut Silent).unwrap();
+    let report = run_uncached(&m, &[0, 1]).unwrap();
     assert!(report.ok(), "{report:#?}");
     let train = &report.stages[0].metrics;
     let test = &report.stages[1].metrics;
@@ -142,7 +169,12 @@ fn regression_with_mse_learns_a_linear_rule() {
         !test.contains_key("accuracy"),
         "regression reports no accuracy"
     );
-    assert!(report.run_dir.join("metrics.jsonl").is_file());
+    assert!(report
+        .run_dir
+        .as_ref()
+        .unwrap()
+        .join("metrics.jsonl")
+        .is_file());
     assert_eq!(report.stages[0].status, StageStatus::Ran);
 }
 
@@ -158,7 +190,7 @@ fn a_regression_model_must_match_the_number_of_targets() {
         dir.path(),
         "data { source \"r.csv\"; }\nmodel { linear 2 }\nloss \"mse\"\noptimizer \"adam\"\ntrain\n",
     );
-    let err = run(&m, &[0], "hash", &mut Silent).unwrap_err();
+    let err = run_uncached(&m, &[0]).unwrap_err();
     assert_eq!(err.code, "pipeline::model::output_size");
     assert_eq!(
         err.message,
@@ -179,8 +211,8 @@ fn a_train_stage_can_start_from_another_and_the_same_seed_gives_the_same_weights
     std::fs::write(dir.path().join("c.csv"), rows).unwrap();
     let text = "data { source \"c.csv\"; scale \"minmax\"; }\nmodel { linear 8; batch-norm; gelu; dropout 0.1; linear 3; log-softmax; }\nloss \"nll\"\noptimizer \"rmsprop\" lr=0.01\ntrain \"pre\" epochs=2\ntrain \"fine\" epochs=2 needs=\"pre\"\ncheckpoint needs=\"fine\"\n";
     let m = manifest(dir.path(), text);
-    let a = run(&m, &[0, 1, 2], "hash", &mut Silent).unwrap();
-    let b = run(&m, &[0, 1, 2], "hash", &mut Silent).unwrap();
+    let a = run_uncached(&m, &[0, 1, 2]).unwrap();
+    let b = run_uncached(&m, &[0, 1, 2]).unwrap();
     assert!(a.ok() && b.ok());
     assert_eq!(a.stages[1].metrics["steps"], 4.0);
     let bytes_a = std::fs::read(&a.stages[2].outputs[0]).unwrap();
@@ -200,7 +232,7 @@ fn batch_norm_refuses_a_batch_of_one_instead_of_training_nan_statistics() {
     std::fs::write(dir.path().join("b.csv"), rows).unwrap();
     let text = "data { source \"b.csv\"; }\nmodel { linear 4; batch-norm; linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain batch-size=8\n";
     let m = manifest(dir.path(), text);
-    let report = run(&m, &[0], "hash", &mut Silent).unwrap();
+    let report = run_uncached(&m, &[0]).unwrap();
     let err = report.stages[0].error.as_ref().unwrap();
     assert_eq!(err.code, "pipeline::train::batch_of_one");
     assert_eq!(err.message, "stage `train`: a training batch would hold one sample (9 samples in batches of 8), and batch-norm needs at least two");
@@ -208,7 +240,7 @@ fn batch_norm_refuses_a_batch_of_one_instead_of_training_nan_statistics() {
         dir.path(),
         &text.replace("batch-size=8", "batch-size=8 drop-last=#true"),
     );
-    assert!(run(&m, &[0], "hash", &mut Silent).unwrap().ok());
+    assert!(run_uncached(&m, &[0]).unwrap().ok());
 }
 
 #[test]
@@ -223,13 +255,13 @@ fn training_can_start_from_exported_weights_and_a_mismatch_is_diagnosed() {
         dir.path(),
         &format!("{base}train epochs=3\ncheckpoint needs=\"train\" path=\"w.safetensors\"\n"),
     );
-    let first = run(&m, &[0, 1], "hash", &mut Silent).unwrap();
+    let first = run_uncached(&m, &[0, 1]).unwrap();
     assert!(first.ok());
     let m = manifest(
         dir.path(),
         &format!("{base}train epochs=1 init=\"w.safetensors\"\n"),
     );
-    let resumed = run(&m, &[0], "hash", &mut Silent).unwrap();
+    let resumed = run_uncached(&m, &[0]).unwrap();
     assert!(resumed.ok());
     assert!(
         resumed.stages[0].metrics["loss"] < first.stages[0].metrics["loss"] * 1.5,
@@ -244,7 +276,7 @@ fn training_can_start_from_exported_weights_and_a_mismatch_is_diagnosed() {
             base.replace("linear 4", "linear 5")
         ),
     );
-    let report = run(&m, &[0], "hash", &mut Silent).unwrap();
+    let report = run_uncached(&m, &[0]).unwrap();
     let err = report.stages[0].error.as_ref().unwrap();
     assert_eq!(err.code, "pipeline::train::bad_init");
     assert!(

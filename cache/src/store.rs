@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// An entry found complete and intact.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +174,102 @@ impl Store {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Marks an entry as used now (its `entry.json` mtime), for `cache gc --older-than`.
+    pub fn touch(&self, fingerprint: &str) {
+        let file = self.entry_dir(fingerprint).join("entry.json");
+        if let Ok(f) = File::options().write(true).open(file) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+    }
+
+    /// What `cache ls` and `cache gc` need to know of every entry, without verifying it.
+    pub fn list(&self) -> io::Result<Vec<EntryInfo>> {
+        let mut all = Vec::new();
+        for fingerprint in self.fingerprints()? {
+            let dir = self.entry_dir(&fingerprint);
+            let entry: Value = fs::read(dir.join("entry.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let last_used = fs::metadata(dir.join("entry.json"))
+                .and_then(|m| m.modified())
+                .ok();
+            all.push(EntryInfo {
+                kind: entry["key"]["spec"]["stage"]["kind"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string(),
+                bytes: dir_size(&dir),
+                last_used,
+                fingerprint,
+            });
+        }
+        Ok(all)
+    }
+
+    /// Removes an entry: renamed out of `entries/` first, so a reader never sees half.
+    pub fn remove(&self, fingerprint: &str) -> io::Result<()> {
+        let doomed = self
+            .root
+            .join("tmp")
+            .join(format!("{fingerprint}.removed.{}", std::process::id()));
+        fs::create_dir_all(self.root.join("tmp"))?;
+        fs::rename(self.entry_dir(fingerprint), &doomed)?;
+        fs::remove_dir_all(doomed)
+    }
+
+    /// Removes what crashed writers left in `tmp/` more than `age` ago; returns the count.
+    pub fn clean_tmp(&self, age: Duration) -> usize {
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in fs::read_dir(self.root.join("tmp"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).unwrap_or_default() > age);
+            if old && fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+/// One entry as `cache ls` shows it.
+#[derive(Debug, Clone)]
+pub struct EntryInfo {
+    pub fingerprint: String,
+    /// The stage kind from the entry's key (`train`, `eval`, `checkpoint`).
+    pub kind: String,
+    pub bytes: u64,
+    pub last_used: Option<SystemTime>,
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+impl Entry {
+    /// The path of output `name` inside the store.
+    pub fn output(&self, name: &str) -> Option<&Path> {
+        self.outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_path())
     }
 }
 

@@ -20,7 +20,7 @@
 //! `accelerator.threads` (speed only), the manifest's own path and the run directory.
 
 use manifests::{Manifest, StageConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 pub const KEY_VERSION: u32 = 1;
 
 /// What the keys of one run share: where and with what the stages would run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Environment {
     pub tool: String,
     pub libtorch: String,
@@ -38,7 +38,7 @@ pub struct Environment {
 }
 
 /// Everything a stage's outputs depend on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageKey {
     pub version: u32,
     pub environment: Environment,
@@ -173,8 +173,14 @@ pub fn fingerprints<E>(
 }
 
 /// What changed between two keys of the same stage, in words a user reads:
-/// `optimizer.lr changed 0.001 → 0.0003`, `data file changed`, `an upstream stage changed`.
-pub fn explain_change(old: &StageKey, new: &StageKey) -> Vec<String> {
+/// `optimizer.lr changed 0.001 → 0.0003`, `data file digits.csv.gz changed`. `files` names
+/// the stage's input files by role (see [`stage_inputs`]). Upstream fingerprints are left
+/// to the caller, which knows the upstream stages' names.
+pub fn explain_change(
+    old: &StageKey,
+    new: &StageKey,
+    files: &BTreeMap<String, PathBuf>,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     diff_values(
         "",
@@ -183,24 +189,29 @@ pub fn explain_change(old: &StageKey, new: &StageKey) -> Vec<String> {
         &mut reasons,
     );
     for (role, hash) in &new.inputs {
+        let file = files
+            .get(role)
+            .and_then(|p| p.file_name())
+            .map_or(String::new(), |n| format!(" {}", n.to_string_lossy()));
         match old.inputs.get(role) {
             Some(h) if h == hash => {}
-            Some(_) => reasons.push(format!("{role} file changed")),
-            None => reasons.push(format!("{role} file added")),
+            Some(_) => reasons.push(format!("{role} file{file} changed")),
+            None => reasons.push(format!("{role} file{file} added")),
         }
     }
-    if old.upstream != new.upstream {
-        reasons.push("an upstream stage changed".to_string());
-    }
-    if old.seed != new.seed {
-        reasons.push(format!("seed changed {} → {}", old.seed, new.seed));
-    }
-    if old.environment != new.environment
-        || old.precision != new.precision
-        || old.version != new.version
-    {
-        reasons.push("the tool, libtorch, device or precision changed".to_string());
-    }
+    let mut changed = |what: &str, a: &dyn std::fmt::Display, b: &dyn std::fmt::Display| {
+        let (a, b) = (a.to_string(), b.to_string());
+        if a != b {
+            reasons.push(format!("{what} changed {a} → {b}"));
+        }
+    };
+    changed("seed", &old.seed, &new.seed);
+    changed("accelerator.precision", &old.precision, &new.precision);
+    let (a, b) = (&old.environment, &new.environment);
+    changed("the device", &a.device, &b.device);
+    changed("libtorch", &a.libtorch, &b.libtorch);
+    changed("pipeline", &a.tool, &b.tool);
+    changed("the cache key format", &old.version, &new.version);
     reasons
 }
 
@@ -320,18 +331,27 @@ checkpoint needs="train"
     fn changes_are_explained_in_words() {
         let a = keys(BASE);
         let b = keys(&BASE.replace("lr=0.001", "lr=0.0003"));
+        let files = BTreeMap::from([("data".to_string(), PathBuf::from("d.csv"))]);
         assert_eq!(
-            explain_change(&a[0].key, &b[0].key),
+            explain_change(&a[0].key, &b[0].key, &files),
             ["optimizer.lr changed 0.001 → 0.0003"]
         );
         assert_eq!(
-            explain_change(&a[1].key, &b[1].key),
-            ["an upstream stage changed"]
+            explain_change(&a[1].key, &b[1].key, &files),
+            Vec::<String>::new(),
+            "upstream changes are the caller's to name"
         );
         let c = keys(&BASE.replace("train\n", "train epochs=3\n"));
         assert_eq!(
-            explain_change(&a[0].key, &c[0].key),
+            explain_change(&a[0].key, &c[0].key, &files),
             ["train.epochs changed 10 → 3"]
+        );
+        let mut d = c[0].key.clone();
+        d.inputs.insert("data".into(), "another hash".into());
+        d.environment.device = "cuda".into();
+        assert_eq!(
+            explain_change(&c[0].key, &d, &files),
+            ["data file d.csv changed", "the device changed cpu → cuda"]
         );
     }
 }

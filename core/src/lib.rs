@@ -8,7 +8,8 @@
 //!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs
 //!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
 //!                 + a fingerprint per stage                fingerprint.rs
-//!      ──run────▶ RunReport (ran | failed, metrics)        backends::runner
+//!                 + fresh (cached) or stale, and why       freshness.rs
+//!      ──run────▶ RunReport (ran | cached | failed, …)    backends::runner
 //! ```
 //!
 //! Besides the arrows, this crate holds what backends need but that does not touch
@@ -18,7 +19,9 @@
 
 pub mod check;
 pub mod fingerprint;
+pub mod freshness;
 pub mod plan;
+pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod shapes;

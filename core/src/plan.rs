@@ -75,25 +75,34 @@ impl Plan {
         Plan { graph, order }
     }
 
-    /// The run order restricted to `stage` and everything it needs, transitively.
-    pub fn upto(&self, stage: usize) -> Vec<usize> {
+    /// `stage` and every stage reachable from it against (`Incoming`) or along
+    /// (`Outgoing`) the edges.
+    fn reachable(&self, stage: usize, direction: Direction) -> BTreeSet<usize> {
         let mut keep = BTreeSet::from([stage]);
         let mut todo = vec![stage];
         while let Some(i) = todo.pop() {
-            for n in self
-                .graph
-                .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
-            {
+            for n in self.graph.neighbors_directed(NodeIndex::new(i), direction) {
                 if keep.insert(n.index()) {
                     todo.push(n.index());
                 }
             }
         }
+        keep
+    }
+
+    /// The run order restricted to `stage` and everything it needs, transitively.
+    pub fn upto(&self, stage: usize) -> Vec<usize> {
+        let keep = self.reachable(stage, Direction::Incoming);
         self.order
             .iter()
             .copied()
             .filter(|i| keep.contains(i))
             .collect()
+    }
+
+    /// `stage` and every stage that needs it, transitively.
+    pub fn downstream(&self, stage: usize) -> BTreeSet<usize> {
+        self.reachable(stage, Direction::Outgoing)
     }
 
     /// The DAG as Graphviz DOT or a Mermaid flowchart.

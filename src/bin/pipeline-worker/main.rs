@@ -11,12 +11,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     pipeline_cli::install_panic_hook();
     let ok = match Cli::parse().command {
-        Command::Run {
-            file,
-            stage,
-            set,
-            json,
-        } => run::run(&file, stage.as_deref(), &set, json),
+        Command::Run(args) => run::run(&args),
         _ => {
             eprintln!("error: pipeline-worker only runs pipelines; use `pipeline`");
             false

@@ -1,14 +1,11 @@
 //! Progress while running: a bar on a terminal, plain lines otherwise, nothing for
 //! `--json` runs that are not on a terminal. Everything goes to stderr.
 
-use backends::{EpochRecord, Observer, StageResult, StageStatus};
+use backends::{EpochRecord, Observer, StageResult};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use manifests::StageKind;
+use pipeline_cli::summary::{percent, stage_line};
 use std::io::IsTerminal;
-
-pub fn percent(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
 
 fn epoch_line(r: &EpochRecord) -> String {
     let mut line = format!(
@@ -25,25 +22,6 @@ fn epoch_line(r: &EpochRecord) -> String {
         line += &format!("  val acc {}", percent(a));
     }
     line + &format!("  lr {:.2e}  {:.0} samples/s", r.lr, r.samples_per_second)
-}
-
-fn stage_line(r: &StageResult) -> String {
-    let status = match r.status {
-        StageStatus::Ran => "done",
-        StageStatus::Failed => "FAILED",
-        StageStatus::Skipped => "skipped (a stage it needs failed)",
-    };
-    format!(
-        "{} {} ({}): {status} in {:.2}s",
-        if r.status == StageStatus::Ran {
-            "✓"
-        } else {
-            "✗"
-        },
-        r.name,
-        r.kind.as_str(),
-        r.seconds
-    )
 }
 
 /// Plain lines, one per epoch and stage: for logs and CI.

@@ -1,0 +1,143 @@
+//! What a run reports: each stage's status, time, metrics and outputs. Stages taken from
+//! the cache get their result here, without libtorch, so a fully cached run never needs
+//! to load it.
+
+use crate::freshness::{CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
+use cache::Entry;
+use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageStatus {
+    Ran,
+    /// Its outputs came from the cache.
+    Cached,
+    Failed,
+    /// Not run because a stage it needs failed.
+    Skipped,
+}
+
+impl StageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageStatus::Ran => "ran",
+            StageStatus::Cached => "cached",
+            StageStatus::Failed => "failed",
+            StageStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn succeeded(self) -> bool {
+        matches!(self, StageStatus::Ran | StageStatus::Cached)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StageResult {
+    pub name: String,
+    pub kind: StageKind,
+    pub status: StageStatus,
+    pub seconds: f64,
+    pub metrics: BTreeMap<String, f64>,
+    pub outputs: Vec<PathBuf>,
+    pub error: Option<Diagnostic>,
+}
+
+impl StageResult {
+    /// A result with nothing in it yet (status `skipped`).
+    pub fn new(manifest: &Manifest, index: usize) -> StageResult {
+        let stage = &manifest.stages[index];
+        StageResult {
+            name: stage.name().to_string(),
+            kind: stage.kind(),
+            status: StageStatus::Skipped,
+            seconds: 0.0,
+            metrics: BTreeMap::new(),
+            outputs: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunReport {
+    pub pipeline: String,
+    /// Where this run wrote its metrics; `None` when every stage came from the cache.
+    pub run_dir: Option<PathBuf>,
+    pub device: String,
+    pub stages: Vec<StageResult>,
+}
+
+impl RunReport {
+    pub fn ok(&self) -> bool {
+        self.stages.iter().all(|s| s.status.succeeded())
+    }
+}
+
+/// The metrics stored in a cache entry.
+pub fn stored_metrics(entry: &Entry) -> BTreeMap<String, f64> {
+    entry
+        .metrics
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+        .collect()
+}
+
+/// The result of stage `index` taken from its cache entry. A checkpoint with a declared
+/// `path` is copied there when the file is missing or differs; otherwise its outputs are
+/// the files in the cache.
+pub fn cached_result(
+    manifest: &Manifest,
+    index: usize,
+    entry: &Entry,
+) -> Result<StageResult, Diagnostic> {
+    let mut result = StageResult::new(manifest, index);
+    result.status = StageStatus::Cached;
+    result.metrics = stored_metrics(entry);
+    if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
+        let stored = |name| {
+            entry.output(name).ok_or_else(|| {
+                Diagnostic::error(
+                    "pipeline::cache::entry_incomplete",
+                    format!("the cache entry {} has no {name}", entry.fingerprint),
+                )
+                .help("run with `--force` to rebuild it")
+            })
+        };
+        let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
+        result.outputs = match &spec.path {
+            Some(path) => {
+                let path = manifest.resolve(path);
+                let meta_path = path.with_extension("json");
+                restore(weights, &path)?;
+                restore(metadata, &meta_path)?;
+                vec![path, meta_path]
+            }
+            None => vec![weights.to_path_buf(), metadata.to_path_buf()],
+        };
+    }
+    Ok(result)
+}
+
+/// Copies `from` (in the cache) to `to` unless `to` already has the same content.
+fn restore(from: &Path, to: &Path) -> Result<(), Diagnostic> {
+    let same = to.is_file()
+        && std::fs::metadata(from).ok().map(|m| m.len())
+            == std::fs::metadata(to).ok().map(|m| m.len())
+        && cache::hash_file(from).ok() == cache::hash_file(to).ok();
+    if same {
+        return Ok(());
+    }
+    cache::write_atomic_with(to, |tmp| std::fs::copy(from, tmp).map(drop)).map_err(|e| {
+        Diagnostic::error(
+            "pipeline::run::write_failed",
+            format!("cannot write {}: {e}", to.display()),
+        )
+        .help("check that the directory is writable and the disk is not full")
+    })
+}

@@ -1,0 +1,229 @@
+//! `pipeline cache ls | gc | verify`: look into the stage cache and tidy it.
+
+use cache::{recorded_stages, EntryInfo, Lookup, Store};
+use pipeline_cli::cli::{CacheCommand, CacheDir};
+use pipeline_cli::load::Loaded;
+use pipeline_cli::{prepare, summary};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
+    let base = match command {
+        CacheCommand::Gc { keep, .. } => keep
+            .first()
+            .and_then(|f| f.parent())
+            .unwrap_or(Path::new("")),
+        _ => Path::new(""),
+    };
+    let store = Store::new(prepare::cache_root(dir, base));
+    let entries = match store.list() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!(
+                "error: cannot read the cache {}: {e}",
+                store.root().display()
+            );
+            return false;
+        }
+    };
+    match command {
+        CacheCommand::Ls { json } => ls(&store, &entries, *json),
+        CacheCommand::Gc {
+            keep,
+            older_than,
+            max_size,
+            dry_run,
+        } => gc(&store, entries, keep, *older_than, *max_size, *dry_run, dir),
+        CacheCommand::Verify { remove } => verify(&store, &entries, *remove),
+    }
+}
+
+/// `1.2 MB`, `340 kB`, `17 B`.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.0} kB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+fn age(t: Option<SystemTime>) -> Duration {
+    t.and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default()
+}
+
+/// `3 s`, `12 min`, `5 h`, `2 d` ago.
+fn ago(t: Option<SystemTime>) -> String {
+    let s = age(t).as_secs();
+    match s {
+        s if s < 120 => format!("{s} s ago"),
+        s if s < 7200 => format!("{} min ago", s / 60),
+        s if s < 172_800 => format!("{} h ago", s / 3600),
+        s => format!("{} d ago", s / 86_400),
+    }
+}
+
+fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
+    let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (manifest, stage, fp) in recorded_stages(store.root()) {
+        let name = Path::new(&manifest)
+            .file_name()
+            .map_or(manifest.clone(), |n| n.to_string_lossy().into_owned());
+        users
+            .entry(fp)
+            .or_default()
+            .push(format!("{name}: {stage}"));
+    }
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    if json {
+        let list: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                json!({
+                    "fingerprint": e.fingerprint,
+                    "kind": e.kind,
+                    "bytes": e.bytes,
+                    "last_used_seconds_ago": age(e.last_used).as_secs(),
+                    "stages": users.get(&e.fingerprint).cloned().unwrap_or_default(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "cache": store.root(), "bytes": total, "entries": list })
+        );
+        return true;
+    }
+    let mut rows = vec![[
+        "fingerprint",
+        "kind",
+        "size",
+        "last used",
+        "stage (last run)",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for e in entries {
+        rows.push(vec![
+            e.fingerprint[..16.min(e.fingerprint.len())].to_string(),
+            e.kind.clone(),
+            size(e.bytes),
+            ago(e.last_used),
+            users
+                .get(&e.fingerprint)
+                .map_or(String::new(), |u| u.join(", ")),
+        ]);
+    }
+    println!(
+        "{} · {} entries · {}",
+        store.root().display(),
+        entries.len(),
+        size(total)
+    );
+    if !entries.is_empty() {
+        print!("{}", summary::columns(&rows));
+    }
+    true
+}
+
+/// The fingerprints the stages of `file` have now, on either kind of device.
+fn reachable(file: &Path, dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
+    let loaded = Loaded::read(file, &[]);
+    let manifest = loaded.report().ok_or(())?;
+    let mut keep = BTreeSet::new();
+    for device in ["cpu", "cuda"] {
+        let prepared =
+            prepare::prepare(file, manifest, None, None, Some(dir), device).map_err(|d| {
+                eprintln!(
+                    "{}",
+                    pipeline_cli::render::human(&d, loaded.source.as_ref())
+                );
+            })?;
+        keep.extend(prepared.states.into_iter().map(|s| s.fingerprint.hash));
+    }
+    Ok(keep)
+}
+
+fn gc(
+    store: &Store,
+    mut entries: Vec<EntryInfo>,
+    keep_files: &[PathBuf],
+    older_than: Option<f64>,
+    max_size: Option<u64>,
+    dry_run: bool,
+    dir: &CacheDir,
+) -> bool {
+    if keep_files.is_empty() && older_than.is_none() && max_size.is_none() {
+        eprintln!("error: say what to remove: the manifests whose entries to keep, `--older-than DAYS` or `--max-size SIZE`");
+        eprintln!("  help: `pipeline cache gc pipeline.kdl` keeps what pipeline.kdl uses now and removes the rest");
+        return false;
+    }
+    let mut keep = BTreeSet::new();
+    for file in keep_files {
+        match reachable(file, dir) {
+            Ok(k) => keep.extend(k),
+            Err(()) => return false,
+        }
+    }
+    let mut doomed: Vec<EntryInfo> = Vec::new();
+    // Oldest first, so `--max-size` removes the least recently used.
+    entries.sort_by_key(|e| std::cmp::Reverse(age(e.last_used)));
+    let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+    for e in entries {
+        let unreachable = !keep_files.is_empty() && !keep.contains(&e.fingerprint);
+        let old = older_than.is_some_and(|days| age(e.last_used).as_secs_f64() > days * 86_400.0);
+        let too_big = max_size.is_some_and(|max| total > max) && !keep.contains(&e.fingerprint);
+        if unreachable || old || too_big {
+            total -= e.bytes;
+            doomed.push(e);
+        }
+    }
+    let freed: u64 = doomed.iter().map(|e| e.bytes).sum();
+    let verb = if dry_run { "would remove" } else { "removed" };
+    let mut ok = true;
+    for e in &doomed {
+        if !dry_run {
+            if let Err(err) = store.remove(&e.fingerprint) {
+                eprintln!("error: cannot remove entry {}: {err}", e.fingerprint);
+                ok = false;
+                continue;
+            }
+        }
+        eprintln!(
+            "{verb} {} ({}, {})",
+            &e.fingerprint[..16.min(e.fingerprint.len())],
+            e.kind,
+            size(e.bytes)
+        );
+    }
+    if !dry_run {
+        store.clean_tmp(Duration::from_secs(24 * 3600));
+    }
+    println!(
+        "{verb} {} entries ({}); {} left",
+        doomed.len(),
+        size(freed),
+        size(total)
+    );
+    ok
+}
+
+fn verify(store: &Store, entries: &[EntryInfo], remove: bool) -> bool {
+    let mut corrupt = 0;
+    for e in entries {
+        if let Lookup::Corrupt(why) = store.get(&e.fingerprint) {
+            corrupt += 1;
+            let fate = match remove.then(|| store.remove(&e.fingerprint)) {
+                Some(Ok(())) => "; removed, the next run that needs it rebuilds it",
+                Some(Err(_)) => "; could not be removed",
+                None => "; the next run that needs it rebuilds it",
+            };
+            eprintln!("corrupt: {} ({}): {why}{fate}", e.fingerprint, e.kind);
+        }
+    }
+    println!("{} entries checked, {corrupt} corrupt", entries.len());
+    corrupt == 0 || remove
+}

@@ -1,0 +1,164 @@
+//! From `pipeline run`'s arguments to the stages a run executes: the order (`--stage`),
+//! the cache (`--cache-dir`, `--no-cache`), the forced stages (`--force`), and whether
+//! each stage is fresh. Shared by `pipeline` (which answers fully cached runs and
+//! `status` without loading libtorch) and `pipeline-worker` (which runs the rest).
+
+use crate::cli::{CacheDir, RunArgs};
+use manifests::{suggest, AcceleratorSpec, DeviceSpec, Diagnostic, Manifest};
+use pipeline_core::fingerprint::Environment;
+use pipeline_core::freshness::{assess, Cache, StageState};
+use pipeline_core::Plan;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The environment variable that names a cache shared across projects.
+pub const CACHE_DIR_ENV: &str = "PIPELINE_CACHE_DIR";
+
+/// The cache directory: `--cache-dir`, else `$PIPELINE_CACHE_DIR`, else `.pipeline/cache`
+/// in `base` (the manifest's directory).
+pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
+    dir.dir
+        .clone()
+        .or_else(|| std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| {
+            let base = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base
+            };
+            base.join(".pipeline").join("cache")
+        })
+}
+
+/// What every stage key of this build shares, for a run on `device` (`cpu` or `cuda`).
+pub fn environment(device: &str) -> Environment {
+    Environment {
+        tool: concat!("pipeline ", env!("CARGO_PKG_VERSION")).into(),
+        libtorch: env!("PIPELINE_LIBTORCH_VERSION").into(),
+        device: device.into(),
+    }
+}
+
+/// The kind of device a run will use, when it can be known without loading libtorch:
+/// `auto` is the CPU on a machine without an NVIDIA driver, and unknown otherwise.
+pub fn device_kind_without_libtorch(spec: &AcceleratorSpec) -> Option<&'static str> {
+    match spec.device {
+        DeviceSpec::Cpu => Some("cpu"),
+        DeviceSpec::Cuda(_) => Some("cuda"),
+        DeviceSpec::Auto => (!Path::new("/proc/driver/nvidia/version").exists()).then_some("cpu"),
+    }
+}
+
+/// The stages to run, dependencies first: all of them, or `--stage NAME` and what it needs.
+pub fn order(
+    manifest: &Manifest,
+    plan: &Plan,
+    stage: Option<&str>,
+) -> Result<Vec<usize>, Diagnostic> {
+    match stage {
+        None => Ok(plan.order.clone()),
+        Some(name) => Ok(plan.upto(stage_index(manifest, name, "--stage")?)),
+    }
+}
+
+fn stage_index(manifest: &Manifest, name: &str, flag: &str) -> Result<usize, Diagnostic> {
+    manifest
+        .stages
+        .iter()
+        .position(|s| s.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = manifest.stages.iter().map(|s| s.name()).collect();
+            let mut help = suggest::help_for(name, "stage", &names);
+            if name.ends_with(".kdl") {
+                help = format!("write the manifest before {flag}: `pipeline run {name} {flag}`");
+            }
+            Diagnostic::error(
+                "pipeline::run::unknown_stage",
+                format!("{flag} {name}: the manifest has no such stage"),
+            )
+            .help(help)
+        })
+}
+
+/// The stages `--force` reruns: every one (`--force`), or a stage and everything after it.
+pub fn forced(
+    manifest: &Manifest,
+    plan: &Plan,
+    force: Option<&str>,
+) -> Result<BTreeSet<usize>, Diagnostic> {
+    match force {
+        None => Ok(BTreeSet::new()),
+        Some("") => Ok((0..manifest.stages.len()).collect()),
+        Some(name) => Ok(plan.downstream(stage_index(manifest, name, "--force")?)),
+    }
+}
+
+/// A run, ready to execute.
+pub struct Prepared {
+    pub order: Vec<usize>,
+    /// `None` under `--no-cache`.
+    pub cache: Option<Cache>,
+    /// One per stage of `order`, in that order.
+    pub states: Vec<StageState>,
+    /// The input hashes learnt; save it once the run has started, so a run that cannot
+    /// start writes nothing.
+    pub memo: cache::HashMemo,
+}
+
+/// Plans the run of `manifest` (read from `file`) on a `device` kind: the stages up to
+/// `stage` (all without), `force`d as `--force` says, looked up in the cache in `cache`
+/// (`None`: `--no-cache`).
+pub fn prepare(
+    file: &Path,
+    manifest: &Manifest,
+    stage: Option<&str>,
+    force: Option<&str>,
+    cache: Option<&CacheDir>,
+    device: &str,
+) -> Result<Prepared, Diagnostic> {
+    let plan = Plan::new(manifest);
+    let order = order(manifest, &plan, stage)?;
+    let forced = forced(manifest, &plan, force)?;
+    let (cache, mut memo) = match cache {
+        None => (None, cache::HashMemo::none()),
+        Some(dir) => {
+            let root = cache_root(dir, &manifest.base_dir);
+            let cache = Cache {
+                store: cache::Store::new(&root),
+                last: cache::LastKeys::load(&root, file),
+            };
+            (Some(cache), cache::HashMemo::load(&root))
+        }
+    };
+    let states = assess(
+        manifest,
+        &order,
+        &environment(device),
+        cache.as_ref(),
+        &mut memo,
+        &forced,
+    )?;
+    Ok(Prepared {
+        order,
+        cache,
+        states,
+        memo,
+    })
+}
+
+/// [`prepare`] for `pipeline run`'s arguments.
+pub fn prepare_run(
+    manifest: &Manifest,
+    args: &RunArgs,
+    device: &str,
+) -> Result<Prepared, Diagnostic> {
+    let cache = (!args.no_cache).then_some(&args.cache);
+    prepare(
+        &args.file,
+        manifest,
+        args.stage.as_deref(),
+        args.force.as_deref(),
+        cache,
+        device,
+    )
+}

@@ -1,0 +1,84 @@
+//! `pipeline run` in the libtorch-free binary: when every stage is fresh in the cache, the
+//! run is answered here in milliseconds; otherwise it is handed to `pipeline-worker`,
+//! installed next to this binary, with the same arguments.
+
+use pipeline_cli::cli::RunArgs;
+use pipeline_cli::load::Loaded;
+use pipeline_cli::{prepare, summary};
+use pipeline_core::freshness::Freshness;
+use pipeline_core::report::{cached_result, RunReport};
+use serde_json::json;
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+
+pub fn run(args: &RunArgs) -> ExitCode {
+    match answer_from_cache(args) {
+        Some(()) => ExitCode::SUCCESS,
+        None => hand_over_to_worker(),
+    }
+}
+
+/// Prints the report of a run whose stages are all fresh; `None` when anything would run,
+/// or anything is uncertain (an invalid manifest, `auto` on a machine with a GPU driver),
+/// which the worker then handles and reports.
+fn answer_from_cache(args: &RunArgs) -> Option<()> {
+    if args.no_cache {
+        return None;
+    }
+    let loaded = Loaded::read(&args.file, &args.set);
+    let manifest = loaded.checked.valid()?;
+    if !loaded.checked.diagnostics.is_empty() {
+        return None; // warnings: the worker shows them
+    }
+    let device = prepare::device_kind_without_libtorch(&manifest.accelerator)?;
+    let mut prepared = prepare::prepare_run(manifest, args, device).ok()?;
+    let mut stages = Vec::new();
+    for state in &prepared.states {
+        let Freshness::Fresh(entry) = &state.freshness else {
+            return None;
+        };
+        stages.push(cached_result(manifest, state.index, entry).ok()?);
+    }
+    prepared.memo.save();
+    let cache = prepared.cache.as_mut()?;
+    for state in &prepared.states {
+        cache.store.touch(&state.fingerprint.hash);
+        let stage = manifest.stages[state.index].name();
+        let _ = cache.last.record(
+            stage,
+            &state.fingerprint.hash,
+            &json!(state.fingerprint.key),
+        );
+    }
+    let report = RunReport {
+        pipeline: manifest.name.clone(),
+        run_dir: None,
+        device: device.to_string(),
+        stages,
+    };
+    if args.json {
+        println!("{}", summary::json(&report, loaded.source.as_ref()));
+    } else {
+        for s in &report.stages {
+            eprintln!("{}", summary::stage_line(s));
+        }
+        print!("{}", summary::table(&report));
+    }
+    Some(())
+}
+
+/// Replaces this process with `pipeline-worker` and the same arguments; returns only if
+/// that fails.
+fn hand_over_to_worker() -> ExitCode {
+    let worker = std::env::current_exe().map(|exe| exe.with_file_name("pipeline-worker"));
+    let error = match &worker {
+        Ok(path) => std::process::Command::new(path)
+            .args(std::env::args_os().skip(1))
+            .exec(),
+        Err(e) => std::io::Error::new(e.kind(), e.to_string()),
+    };
+    let shown = worker.map_or_else(|_| "pipeline-worker".into(), |p| p.display().to_string());
+    eprintln!("error: cannot start {shown}: {error}");
+    eprintln!("  help: `pipeline run` needs pipeline-worker installed next to pipeline");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,78 @@
+//! `pipeline status FILE`: each stage fresh (in the cache) or stale, with the reasons in
+//! words. Never loads libtorch; `auto` devices count as CUDA when an NVIDIA driver is
+//! present.
+
+use manifests::Override;
+use pipeline_cli::cli::CacheDir;
+use pipeline_cli::load::Loaded;
+use pipeline_cli::{prepare, render, summary};
+use pipeline_core::freshness::Freshness;
+use serde_json::json;
+use std::path::Path;
+
+pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) -> bool {
+    let loaded = Loaded::read(file, overrides);
+    let Some(manifest) = loaded.report() else {
+        return false;
+    };
+    let device = prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
+    let mut prepared = match prepare::prepare(file, manifest, None, None, Some(cache), device) {
+        Ok(p) => p,
+        Err(d) => {
+            eprintln!("{}", render::human(&d, loaded.source.as_ref()));
+            return false;
+        }
+    };
+    prepared.memo.save();
+    let root = prepare::cache_root(cache, &manifest.base_dir);
+    if json {
+        let stages: Vec<_> = prepared
+            .states
+            .iter()
+            .map(|s| {
+                let stage = &manifest.stages[s.index];
+                let reasons = match &s.freshness {
+                    Freshness::Fresh(_) => &[][..],
+                    Freshness::Stale(r) => r.as_slice(),
+                };
+                json!({
+                    "name": stage.name(),
+                    "kind": stage.kind().as_str(),
+                    "status": if s.is_fresh() { "fresh" } else { "stale" },
+                    "reasons": reasons,
+                    "fingerprint": s.fingerprint.hash,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "pipeline": manifest.name, "cache": root, "stages": stages })
+        );
+    } else {
+        let mut rows = vec![["stage", "kind", "status", "why"]
+            .map(String::from)
+            .to_vec()];
+        for s in &prepared.states {
+            let stage = &manifest.stages[s.index];
+            let (status, why) = match &s.freshness {
+                Freshness::Fresh(_) => ("fresh", String::new()),
+                Freshness::Stale(reasons) => ("stale", reasons.join("; ")),
+            };
+            rows.push(vec![
+                stage.name().into(),
+                stage.kind().as_str().into(),
+                status.into(),
+                why,
+            ]);
+        }
+        let fresh = prepared.states.iter().filter(|s| s.is_fresh()).count();
+        println!(
+            "{} · {fresh} of {} stages fresh · cache {}",
+            manifest.name,
+            prepared.states.len(),
+            root.display()
+        );
+        print!("{}", summary::columns(&rows));
+    }
+    true
+}

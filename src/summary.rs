@@ -1,0 +1,98 @@
+//! How a finished run is shown: a table on stdout, or one JSON object with `--json`.
+
+use crate::render::{self, Source};
+use pipeline_core::report::{RunReport, StageResult, StageStatus};
+use serde_json::{json, Value};
+
+pub fn percent(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The line shown when a stage finishes: `✓ train (train): done in 2.71s`.
+pub fn stage_line(r: &StageResult) -> String {
+    let status = match r.status {
+        StageStatus::Ran => format!("done in {:.2}s", r.seconds),
+        StageStatus::Cached => "cached".into(),
+        StageStatus::Failed => format!("FAILED after {:.2}s", r.seconds),
+        StageStatus::Skipped => "skipped (a stage it needs failed)".into(),
+    };
+    let mark = if r.status.succeeded() { "✓" } else { "✗" };
+    format!("{mark} {} ({}): {status}", r.name, r.kind.as_str())
+}
+
+fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
+    let mut v = json!({
+        "name": s.name,
+        "kind": s.kind.as_str(),
+        "status": s.status,
+        "seconds": s.seconds,
+        "metrics": s.metrics,
+        "outputs": s.outputs,
+    });
+    if let Some(e) = &s.error {
+        v["error"] = render::json(e, source);
+    }
+    v
+}
+
+/// `{"pipeline", "run_dir", "device", "stages": [...]}`.
+pub fn json(report: &RunReport, source: Option<&Source>) -> Value {
+    let stages: Vec<_> = report
+        .stages
+        .iter()
+        .map(|s| stage_json(s, source))
+        .collect();
+    json!({ "pipeline": report.pipeline, "run_dir": report.run_dir, "device": report.device, "stages": stages })
+}
+
+/// The table printed at the end of a run.
+pub fn table(report: &RunReport) -> String {
+    let mut rows = vec![[
+        "stage", "kind", "status", "time", "loss", "accuracy", "output",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in &report.stages {
+        let accuracy = s.metrics.get("accuracy").or(s.metrics.get("val_accuracy"));
+        rows.push(vec![
+            s.name.clone(),
+            s.kind.as_str().to_string(),
+            s.status.as_str().to_string(),
+            match s.status {
+                StageStatus::Ran | StageStatus::Failed => format!("{:.2}s", s.seconds),
+                StageStatus::Cached | StageStatus::Skipped => "-".into(),
+            },
+            s.metrics
+                .get("loss")
+                .map_or("-".into(), |l| format!("{l:.4}")),
+            accuracy.map_or("-".into(), |a| percent(*a)),
+            s.outputs
+                .first()
+                .map_or(String::new(), |p| p.display().to_string()),
+        ]);
+    }
+    let mut out = match &report.run_dir {
+        Some(dir) => format!("\n{} · run directory {}\n", report.pipeline, dir.display()),
+        None => format!("\n{} · every stage was cached\n", report.pipeline),
+    };
+    out += &columns(&rows);
+    out
+}
+
+/// Rows as left-aligned columns two spaces apart, without trailing blanks.
+pub fn columns(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out += cells.join("  ").trim_end();
+        out.push('\n');
+    }
+    out
+}
