@@ -1,4 +1,5 @@
-//! Builds the C++ shim (`shim/optim.cpp`: fused optimizer kernels tch does not expose)
+//! Builds the C++ shim (`shim/`: optimizer updates and random-generator state, which tch
+//! does not expose)
 //! against the headers of the same libtorch tch links, and makes binaries that link
 //! libtorch find it without `LD_LIBRARY_PATH`.
 //!
@@ -11,7 +12,9 @@
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    println!("cargo:rerun-if-changed=shim/optim.cpp");
+    for file in ["shim/shim.h", "shim/optim.cpp", "shim/rng.cpp"] {
+        println!("cargo:rerun-if-changed={file}");
+    }
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
         .expect("DEP_TCH_LIBTORCH_LIB: torch-sys must be a direct dependency");
     let include = std::path::Path::new(&lib).join("../include");
@@ -24,6 +27,7 @@ fn main() {
         .flag_if_supported("-Wno-unused-parameter")
         .warnings(false)
         .file("shim/optim.cpp")
+        .file("shim/rng.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 DATA = BENCH / "data"
 PIPELINE = ROOT / "target" / "release" / "pipeline"
+CACHE = DATA / "cache"
 SIDES = ["pipeline", "plain", "dataloader", "lightning", "accelerated"]
 LABELS = {
     "pipeline": "pipeline (Rust, libtorch)",
@@ -109,8 +110,10 @@ def measured(cmd):
 def run_side(side, workload, epochs, threads, device):
     if side == "pipeline":
         manifest = BENCH / "manifests" / f"{workload}.kdl"
+        # --force: train every time, with the defaults a user gets (the result stored in the
+        # cache, a resumable snapshot every epoch).
         stdout, rss, wall = measured([
-            PIPELINE, "run", manifest, "--json",
+            PIPELINE, "run", manifest, "--json", "--force", "--cache-dir", CACHE,
             "--set", f"train.epochs={epochs}",
             "--set", f"accelerator.threads={threads}",
             "--set", f"accelerator.device={device}",
@@ -163,7 +166,50 @@ def bench_startup(reps):
     return {e: summary(t) for e, t in times.items()}
 
 
-def table(results, startup, device):
+def wall_of(cmd, cwd):
+    start = time.perf_counter()
+    env = {k: v for k, v in os.environ.items() if k != "PIPELINE_CACHE_DIR"}
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
+
+
+def bench_cache(reps):
+    """The digits example run once, then again with every stage cached (wall time including
+    process start); and hashing a 1 GiB data file without and with the hash memo."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+        (project / "data").mkdir()
+        shutil.copy(ROOT / "examples" / "data" / "digits.csv.gz", project / "data")
+        shutil.copy(ROOT / "examples" / "digits.kdl", project)
+        first = wall_of([PIPELINE, "run", "digits.kdl"], project)
+        cached = [wall_of([PIPELINE, "run", "digits.kdl"], project) for _ in range(reps)]
+        status = [wall_of([PIPELINE, "status", "digits.kdl"], project) for _ in range(reps)]
+
+        big = project / "big.csv"
+        with open(big, "wb") as f:
+            block = np.random.default_rng(0).bytes(64 << 20)
+            for _ in range(16):
+                f.write(block)
+        old = time.time() - 3600  # an old file, as data files are: the memo may keep it
+        os.utime(big, (old, old))
+        (project / "big.kdl").write_text('data { source "big.csv"; }\nmodel { linear 2; }\nloss "cross-entropy"\noptimizer "adam"\ntrain\n')
+        size_gb = big.stat().st_size / 1e9
+        unmemoised, memoised = [], []
+        for _ in range(reps):
+            (project / ".pipeline" / "cache" / "hashes.json").unlink(missing_ok=True)
+            unmemoised.append(wall_of([PIPELINE, "status", "big.kdl"], project))
+            memoised.append(wall_of([PIPELINE, "status", "big.kdl"], project))
+    return {
+        "digits_first_run_s": first,
+        "digits_cached_run_s": summary(cached),
+        "digits_status_s": summary(status),
+        "hash_file_gb": size_gb,
+        "hash_first_s": summary(unmemoised),
+        "hash_memo_s": summary(memoised),
+    }
+
+
+def table(results, startup, device, cache=None):
     out = []
     for w, sides in results.items():
         base = sides.get("plain")
@@ -185,6 +231,18 @@ def table(results, startup, device):
         out.append("|---|---|---|")
         for e, t in startup.items():
             out.append(f"| {e} | {t['median']:.0f} | {t['min']:.0f}–{t['max']:.0f} |")
+    if cache:
+        c = cache
+        first, again = c["digits_first_run_s"], c["digits_cached_run_s"]["median"]
+        out.append("\n**The stage cache** (wall time including process start)\n")
+        out.append("| what | seconds (median) | min–max | figure |")
+        out.append("|---|---|---|---|")
+        out.append(f"| examples/digits.kdl, first run | {first:.3f} | | |")
+        out.append(f"| the same, every stage cached | {again:.3f} | {c['digits_cached_run_s']['min']:.3f}–{c['digits_cached_run_s']['max']:.3f} | {100 * again / first:.1f} % of the first run |")
+        out.append(f"| `pipeline status` on it | {c['digits_status_s']['median']:.3f} | {c['digits_status_s']['min']:.3f}–{c['digits_status_s']['max']:.3f} | |")
+        h, m = c["hash_first_s"], c["hash_memo_s"]
+        out.append(f"| `pipeline status` hashing a {c['hash_file_gb']:.2f} GB data file | {h['median']:.3f} | {h['min']:.3f}–{h['max']:.3f} | {c['hash_file_gb'] / h['median']:.2f} GB/s |")
+        out.append(f"| the same, unchanged file (hash memo) | {m['median']:.3f} | {m['min']:.3f}–{m['max']:.3f} | |")
     return "\n".join(out) + "\n"
 
 
@@ -200,7 +258,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,startup")
+    p.add_argument("--workloads", default="mlp,cnn,startup,cache")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -218,10 +276,11 @@ def main():
     training = [w for w in workloads if w in WORKLOADS]
     results = bench_training(training, args.sides.split(","), reps, args.threads, args.device, epochs)
     startup = bench_startup(3 if args.quick else 10) if "startup" in workloads else {}
-    text = table(results, startup, args.device)
+    cache = bench_cache(3 if args.quick else 10) if "cache" in workloads else None
+    text = table(results, startup, args.device, cache)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup}
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache}
     (BENCH / "results").mkdir(exist_ok=True)
     (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
     if args.write_docs:

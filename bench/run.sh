@@ -16,5 +16,5 @@ if ! "$python" -c 'import lightning, pytorch_accelerated' 2>/dev/null; then
     "lightning==2.6.6" "pytorch-accelerated==0.1.61" >&2
   rm -f "$constraints"
 fi
-cargo build --release --bin pipeline
+cargo build --release --bins
 exec "$python" bench/harness.py "$@"

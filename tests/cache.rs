@@ -354,3 +354,90 @@ fn gc_keeps_what_a_manifest_uses_or_what_fits() {
     let out = pipeline(dir.path(), &["cache", "gc"]);
     assert_eq!(out.status.code(), Some(1), "gc must be told what to remove");
 }
+
+/// The digits CNN (dropout, batch-norm, AdamW, a cosine schedule) with a snapshot every
+/// 5 steps, in a fresh project.
+fn digits_with_snapshots() -> tempfile::TempDir {
+    let dir = common::digits_project();
+    let text = std::fs::read_to_string(dir.path().join("digits.kdl")).unwrap();
+    let text = text.replace(
+        "    batch-size 64\n",
+        "    batch-size 64\n    snapshot-every-steps 5\n",
+    );
+    assert!(text.contains("snapshot-every-steps 5"));
+    std::fs::write(dir.path().join("digits.kdl"), text).unwrap();
+    dir
+}
+
+/// The step of the last snapshot in `dir`'s cache, if any.
+fn snapshot_step(dir: &Path) -> Option<u64> {
+    let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
+    let stage = snapshots.flatten().next()?.path();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
+    index["position"]["step"].as_u64()
+}
+
+fn exported_weights(dir: &Path, report: &Value) -> Vec<u8> {
+    let path = report["stages"][2]["outputs"][0].as_str().unwrap();
+    std::fs::read(dir.join(path)).unwrap()
+}
+
+#[test]
+fn a_killed_run_resumes_and_ends_with_the_same_weights_bit_for_bit() {
+    let killed = digits_with_snapshots();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "digits.kdl"])
+        .current_dir(killed.path())
+        .env_remove("PIPELINE_CACHE_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until training is well under way (mid-epoch, dropout's generator advanced).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while snapshot_step(killed.path()).is_none_or(|s| s < 60) {
+        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it could be killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let at = snapshot_step(killed.path()).unwrap();
+    assert!(at < 30 * 23, "killed before the end (step {at})");
+
+    let out = pipeline(killed.path(), &["run", "digits.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stderr);
+    assert!(
+        log.contains("resuming `train` from its snapshot: epoch"),
+        "{log}"
+    );
+    let resumed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(resumed["stages"][0]["metrics"]["steps"], 30.0 * 23.0);
+    assert!(
+        snapshot_step(killed.path()).is_none(),
+        "snapshots are removed once the stage is stored"
+    );
+
+    let whole = digits_with_snapshots();
+    let uninterrupted = run_in(whole.path(), "digits.kdl");
+    assert_eq!(
+        exported_weights(killed.path(), &resumed),
+        exported_weights(whole.path(), &uninterrupted),
+        "resumed at step {at}: the weights must be identical"
+    );
+    assert_eq!(
+        resumed["stages"][0]["metrics"], uninterrupted["stages"][0]["metrics"],
+        "and so must the last epoch's metrics"
+    );
+}
+
+fn run_in(dir: &Path, manifest: &str) -> Value {
+    let out = pipeline(dir, &["run", manifest, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -5,8 +5,9 @@
 //! or the manifest entry; libtorch's own messages are cut to their first line
 //! (`error.rs`), so a user never sees a C++ stack trace.
 //!
-//! What tch does not expose comes from a small C++ shim, `shim/optim.cpp` (the fused
-//! Adam/AdamW kernels), compiled by `build.rs` against the same libtorch's headers.
+//! What tch does not expose comes from a small C++ shim in `shim/` (optimizer updates whose
+//! state we own, the random generators' state), compiled by `build.rs` against the same
+//! libtorch's headers.
 
 mod arrays;
 pub mod checkpoint;
@@ -19,8 +20,10 @@ pub mod loss;
 pub mod model;
 pub mod observer;
 pub mod optimizer;
+mod rng_state;
 pub mod runner;
 pub mod session;
+pub mod snapshot;
 pub mod train;
 
 pub use observer::{EpochRecord, Observer};

@@ -8,7 +8,7 @@ use pipeline_core::report::StageResult;
 use serde_json::{json, Value};
 
 /// The metrics of one finished epoch of a `train` stage.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochRecord {
     pub stage: String,
     pub epoch: u64,
@@ -49,6 +49,11 @@ impl EpochRecord {
 pub trait Observer {
     /// A line of information, such as the model's size.
     fn message(&mut self, _text: &str) {}
+    /// Something the user must see even when progress is not shown: a resumed stage, a
+    /// warning. Printed on stderr unless an observer does otherwise.
+    fn notice(&mut self, text: &str) {
+        eprintln!("{text}");
+    }
     fn stage_started(&mut self, _name: &str, _kind: StageKind) {}
     fn epoch_started(&mut self, _stage: &str, _epoch: u64, _epochs: u64, _steps: u64) {}
     /// `done` optimizer steps of the current epoch have been queued.

@@ -14,6 +14,7 @@ use crate::evaluate::evaluate;
 use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::session::Session;
+use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Lookup, MetricsLog, RunDir};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
@@ -123,6 +124,7 @@ impl<'a> Context<'a> {
         &mut self,
         state: &StageState,
         scratch: &Path,
+        snapshots: Option<&Snapshots>,
         obs: &mut dyn Observer,
     ) -> Result<Produced, Diagnostic> {
         let index = state.index;
@@ -137,7 +139,15 @@ impl<'a> Context<'a> {
                 let start = source.map(|s| &self.trained[&s].model);
                 let log = &mut self.log;
                 let mut write = |r: &EpochRecord| append(log, &r.to_json());
-                let trained = train(&self.session, stage, spec, start, &mut write, obs)?;
+                let trained = train(
+                    &self.session,
+                    stage,
+                    spec,
+                    start,
+                    snapshots,
+                    &mut write,
+                    obs,
+                )?;
                 let metrics = training_metrics(&trained.last_epoch, trained.steps);
                 let weights = scratch.join(MODEL_OUTPUT);
                 checkpoint::write_weights(&trained.model, &weights)?;
@@ -309,9 +319,10 @@ pub fn run(
                     let ctx = ctx.as_mut().expect("opened when a stage is stale");
                     let scratch =
                         scratch_dir(cache.as_deref(), &ctx.run_dir, &state.fingerprint.hash);
+                    let snapshots = snapshots_of(cache.as_deref(), manifest, state);
                     let ran = std::fs::create_dir_all(&scratch)
                         .map_err(|e| write_failed(&scratch, e))
-                        .and_then(|()| ctx.run_stage(state, &scratch, obs));
+                        .and_then(|()| ctx.run_stage(state, &scratch, snapshots.as_ref(), obs));
                     let mut result = StageResult::new(manifest, index);
                     match ran {
                         Ok(produced) => {
@@ -324,11 +335,14 @@ pub fn run(
                                     &metrics,
                                     &produced.store,
                                 ) {
-                                    obs.message(&format!(
+                                    obs.notice(&format!(
                                         "warning: stage `{}` ran but could not be cached: {e}",
                                         stage.name()
                                     ));
                                 }
+                            }
+                            if let Some(s) = &snapshots {
+                                s.clear();
                             }
                             result.status = StageStatus::Ran;
                             result.metrics = produced.metrics;
@@ -367,6 +381,28 @@ fn failed(manifest: &Manifest, index: usize, error: Diagnostic) -> StageResult {
     result.status = StageStatus::Failed;
     result.error = Some(error);
     result
+}
+
+/// Where a `train` stage keeps its resumable snapshots: next to the store, under its
+/// fingerprint, so that the same stage run again finds them. None without a cache.
+fn snapshots_of(
+    cache: Option<&Cache>,
+    manifest: &Manifest,
+    state: &StageState,
+) -> Option<Snapshots> {
+    let StageConfig::Train(spec) = &manifest.stages[state.index].config else {
+        return None;
+    };
+    let cache = cache?;
+    (spec.snapshot_every_epochs > 0 || spec.snapshot_every_steps > 0).then(|| Snapshots {
+        dir: cache
+            .store
+            .root()
+            .join("snapshots")
+            .join(&state.fingerprint.hash),
+        every_epochs: spec.snapshot_every_epochs,
+        every_steps: spec.snapshot_every_steps,
+    })
 }
 
 /// Where a stage writes files bound for the cache: the cache's `tmp/` (the same file

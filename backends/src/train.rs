@@ -3,6 +3,9 @@
 //! Per step: gather a batch by index on the device, forward, loss, backward, optimizer
 //! step, with the learning rate from the schedule. Loss and accuracy sums stay on the
 //! device; they are read once per epoch, so the loop never waits on the device.
+//!
+//! With [`Snapshots`], the loop saves a resumable snapshot as often as the stage says and,
+//! when one exists, resumes from it instead of starting over.
 
 use crate::data::index_tensor;
 use crate::error::torch_error;
@@ -12,6 +15,7 @@ use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer::Optimizer;
 use crate::session::Session;
+use crate::snapshot::{Position, Snapshots, Sums};
 use manifests::{Diagnostic, Layer, SplitName, StageSpec, TrainSpec};
 use pipeline_core::rng::Rng;
 use pipeline_core::schedule::LrSchedule;
@@ -26,13 +30,14 @@ pub struct Trained {
     pub steps: u64,
 }
 
-/// Trains a fresh model (or a copy of `start`) as `stage` says. `log` receives every
-/// epoch's record before observers see it.
+/// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
+/// `snapshots` if there is one. `log` receives every epoch's record before observers see it.
 pub fn train(
     session: &Session,
     stage: &StageSpec,
     spec: &TrainSpec,
     start: Option<&Model>,
+    snapshots: Option<&Snapshots>,
     log: &mut dyn FnMut(&EpochRecord) -> Result<(), Diagnostic>,
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
@@ -108,10 +113,45 @@ pub fn train(
         spec.epochs,
     );
     let mut order: Vec<usize> = train_samples.clone();
-    let mut step = 0u64;
-    let mut last = None;
+    let sums = || -> Result<(Tensor, Tensor), tch::TchError> {
+        Ok((
+            Tensor::f_zeros([], (Kind::Double, device))?,
+            Tensor::f_zeros([], (Kind::Int64, device))?,
+        ))
+    };
+    let (mut loss_sum, mut hits_sum) = sums().map_err(|e| fail("setting up", e))?;
+    let mut at = Position {
+        epoch: 1,
+        step_in_epoch: 0,
+        step: 0,
+        seen: 0,
+        counted: 0,
+        last: None,
+    };
+    match snapshots.and_then(Snapshots::load) {
+        Some(Ok(restored)) => {
+            let sums = Sums {
+                loss: &loss_sum,
+                hits: &hits_sum,
+            };
+            restored
+                .apply(&mut model, &mut opt, sums, device)
+                .map_err(|e| fail("resuming from the snapshot", e))?;
+            at = restored.position;
+            obs.notice(&format!(
+                "resuming `{name}` from its snapshot: epoch {}/{}, step {}/{steps}",
+                at.epoch, spec.epochs, at.step_in_epoch
+            ));
+        }
+        Some(Err(why)) => obs.notice(&format!(
+            "warning: the snapshot of `{name}` is unusable ({why}); training from the start"
+        )),
+        None => {}
+    }
+    let mut step = at.step;
+    let mut last = at.last.take();
 
-    for epoch in 1..=spec.epochs {
+    for epoch in at.epoch..=spec.epochs {
         obs.epoch_started(name, epoch, spec.epochs, steps);
         let started = Instant::now();
         if spec.shuffle {
@@ -119,11 +159,18 @@ pub fn train(
             Rng::derived(manifest.seed, epoch).shuffle(&mut order);
         }
         let perm = index_tensor(&order).to_device(device);
-        let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
-        let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
-        let (mut seen, mut counted) = (0i64, 0i64);
+        let resumed = epoch == at.epoch;
+        let first = if resumed { at.step_in_epoch } else { 0 };
+        let (mut seen, mut counted) = if resumed {
+            (at.seen, at.counted)
+        } else {
+            (0, 0)
+        };
+        if first == 0 {
+            (loss_sum, hits_sum) = sums().map_err(|e| fail("setting up", e))?;
+        }
         let mut lr = manifest.optimizer.lr;
-        for s in 0..steps {
+        for s in first..steps {
             let begin = (s * batch) as i64;
             let len = (batch as i64).min(n as i64 - begin);
             let result = (|| -> Result<(), tch::TchError> {
@@ -149,6 +196,23 @@ pub fn train(
             seen += len;
             step += 1;
             obs.step(s + 1);
+            if let Some(snaps) =
+                snapshots.filter(|sn| s + 1 < steps && sn.due(epoch, spec.epochs, s + 1, steps))
+            {
+                let position = Position {
+                    epoch,
+                    step_in_epoch: s + 1,
+                    step,
+                    seen,
+                    counted,
+                    last: last.clone(),
+                };
+                let sums = Sums {
+                    loss: &loss_sum,
+                    hits: &hits_sum,
+                };
+                snaps.save(&position, &model, &opt, sums, device)?;
+            }
         }
         let loss = loss_sum.double_value(&[]) / seen as f64;
         if !loss.is_finite() {
@@ -181,6 +245,21 @@ pub fn train(
         log(&record)?;
         obs.epoch_finished(&record);
         last = Some(record);
+        if let Some(snaps) = snapshots.filter(|sn| sn.due(epoch, spec.epochs, steps, steps)) {
+            let position = Position {
+                epoch: epoch + 1,
+                step_in_epoch: 0,
+                step,
+                seen: 0,
+                counted: 0,
+                last: last.clone(),
+            };
+            let sums = Sums {
+                loss: &loss_sum,
+                hits: &hits_sum,
+            };
+            snaps.save(&position, &model, &opt, sums, device)?;
+        }
     }
     Ok(Trained {
         model,

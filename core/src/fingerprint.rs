@@ -17,7 +17,9 @@
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
 //! formatting of the manifest, comments, how a value was written (property, child node,
 //! `--set`, or left to its default), data file paths (content counts, not location),
-//! `accelerator.threads` (speed only), the manifest's own path and the run directory.
+//! `accelerator.threads` (speed only), how often a `train` stage saves resumable snapshots
+//! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
+//! directory.
 
 use manifests::{Manifest, StageConfig};
 use serde::{Deserialize, Serialize};
@@ -114,7 +116,9 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     }
     let mut stage = to_value(&manifest.stages[index].config);
     if let Some(map) = stage.as_object_mut() {
-        map.remove("init");
+        for unkeyed in ["init", "snapshot_every_epochs", "snapshot_every_steps"] {
+            map.remove(unkeyed);
+        }
     }
     match &manifest.stages[index].config {
         StageConfig::Train(_) => json!({
@@ -325,6 +329,8 @@ checkpoint needs="train"
         );
         let threads = keys(&format!("{BASE}accelerator {{ threads 1; }}\n"));
         assert_eq!(changed(&a, &threads), [false, false, false]);
+        let snapshots = keys(&BASE.replace("train\n", "train snapshot-every-steps=5\n"));
+        assert_eq!(changed(&a, &snapshots), [false, false, false]);
     }
 
     #[test]

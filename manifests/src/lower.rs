@@ -598,6 +598,8 @@ impl<'a> Reader<'a> {
                 batch_size: f.int("batch-size") as u64,
                 shuffle: f.bool("shuffle"),
                 drop_last: f.bool("drop-last"),
+                snapshot_every_epochs: f.int("snapshot-every-epochs") as u64,
+                snapshot_every_steps: f.int("snapshot-every-steps") as u64,
                 init: f.opt_text("init").map(|p| Spanned {
                     value: PathBuf::from(p),
                     span: f.span("init"),

@@ -319,6 +319,10 @@ pub struct TrainSpec {
     pub batch_size: u64,
     pub shuffle: bool,
     pub drop_last: bool,
+    /// Save a resumable snapshot every this many epochs (0: never).
+    pub snapshot_every_epochs: u64,
+    /// … and every this many optimizer steps (0: only at epoch ends).
+    pub snapshot_every_steps: u64,
     /// Starting weights from a file (instead of a fresh initialisation).
     pub init: Option<Spanned<PathBuf>>,
 }

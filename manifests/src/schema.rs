@@ -561,6 +561,18 @@ pub const TRAIN: Section = section(
             "Drop the last, incomplete batch of every epoch.",
         ),
         key(
+            "snapshot-every-epochs",
+            int(0),
+            Some(Val::Int(1)),
+            "Save a resumable snapshot (weights, optimizer state, random state, position) every N epochs, so a killed run resumes; 0: never. Not part of the cache key.",
+        ),
+        key(
+            "snapshot-every-steps",
+            int(0),
+            Some(Val::Int(0)),
+            "Also save a snapshot every N optimizer steps (for long epochs); 0: only at epoch ends. Not part of the cache key.",
+        ),
+        key(
             "init",
             Ty::Path,
             None,

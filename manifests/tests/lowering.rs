@@ -77,6 +77,8 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             batch_size: 32,
             shuffle: true,
             drop_last: false,
+            snapshot_every_epochs: 1,
+            snapshot_every_steps: 0,
             init: None
         })
     );

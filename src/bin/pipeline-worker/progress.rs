@@ -51,7 +51,13 @@ pub struct Bar {
 
 impl Observer for Bar {
     fn message(&mut self, text: &str) {
-        eprintln!("{text}");
+        self.notice(text);
+    }
+    fn notice(&mut self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
     }
     fn stage_started(&mut self, name: &str, kind: StageKind) {
         self.stage = format!("{name} ({})", kind.as_str());

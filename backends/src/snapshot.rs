@@ -1,0 +1,217 @@
+//! Resumable snapshots of a `train` stage: everything the rest of the training depends
+//! on, so that a run killed at any moment resumes from the last snapshot and ends with the
+//! same weights, bit for bit, as a run that was never interrupted.
+//!
+//! A snapshot holds the weights (and batch-norm statistics), the optimizer's state, the
+//! random generators' state and the epoch's running loss sums, in one safetensors file,
+//! plus `snapshot.json`: the position (epoch, step), the last epoch's record and the
+//! file's blake3. The learning rate and the data order need no saving: both are functions
+//! of the step and the seed. The JSON is renamed into place after the tensors, so it always
+//! names a complete file; the checksum catches a file torn by a power loss (snapshots are
+//! not fsynced: they only need to survive the process).
+
+use crate::error::torch_error;
+use crate::model::Model;
+use crate::observer::EpochRecord;
+use crate::optimizer::Optimizer;
+use crate::rng_state;
+use manifests::Diagnostic;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use tch::{Device, TchError, Tensor};
+
+/// Where a training stands when a snapshot is taken.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Position {
+    /// The epoch in progress (1-based).
+    pub epoch: u64,
+    /// Optimizer steps of that epoch already taken.
+    pub step_in_epoch: u64,
+    /// Optimizer steps taken in all.
+    pub step: u64,
+    /// Samples seen, and samples counted for accuracy, in that epoch so far.
+    pub seen: i64,
+    pub counted: i64,
+    /// The record of the last finished epoch, if any.
+    pub last: Option<EpochRecord>,
+}
+
+/// The running sums of an epoch, on the device.
+pub struct Sums<'a> {
+    pub loss: &'a Tensor,
+    pub hits: &'a Tensor,
+}
+
+/// A snapshot read back: its position and its tensors by name.
+pub struct Restored {
+    pub position: Position,
+    tensors: HashMap<String, Tensor>,
+}
+
+impl Restored {
+    fn get(&self, name: &str) -> Option<Tensor> {
+        self.tensors.get(name).map(Tensor::shallow_clone)
+    }
+
+    /// Puts the weights, optimizer state, random state and sums back.
+    pub fn apply(
+        &self,
+        model: &mut Model,
+        opt: &mut Optimizer,
+        sums: Sums,
+        device: Device,
+    ) -> Result<(), TchError> {
+        tch::no_grad(|| -> Result<(), TchError> {
+            for (name, mut var) in model.vs.variables() {
+                let saved = self.get(&format!("model.{name}")).ok_or_else(|| {
+                    TchError::Torch(format!("the snapshot has no weight `{name}`"))
+                })?;
+                var.f_copy_(&saved)?;
+            }
+            for (name, target) in [("sums.loss", sums.loss), ("sums.hits", sums.hits)] {
+                let saved = self
+                    .get(name)
+                    .ok_or_else(|| TchError::Torch(format!("the snapshot has no `{name}`")))?;
+                target.shallow_clone().f_copy_(&saved)?;
+            }
+            Ok(())
+        })?;
+        opt.load_state(|n| self.get(&format!("optim.{n}")))?;
+        rng_state::restore(device, |n| self.get(&format!("rng.{n}")))
+    }
+}
+
+/// The snapshots of one training stage, in a directory of their own.
+#[derive(Debug, Clone)]
+pub struct Snapshots {
+    pub dir: PathBuf,
+    pub every_epochs: u64,
+    pub every_steps: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Index {
+    file: String,
+    blake3: String,
+    position: Position,
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::train::snapshot_failed",
+        format!("cannot write the snapshot {}: {e}", path.display()),
+    )
+    .help("check that the cache directory is writable and the disk is not full")
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename (no fsync).
+fn replace(path: &Path, write: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), Diagnostic> {
+    let tmp = path.with_extension("tmp");
+    write(&tmp)
+        .and_then(|()| fs::rename(&tmp, path).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            io_error(path, e)
+        })
+}
+
+impl Snapshots {
+    /// Whether a snapshot is due after `step_in_epoch` steps of epoch `epoch` (of
+    /// `steps` per epoch and `epochs` in all). None is taken once the last step is done:
+    /// the stage's result is stored instead.
+    pub fn due(&self, epoch: u64, epochs: u64, step_in_epoch: u64, steps: u64) -> bool {
+        if step_in_epoch == steps {
+            epoch < epochs && self.every_epochs > 0 && epoch.is_multiple_of(self.every_epochs)
+        } else {
+            let global = (epoch - 1) * steps + step_in_epoch;
+            self.every_steps > 0 && global.is_multiple_of(self.every_steps)
+        }
+    }
+
+    /// Saves a snapshot, replacing the previous one.
+    pub fn save(
+        &self,
+        position: &Position,
+        model: &Model,
+        opt: &Optimizer,
+        sums: Sums,
+        device: Device,
+    ) -> Result<(), Diagnostic> {
+        let fail = |e: TchError| {
+            torch_error(
+                "pipeline::train::snapshot_failed",
+                "cannot save a snapshot",
+                &e,
+            )
+        };
+        let mut named: Vec<(String, Tensor)> = Vec::new();
+        for (name, var) in model.vs.variables() {
+            named.push((format!("model.{name}"), var));
+        }
+        for (name, t) in opt.state() {
+            named.push((format!("optim.{name}"), t));
+        }
+        for (name, t) in rng_state::save(device).map_err(fail)? {
+            named.push((format!("rng.{name}"), t));
+        }
+        named.push(("sums.loss".into(), sums.loss.shallow_clone()));
+        named.push(("sums.hits".into(), sums.hits.shallow_clone()));
+        let named = named
+            .into_iter()
+            .map(|(k, t)| Ok((k, t.f_to_device(Device::Cpu)?.f_contiguous()?)))
+            .collect::<Result<Vec<_>, TchError>>()
+            .map_err(fail)?;
+
+        fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let file = format!("snapshot-{}.safetensors", position.step);
+        let path = self.dir.join(&file);
+        replace(&path, |tmp| {
+            Tensor::write_safetensors(&named, tmp).map_err(|e| crate::error::short_message(&e))
+        })?;
+        let index = Index {
+            blake3: cache::hash_file(&path).map_err(|e| io_error(&path, e))?,
+            file: file.clone(),
+            position: position.clone(),
+        };
+        let json = serde_json::to_vec_pretty(&index).expect("snapshots serialise");
+        replace(&self.dir.join("snapshot.json"), |tmp| {
+            fs::write(tmp, &json).map_err(|e| e.to_string())
+        })?;
+        // Older tensor files are no longer named by the index.
+        for entry in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("snapshot-") && name != file {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// The last snapshot: `None` when there is none, `Err` (why, in words) when it is
+    /// unusable, in which case training starts over.
+    pub fn load(&self) -> Option<Result<Restored, String>> {
+        let text = fs::read(self.dir.join("snapshot.json")).ok()?;
+        Some((|| {
+            let index: Index = serde_json::from_slice(&text)
+                .map_err(|e| format!("snapshot.json is unreadable: {e}"))?;
+            let path = self.dir.join(&index.file);
+            let hash = cache::hash_file(&path).map_err(|e| format!("{}: {e}", index.file))?;
+            if hash != index.blake3 {
+                return Err(format!("{} does not match its checksum", index.file));
+            }
+            let tensors = Tensor::read_safetensors(&path)
+                .map_err(|e| format!("{}: {}", index.file, crate::error::short_message(&e)))?;
+            Ok(Restored {
+                position: index.position,
+                tensors: tensors.into_iter().collect(),
+            })
+        })())
+    }
+
+    /// Removes the snapshots (the stage finished and its result is stored).
+    pub fn clear(&self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
