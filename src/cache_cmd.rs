@@ -168,6 +168,8 @@ fn gc(
             Err(()) => return false,
         }
     }
+    // Snapshots of unfinished stages go the same way as entries.
+    entries.extend(store.snapshots());
     let mut doomed: Vec<EntryInfo> = Vec::new();
     // Oldest first, so `--max-size` removes the least recently used.
     entries.sort_by_key(|e| std::cmp::Reverse(age(e.last_used)));
@@ -186,7 +188,11 @@ fn gc(
     let mut ok = true;
     for e in &doomed {
         if !dry_run {
-            if let Err(err) = store.remove(&e.fingerprint) {
+            let removed = match e.kind.as_str() {
+                "snapshot" => std::fs::remove_dir_all(store.snapshot_dir(&e.fingerprint)),
+                _ => store.remove(&e.fingerprint),
+            };
+            if let Err(err) = removed {
                 eprintln!("error: cannot remove entry {}: {err}", e.fingerprint);
                 ok = false;
                 continue;

@@ -137,6 +137,23 @@ fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() 
          test    eval        stale   upstream stage train is stale\n\
          export  checkpoint  stale   upstream stage train is stale\n"
     );
+    let out = pipeline(
+        dir.path(),
+        &[
+            "status",
+            "small.kdl",
+            "--set",
+            "optimizer.lr=0.02",
+            "--json",
+        ],
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["stages"][0]["status"], "stale");
+    assert_eq!(
+        json["stages"][0]["reasons"],
+        serde_json::json!(["optimizer.lr changed 0.01 → 0.02"])
+    );
+    assert_eq!(json["stages"][0]["fingerprint"].as_str().unwrap().len(), 64);
     let lr = run(dir.path(), &["--set", "optimizer.lr=0.02"]);
     assert_eq!(
         statuses(&lr),

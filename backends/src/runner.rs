@@ -16,7 +16,7 @@ use crate::observer::{EpochRecord, Observer};
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
-use cache::{Lookup, MetricsLog, RunDir};
+use cache::{Entry, Lookup, MetricsLog, RunDir};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
 use pipeline_core::freshness::{
     Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
@@ -94,6 +94,48 @@ fn training_metrics(last: &EpochRecord, steps: u64) -> BTreeMap<String, f64> {
 }
 
 impl<'a> Context<'a> {
+    /// Runs a stale stage and stores what it produced in the cache.
+    fn execute(
+        &mut self,
+        state: &StageState,
+        cache: Option<&Cache>,
+        obs: &mut dyn Observer,
+    ) -> StageResult {
+        let manifest = self.session.manifest;
+        let scratch = scratch_dir(cache, &self.run_dir, &state.fingerprint.hash);
+        let snapshots = snapshots_of(cache, manifest, state);
+        let ran = std::fs::create_dir_all(&scratch)
+            .map_err(|e| write_failed(&scratch, e))
+            .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
+        let mut result = StageResult::new(manifest, state.index);
+        match ran {
+            Ok(produced) => {
+                if let Some(c) = cache {
+                    let metrics = json!(produced.metrics);
+                    let key = json!(state.fingerprint.key);
+                    if let Err(e) =
+                        c.store
+                            .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
+                    {
+                        obs.notice(&format!(
+                            "warning: stage `{}` ran but could not be cached: {e}",
+                            result.name
+                        ));
+                    }
+                }
+                if let Some(s) = &snapshots {
+                    s.clear();
+                }
+                result.status = StageStatus::Ran;
+                result.metrics = produced.metrics;
+                result.outputs = produced.outputs;
+            }
+            Err(e) => result = failed(manifest, state.index, e),
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+        result
+    }
+
     /// The model of `train` stage `source`: trained in this run, or loaded from the cache.
     fn model_of(&mut self, source: usize) -> Result<&Trained, Diagnostic> {
         if !self.trained.contains_key(&source) {
@@ -284,84 +326,32 @@ pub fn run(
         });
         let mut result = StageResult::new(manifest, index);
         if !blocked {
-            obs.stage_started(stage.name(), stage.kind());
             let started = Instant::now();
             let _lock = match (&cache, &state.freshness) {
                 (Some(c), Freshness::Stale(_)) => c.store.lock(&state.fingerprint.hash).ok(),
                 _ => None,
             };
-            // Another run may have stored the stage while this one waited for the lock.
-            let entry = match (&cache, &state.freshness) {
-                (_, Freshness::Fresh(entry)) => Some(entry.clone()),
-                (Some(c), Freshness::Stale(_)) if !state.forced => {
-                    match c.store.get(&state.fingerprint.hash) {
-                        Lookup::Hit(entry) => Some(entry),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            result = match entry {
+            result = match stored_entry(cache.as_deref(), state) {
                 Some(entry) => {
-                    let cached = cached_result(manifest, index, &entry);
-                    if let (Ok(_), Some(ctx), Some(weights)) =
-                        (&cached, ctx.as_mut(), entry.output(MODEL_OUTPUT))
-                    {
+                    if let (Some(ctx), Some(weights)) = (ctx.as_mut(), entry.output(MODEL_OUTPUT)) {
                         ctx.cached_weights
                             .insert(index, (weights.to_path_buf(), stored_metrics(&entry)));
                     }
                     if let Some(c) = cache.as_deref() {
                         c.store.touch(&entry.fingerprint);
                     }
-                    cached.unwrap_or_else(|e| failed(manifest, index, e))
+                    cached_result(manifest, index, &entry)
+                        .unwrap_or_else(|e| failed(manifest, index, e))
                 }
                 None => {
+                    obs.stage_started(stage.name(), stage.kind());
                     let ctx = ctx.as_mut().expect("opened when a stage is stale");
-                    let scratch =
-                        scratch_dir(cache.as_deref(), &ctx.run_dir, &state.fingerprint.hash);
-                    let snapshots = snapshots_of(cache.as_deref(), manifest, state);
-                    let ran = std::fs::create_dir_all(&scratch)
-                        .map_err(|e| write_failed(&scratch, e))
-                        .and_then(|()| ctx.run_stage(state, &scratch, snapshots.as_ref(), obs));
-                    let mut result = StageResult::new(manifest, index);
-                    match ran {
-                        Ok(produced) => {
-                            if let Some(c) = cache.as_deref() {
-                                let metrics = json!(produced.metrics);
-                                let key = json!(state.fingerprint.key);
-                                if let Err(e) = c.store.put(
-                                    &state.fingerprint.hash,
-                                    &key,
-                                    &metrics,
-                                    &produced.store,
-                                ) {
-                                    obs.notice(&format!(
-                                        "warning: stage `{}` ran but could not be cached: {e}",
-                                        stage.name()
-                                    ));
-                                }
-                            }
-                            if let Some(s) = &snapshots {
-                                s.clear();
-                            }
-                            result.status = StageStatus::Ran;
-                            result.metrics = produced.metrics;
-                            result.outputs = produced.outputs;
-                        }
-                        Err(e) => result = failed(manifest, index, e),
-                    }
-                    let _ = std::fs::remove_dir_all(&scratch);
-                    result
+                    ctx.execute(state, cache.as_deref(), obs)
                 }
             };
-            if result.status.succeeded() {
-                if let Some(c) = cache.as_deref_mut() {
-                    let _ = c.last.record(
-                        stage.name(),
-                        &state.fingerprint.hash,
-                        &json!(state.fingerprint.key),
-                    );
-                }
+            if let (true, Some(c)) = (result.status.succeeded(), cache.as_deref_mut()) {
+                let key = json!(state.fingerprint.key);
+                let _ = c.last.record(stage.name(), &state.fingerprint.hash, &key);
             }
             result.seconds = started.elapsed().as_secs_f64();
         }
@@ -374,6 +364,21 @@ pub fn run(
         device: device::describe(device),
         stages: results,
     })
+}
+
+/// The stage's entry in the store: found fresh when the run was planned, or stored since
+/// by another run while this one waited for the stage's lock (unless forced).
+fn stored_entry(cache: Option<&Cache>, state: &StageState) -> Option<Entry> {
+    match (cache, &state.freshness) {
+        (_, Freshness::Fresh(entry)) => Some(entry.clone()),
+        (Some(c), Freshness::Stale(_)) if !state.forced => {
+            match c.store.get(&state.fingerprint.hash) {
+                Lookup::Hit(entry) => Some(entry),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 fn failed(manifest: &Manifest, index: usize, error: Diagnostic) -> StageResult {

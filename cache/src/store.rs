@@ -7,6 +7,7 @@
 //! <root>/entries/<fingerprint>/outputs/<name>
 //! <root>/tmp/…                                  entries being written
 //! <root>/locks/<fingerprint>.lock              held while a stage with that key runs
+//! <root>/snapshots/<fingerprint>/               resumable state of an unfinished train stage
 //! ```
 //!
 //! An entry is written under `tmp/` and renamed into `entries/` only when complete, so a
@@ -218,6 +219,28 @@ impl Store {
         fs::create_dir_all(self.root.join("tmp"))?;
         fs::rename(self.entry_dir(fingerprint), &doomed)?;
         fs::remove_dir_all(doomed)
+    }
+
+    /// Where a `train` stage with this fingerprint keeps its resumable snapshots.
+    pub fn snapshot_dir(&self, fingerprint: &str) -> PathBuf {
+        self.root.join("snapshots").join(fingerprint)
+    }
+
+    /// The snapshots of unfinished stages, as entries (kind `snapshot`).
+    pub fn snapshots(&self) -> Vec<EntryInfo> {
+        let mut all: Vec<EntryInfo> = fs::read_dir(self.root.join("snapshots"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| EntryInfo {
+                fingerprint: e.file_name().to_string_lossy().into_owned(),
+                kind: "snapshot".into(),
+                bytes: dir_size(&e.path()),
+                last_used: e.metadata().and_then(|m| m.modified()).ok(),
+            })
+            .collect();
+        all.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
+        all
     }
 
     /// Removes what crashed writers left in `tmp/` more than `age` ago; returns the count.
