@@ -1,5 +1,5 @@
-//! Builds the C++ shim (`shim/`: optimizer updates and random-generator state, which tch
-//! does not expose)
+//! Builds the C++ shim (`shim/`: optimizer updates, random-generator state, autocast, loss
+//! scaling and clipping, which tch does not expose)
 //! against the headers of the same libtorch tch links, and makes binaries that link
 //! libtorch find it without `LD_LIBRARY_PATH`.
 //!
@@ -12,7 +12,12 @@
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    for file in ["shim/shim.h", "shim/optim.cpp", "shim/rng.cpp"] {
+    for file in [
+        "shim/shim.h",
+        "shim/optim.cpp",
+        "shim/rng.cpp",
+        "shim/amp.cpp",
+    ] {
         println!("cargo:rerun-if-changed={file}");
     }
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
@@ -28,6 +33,7 @@ fn main() {
         .warnings(false)
         .file("shim/optim.cpp")
         .file("shim/rng.cpp")
+        .file("shim/amp.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

@@ -59,6 +59,13 @@ pub enum Command {
         #[command(flatten)]
         cache: CacheDir,
     },
+    /// Document the manifest's keys: type, default, allowed values, the rules they meet.
+    Explain {
+        /// A section (`accelerator`), a key (`accelerator.precision`), a stage kind or a
+        /// layer; everything when absent.
+        #[arg(value_name = "KEY")]
+        key: Option<String>,
+    },
     /// Inspect and tidy the stage cache.
     Cache {
         #[command(subcommand)]

@@ -1,11 +1,13 @@
 //! `pipeline`: declarative, cached, accelerated PyTorch training from one KDL manifest.
 //!
-//! A thin facade that never loads libtorch: `check`, `graph`, `status` and `cache` run
+//! A thin facade that never loads libtorch: `check`, `graph`, `status`, `cache` and
+//! `explain` run
 //! here, and so does a `run` whose stages are all cached; any other `run` is handed to
 //! `pipeline-worker`, installed next to this binary, with the same arguments.
 
 mod cache_cmd;
 mod check;
+mod explain;
 mod graph;
 mod run;
 mod status;
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
             cache,
         } => status::run(&file, &set, json, &cache),
         Command::Cache { command, cache } => cache_cmd::run(&command, &cache),
+        Command::Explain { key } => explain::run(key.as_deref()),
     };
     if ok {
         ExitCode::SUCCESS

@@ -7,6 +7,7 @@ mod common;
 
 use common::{assert_fixture, digits_project, pipeline, root, text};
 use serde_json::Value;
+use std::path::Path;
 
 #[test]
 fn every_example_and_benchmark_manifest_passes_check() {
@@ -272,5 +273,117 @@ fn stage_selects_what_runs_and_the_summary_table_is_printed() {
         text(&out.stderr).contains("help: did you mean `test`?"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn every_compatibility_rule_is_rendered_pointing_at_each_entry_involved() {
+    let dir = root().join("tests/fixtures/rules");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let driver = Path::new("/proc/driver/nvidia/version").exists();
+    let mut seen = String::new();
+    for name in names {
+        if name == "cuda-without-driver" && driver {
+            eprintln!("skipped {name}: this machine has an NVIDIA driver");
+            continue;
+        }
+        let out = pipeline(&dir, &["check", &format!("{name}.kdl")]);
+        let stderr = text(&out.stderr);
+        assert_fixture(&format!("rules/{name}.check.stderr"), &stderr);
+        seen += &stderr;
+    }
+    for rule in pipeline_core::compat::RULES {
+        if rule.when.starts_with("check") {
+            assert!(
+                seen.contains(rule.code),
+                "no fixture triggers {}",
+                rule.code
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_documents_a_key_and_the_rules_it_meets() {
+    let out = pipeline(&root(), &["explain", "accelerator.loss-scale"]);
+    assert!(out.status.success());
+    assert_fixture("explain-loss-scale.stdout", &text(&out.stdout));
+    let out = pipeline(&root(), &["explain", "acelerator"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("did you mean `accelerator`?"));
+    let out = pipeline(&root(), &["explain"]);
+    let all = text(&out.stdout);
+    for section in manifests::schema::SECTIONS {
+        for key in section.keys {
+            assert!(
+                all.contains(&format!("\n{}.{}\n", section.name, key.name)),
+                "{}.{} is documented",
+                section.name,
+                key.name
+            );
+        }
+    }
+}
+
+/// Test accuracy of the digits example with `--set` values.
+fn digits_accuracy(project: &Path, sets: &[&str]) -> f64 {
+    let mut args = vec!["run", "digits.kdl", "--json", "--no-cache"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let out = pipeline(project, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap()
+}
+
+#[test]
+fn digits_in_bf16_mixed_on_the_cpu_is_within_a_point_of_fp32() {
+    let project = digits_project();
+    let epochs = "train.epochs=12";
+    let fp32 = digits_accuracy(project.path(), &[epochs]);
+    let bf16 = digits_accuracy(
+        project.path(),
+        &[
+            epochs,
+            "accelerator.precision=bf16-mixed",
+            "accelerator.deterministic=#true",
+        ],
+    );
+    assert!(fp32 > 0.9, "fp32 {fp32}");
+    assert!(
+        (fp32 - bf16).abs() <= 0.01,
+        "fp32 {fp32} vs bf16-mixed {bf16}"
+    );
+}
+
+#[test]
+fn uneven_accumulation_is_a_warning_when_the_run_starts() {
+    let dir = root().join("tests/fixtures");
+    let project = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.join("data/tiny.csv"), project.path().join("tiny.csv")).unwrap();
+    std::fs::write(
+        project.path().join("acc.kdl"),
+        "data { source \"tiny.csv\"; split train=1.0 val=0.0 test=0.0; }\nmodel { linear 3; }\nloss \"cross-entropy\"\noptimizer \"sgd\" lr=0.1\naccelerator accumulate=4\ntrain epochs=1 batch-size=10\n",
+    )
+    .unwrap();
+    let out = pipeline(project.path(), &["run", "acc.kdl", "--no-cache"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stderr);
+    assert!(
+        log.contains("warning: stage `train`: 6 batches per epoch do not divide into steps of 4; the last step of each epoch sums 2\n  help: pick an `accumulate`"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "effective batch 40 (10 × 4 accumulated × 1 process) · 2 optimizer steps per epoch"
+        ),
+        "{log}"
     );
 }

@@ -8,13 +8,6 @@
 #include <vector>
 #include "shim.h"
 
-static std::vector<at::Tensor> gather(at::Tensor** tensors, size_t n) {
-  std::vector<at::Tensor> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; i++) out.push_back(*tensors[i]);
-  return out;
-}
-
 extern "C" {
 
 // One Adam (or, when `decoupled`, AdamW) step over `n` parameters. `step` is a float
@@ -24,8 +17,8 @@ const char* pipeline_fused_adam(at::Tensor** params, at::Tensor** grads, at::Ten
                                 double beta1, double beta2, double weight_decay, double eps,
                                 int decoupled) {
   return pipeline_guard([&] {
-    auto p = gather(params, n), g = gather(grads, n), m = gather(exp_avgs, n),
-         v = gather(exp_avg_sqs, n);
+    auto p = pipeline_gather(params, n), g = pipeline_gather(grads, n),
+         m = pipeline_gather(exp_avgs, n), v = pipeline_gather(exp_avg_sqs, n);
     std::vector<at::Tensor> steps(n, *step), none;
     if (decoupled) {
       at::_fused_adamw_(p, g, m, v, none, steps, lr, beta1, beta2, weight_decay, eps, false, false);

@@ -4,7 +4,7 @@
 use crate::model::Model;
 use manifests::Diagnostic;
 use std::path::{Path, PathBuf};
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// Writes `model`'s weights to `path` and `metadata` next to it (`.json`); returns both
 /// paths.
@@ -13,7 +13,7 @@ pub fn save(
     path: &Path,
     metadata: &serde_json::Value,
 ) -> Result<Vec<PathBuf>, Diagnostic> {
-    write_weights(model, path)?;
+    write_weights(model, path, Kind::Float)?;
     let meta_path = path.with_extension("json");
     let text = serde_json::to_string_pretty(metadata).expect("JSON values serialise");
     cache::write_atomic(&meta_path, text.as_bytes()).map_err(|e| write_failed(&meta_path, e))?;
@@ -28,13 +28,23 @@ fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
     .help("check that the directory is writable")
 }
 
-/// Writes `model`'s weights (fp32, on the CPU, sorted by name) to `path`, atomically.
-pub fn write_weights(model: &Model, path: &Path) -> Result<(), Diagnostic> {
+/// Writes `model`'s weights (in `kind` if floating, on the CPU, sorted by name) to `path`,
+/// atomically. Exports are fp32; the cache keeps the training dtype, so that a model taken
+/// from it is the model that was trained.
+pub fn write_weights(model: &Model, path: &Path, kind: Kind) -> Result<(), Diagnostic> {
     let mut named: Vec<(String, Tensor)> = model
         .vs
         .variables()
         .into_iter()
-        .map(|(k, v)| (k, v.to_device(Device::Cpu).contiguous()))
+        .map(|(k, v)| {
+            let v = v.to_device(Device::Cpu);
+            let v = if v.is_floating_point() {
+                v.to_kind(kind)
+            } else {
+                v
+            };
+            (k, v.contiguous())
+        })
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     cache::write_atomic_with(path, |tmp| {

@@ -49,6 +49,11 @@ pub fn load_cuda() -> Result<(), String> {
 
 /// The device for `spec`: `auto` is CUDA when a GPU is visible, the CPU otherwise.
 pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
+    if spec.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
+        // cuBLAS is deterministic only with a fixed workspace, set before CUDA starts
+        // (nothing else runs yet: this is the first thing a run does).
+        std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+    }
     match spec.device {
         DeviceSpec::Cpu => Ok(Device::Cpu),
         DeviceSpec::Auto => Ok(if load_cuda().is_ok() {
@@ -65,7 +70,7 @@ pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
                         "pipeline::accelerator::cuda_unavailable",
                         format!("`accelerator.device` asks for cuda:{n}, but {why}"),
                     )
-                    .label_opt(spec.device_span, "CUDA requested here")
+                    .label_opt(spec.span("device"), "CUDA requested here")
                     .help("install a CUDA build of torch, or use `device \"cpu\"`"));
                 }
             };
@@ -80,7 +85,7 @@ pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
                     "pipeline::accelerator::cuda_unavailable",
                     format!("`accelerator.device` asks for cuda:{n}, but {found}"),
                 )
-                .label_opt(spec.device_span, "CUDA requested here")
+                .label_opt(spec.span("device"), "CUDA requested here")
                 .help("use `device \"auto\"` to fall back to the CPU, or `device \"cpu\"`"))
             }
         }

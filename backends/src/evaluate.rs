@@ -3,6 +3,7 @@
 use crate::data::Dataset;
 use crate::loss;
 use crate::model::Model;
+use crate::numerics::Numerics;
 use manifests::LossSpec;
 use tch::{Kind, TchError, Tensor};
 
@@ -15,9 +16,11 @@ pub struct Scores {
 }
 
 /// Evaluates `model` on the samples at `indices` in batches, without gradients, in eval
-/// mode. The sums stay on the device until the end: one host sync per call.
+/// mode, under autocast for mixed precisions. The sums stay on the device until the end:
+/// one host sync per call.
 pub fn evaluate(
     model: &Model,
+    numerics: &Numerics,
     spec: &LossSpec,
     data: &Dataset,
     indices: &Tensor,
@@ -33,8 +36,11 @@ pub fn evaluate(
         while start < n {
             let len = batch_size.min(n - start);
             let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?)?;
-            let out = model.forward(&xb, false)?;
-            let loss = loss::compute(spec, &out, &yb)?;
+            let (out, loss) = numerics.autocast(|| {
+                let out = model.forward(&xb, false)?;
+                let loss = loss::compute(spec, &out, &yb)?;
+                Ok((out, loss))
+            })?;
             let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
             if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
                 let _ = hits_sum.f_add_(&hits)?;

@@ -18,6 +18,7 @@ pub mod error;
 pub mod evaluate;
 pub mod loss;
 pub mod model;
+pub mod numerics;
 pub mod observer;
 pub mod optimizer;
 mod rng_state;

@@ -52,15 +52,23 @@ enum Built {
 #[derive(Debug)]
 pub struct Model {
     pub vs: nn::VarStore,
+    /// The dtype of the weights; floating inputs are converted to it.
+    pub kind: Kind,
     layers: Vec<Built>,
     /// The shape of one output (no batch dimension).
     pub output_shape: Vec<i64>,
 }
 
 impl Model {
-    /// Builds `spec` for samples of `input` shape on `device`. Shape mismatches are
-    /// diagnostics on the offending layer.
-    pub fn build(spec: &ModelSpec, input: &[i64], device: Device) -> Result<Model, Diagnostic> {
+    /// Builds `spec` for samples of `input` shape on `device`, with weights of `kind`
+    /// (initialised in fp32, then converted). Shape mismatches are diagnostics on the
+    /// offending layer.
+    pub fn build(
+        spec: &ModelSpec,
+        input: &[i64],
+        device: Device,
+        kind: Kind,
+    ) -> Result<Model, Diagnostic> {
         let shapes = shapes::infer(&spec.layers, input)?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
@@ -172,7 +180,12 @@ impl Model {
             });
         }
         let output_shape = shapes.last().cloned().unwrap_or_default();
+        let mut vs = vs;
+        if kind != Kind::Float {
+            vs.set_kind(kind);
+        }
         Ok(Model {
+            kind,
             vs,
             layers,
             output_shape,
@@ -181,7 +194,11 @@ impl Model {
 
     /// Applies every layer; `train` turns on dropout and batch statistics.
     pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
-        let mut x = input.shallow_clone();
+        let mut x = if input.is_floating_point() && input.kind() != self.kind {
+            input.f_to_kind(self.kind)?
+        } else {
+            input.shallow_clone()
+        };
         for layer in &self.layers {
             x = match layer {
                 Built::Linear(l) => x.f_linear(&l.ws, l.bs.as_ref())?,

@@ -3,7 +3,7 @@
 //! Every method has a default that ignores the event, so an observer implements only
 //! what it shows. Events never wait on the device: `step` carries no loss.
 
-use manifests::StageKind;
+use manifests::{Diagnostic, StageKind};
 use pipeline_core::report::StageResult;
 use serde_json::{json, Value};
 
@@ -53,6 +53,14 @@ pub trait Observer {
     /// warning. Printed on stderr unless an observer does otherwise.
     fn notice(&mut self, text: &str) {
         eprintln!("{text}");
+    }
+    /// A warning found when the run starts (a compatibility rule decided at run time).
+    fn warning(&mut self, d: &Diagnostic) {
+        let help = d
+            .help
+            .as_deref()
+            .map_or(String::new(), |h| format!("\n  help: {h}"));
+        self.notice(&format!("warning: {}{help}", d.message));
     }
     fn stage_started(&mut self, _name: &str, _kind: StageKind) {}
     fn epoch_started(&mut self, _stage: &str, _epoch: u64, _epochs: u64, _steps: u64) {}

@@ -147,6 +147,15 @@ impl Optimizer {
         check(unsafe { ffi::pipeline_clear_grads(ptrs.as_mut_ptr(), ptrs.len()) })
     }
 
+    /// The gradients there are (shallow copies: changing them changes the gradients).
+    pub fn grads(&self) -> Vec<Tensor> {
+        self.params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect()
+    }
+
     /// One update of every parameter that has a gradient (the others are left alone, as
     /// in PyTorch).
     pub fn step(&mut self) -> Result<(), TchError> {

@@ -75,12 +75,16 @@ fn model_source(manifest: &Manifest, stage: &StageSpec) -> Option<usize> {
     })
 }
 
-fn training_metrics(last: &EpochRecord, steps: u64) -> BTreeMap<String, f64> {
+fn training_metrics(trained: &crate::train::Trained) -> BTreeMap<String, f64> {
+    let last = &trained.last_epoch;
     let mut metrics = BTreeMap::from([
         ("loss".to_string(), last.loss),
         ("epochs".to_string(), last.epoch as f64),
-        ("steps".to_string(), steps as f64),
+        ("steps".to_string(), trained.steps as f64),
     ]);
+    if let Some(skipped) = trained.skipped_steps {
+        metrics.insert("skipped_steps".into(), skipped as f64);
+    }
     for (k, v) in [
         ("accuracy", last.accuracy),
         ("val_loss", last.val_loss),
@@ -148,6 +152,7 @@ impl<'a> Context<'a> {
                 &session.manifest.model,
                 &session.data.sample_shape,
                 session.device,
+                session.numerics.weights,
             )?;
             model.vs.load(&path).map_err(|e| {
                 torch_error(
@@ -190,9 +195,9 @@ impl<'a> Context<'a> {
                     &mut write,
                     obs,
                 )?;
-                let metrics = training_metrics(&trained.last_epoch, trained.steps);
+                let metrics = training_metrics(&trained);
                 let weights = scratch.join(MODEL_OUTPUT);
-                checkpoint::write_weights(&trained.model, &weights)?;
+                checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
                 self.trained.insert(
                     index,
                     Trained {
@@ -214,17 +219,20 @@ impl<'a> Context<'a> {
                 let indices = data.indices(spec.split.value);
                 let scores = evaluate(
                     model,
+                    &self.session.numerics,
                     &manifest.loss,
                     data,
                     &indices,
                     spec.batch_size as i64,
                 )
                 .map_err(|e| {
-                    torch_error(
-                        "pipeline::eval::failed",
-                        &format!("stage `{}`", stage.name()),
-                        &e,
-                    )
+                    crate::numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
+                        torch_error(
+                            "pipeline::eval::failed",
+                            &format!("stage `{}`", stage.name()),
+                            &e,
+                        )
+                    })
                 })?;
                 if scores.samples > 0 && !scores.loss.is_finite() {
                     return Err(Diagnostic::error(
@@ -431,6 +439,18 @@ fn open<'a>(
 ) -> Result<Context<'a>, Diagnostic> {
     let session = Session::open(manifest, device)?;
     let data = &session.data;
+    // The compatibility rules that need the device and the data, decided now.
+    let facts = pipeline_core::compat::Facts {
+        cuda: Some(device.is_cuda()),
+        train_samples: Some(data.splits.train.len() as u64),
+        at_run: true,
+    };
+    for d in pipeline_core::compat::check(manifest, &facts) {
+        if d.is_error() {
+            return Err(d);
+        }
+        obs.warning(&d);
+    }
     let (total, trainable) = session.parameters;
     obs.message(&format!(
         "{} samples ({} train, {} val, {} test) · model {} parameters ({} trainable) · device {}",

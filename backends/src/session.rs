@@ -4,6 +4,7 @@
 use crate::data::Dataset;
 use crate::error::{short_message, torch_error};
 use crate::model::Model;
+use crate::numerics::{self, Numerics};
 use manifests::{Diagnostic, Manifest, SplitName};
 use tch::Device;
 
@@ -13,6 +14,7 @@ pub struct Session<'a> {
     pub manifest: &'a Manifest,
     pub data: Dataset,
     pub device: Device,
+    pub numerics: Numerics,
     /// Total and trainable parameters of the model.
     pub parameters: (i64, i64),
 }
@@ -25,13 +27,22 @@ impl<'a> Session<'a> {
         if let Some(threads) = manifest.accelerator.threads {
             tch::set_num_threads(threads as i32);
         }
+        numerics::set_deterministic(manifest.accelerator.deterministic).map_err(|e| {
+            torch_error(
+                "pipeline::accelerator::deterministic",
+                "cannot set deterministic algorithms",
+                &e,
+            )
+        })?;
+        let numerics = Numerics::new(&manifest.accelerator, device);
         let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
         data.to_device(device);
-        let parameters = dry_run(manifest, &data, device)?;
+        let parameters = dry_run(manifest, &data, &numerics)?;
         Ok(Session {
             manifest,
             data,
             device,
+            numerics,
             parameters,
         })
     }
@@ -49,8 +60,17 @@ fn dry_run_error(manifest: &Manifest, e: &tch::TchError) -> Diagnostic {
 
 /// Checks the model against the data before any training: shapes (by inference, then a
 /// forward pass on two samples), the loss on that output, and the label range.
-fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, i64), Diagnostic> {
-    let model = Model::build(&manifest.model, &data.sample_shape, device)?;
+fn dry_run(
+    manifest: &Manifest,
+    data: &Dataset,
+    numerics: &Numerics,
+) -> Result<(i64, i64), Diagnostic> {
+    let model = Model::build(
+        &manifest.model,
+        &data.sample_shape,
+        numerics.device,
+        numerics.weights,
+    )?;
     let last_layer = manifest.model.layers.last().and_then(|l| l.span);
     let out_shape = &model.output_shape;
     let train = data.indices(SplitName::Train);
@@ -58,8 +78,8 @@ fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, 
     let (xb, yb) = data
         .batch(&first)
         .map_err(|e| dry_run_error(manifest, &e))?;
-    let out = model
-        .forward(&xb, false)
+    let out = numerics
+        .autocast(|| model.forward(&xb, false))
         .map_err(|e| dry_run_error(manifest, &e))?;
     let outputs = match out_shape.as_slice() {
         [k] => *k,
@@ -94,14 +114,16 @@ fn dry_run(manifest: &Manifest, data: &Dataset, device: Device) -> Result<(i64, 
             data.target_width()
         )));
     }
-    let _loss = crate::loss::compute(&manifest.loss, &out, &yb).map_err(|e| {
-        torch_error(
-            "pipeline::loss::mismatch",
-            "the loss cannot compare the model's output with the labels",
-            &e,
-        )
-        .label_opt(manifest.loss.span, "this loss")
-        .help("check the last layer's size and the kind of loss")
-    })?;
+    let _loss = numerics
+        .autocast(|| crate::loss::compute(&manifest.loss, &out, &yb))
+        .map_err(|e| {
+            torch_error(
+                "pipeline::loss::mismatch",
+                "the loss cannot compare the model's output with the labels",
+                &e,
+            )
+            .label_opt(manifest.loss.span, "this loss")
+            .help("check the last layer's size and the kind of loss")
+        })?;
     Ok(model.parameter_counts())
 }

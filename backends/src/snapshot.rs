@@ -2,8 +2,8 @@
 //! on, so that a run killed at any moment resumes from the last snapshot and ends with the
 //! same weights, bit for bit, as a run that was never interrupted.
 //!
-//! A snapshot holds the weights (and batch-norm statistics), the optimizer's state, the
-//! random generators' state and the epoch's running loss sums, in one safetensors file,
+//! A snapshot holds the weights (and batch-norm statistics), the optimizer's and the loss
+//! scaler's state, the random generators' state and the epoch's running loss sums, in one safetensors file,
 //! plus `snapshot.json`: the position (epoch, step), the last epoch's record and the
 //! file's blake3. The learning rate and the data order need no saving: both are functions
 //! of the step and the seed. The JSON is renamed into place after the tensors, so it always
@@ -12,6 +12,7 @@
 
 use crate::error::torch_error;
 use crate::model::Model;
+use crate::numerics::Scaler;
 use crate::observer::EpochRecord;
 use crate::optimizer::Optimizer;
 use crate::rng_state;
@@ -27,7 +28,7 @@ use tch::{Device, TchError, Tensor};
 pub struct Position {
     /// The epoch in progress (1-based).
     pub epoch: u64,
-    /// Optimizer steps of that epoch already taken.
+    /// Batches of that epoch already done (always at the end of an optimizer step).
     pub step_in_epoch: u64,
     /// Optimizer steps taken in all.
     pub step: u64,
@@ -55,11 +56,12 @@ impl Restored {
         self.tensors.get(name).map(Tensor::shallow_clone)
     }
 
-    /// Puts the weights, optimizer state, random state and sums back.
+    /// Puts the weights, optimizer and loss-scaler state, random state and sums back.
     pub fn apply(
         &self,
         model: &mut Model,
         opt: &mut Optimizer,
+        scaler: Option<&mut Scaler>,
         sums: Sums,
         device: Device,
     ) -> Result<(), TchError> {
@@ -79,6 +81,9 @@ impl Restored {
             Ok(())
         })?;
         opt.load_state(|n| self.get(&format!("optim.{n}")))?;
+        if let Some(scaler) = scaler {
+            tch::no_grad(|| scaler.load_state(|n| self.get(&format!("scaler.{n}"))))?;
+        }
         rng_state::restore(device, |n| self.get(&format!("rng.{n}")))
     }
 }
@@ -118,16 +123,15 @@ fn replace(path: &Path, write: impl FnOnce(&Path) -> Result<(), String>) -> Resu
 }
 
 impl Snapshots {
-    /// Whether a snapshot is due after `step_in_epoch` steps of epoch `epoch` (of
-    /// `steps` per epoch and `epochs` in all). None is taken once the last step is done:
-    /// the stage's result is stored instead.
-    pub fn due(&self, epoch: u64, epochs: u64, step_in_epoch: u64, steps: u64) -> bool {
-        if step_in_epoch == steps {
-            epoch < epochs && self.every_epochs > 0 && epoch.is_multiple_of(self.every_epochs)
-        } else {
-            let global = (epoch - 1) * steps + step_in_epoch;
-            self.every_steps > 0 && global.is_multiple_of(self.every_steps)
-        }
+    /// Whether a snapshot is due at the end of epoch `epoch` of `epochs`. None is taken
+    /// after the last: the stage's result is stored instead.
+    pub fn due_after_epoch(&self, epoch: u64, epochs: u64) -> bool {
+        epoch < epochs && self.every_epochs > 0 && epoch.is_multiple_of(self.every_epochs)
+    }
+
+    /// Whether a snapshot is due after optimizer step `step` (counted over all epochs).
+    pub fn due_after_step(&self, step: u64) -> bool {
+        self.every_steps > 0 && step.is_multiple_of(self.every_steps)
     }
 
     /// Saves a snapshot, replacing the previous one.
@@ -136,6 +140,7 @@ impl Snapshots {
         position: &Position,
         model: &Model,
         opt: &Optimizer,
+        scaler: Option<&Scaler>,
         sums: Sums,
         device: Device,
     ) -> Result<(), Diagnostic> {
@@ -152,6 +157,9 @@ impl Snapshots {
         }
         for (name, t) in opt.state() {
             named.push((format!("optim.{name}"), t));
+        }
+        for (name, t) in scaler.map(Scaler::state).unwrap_or_default() {
+            named.push((format!("scaler.{name}"), t));
         }
         for (name, t) in rng_state::save(device).map_err(fail)? {
             named.push((format!("rng.{name}"), t));

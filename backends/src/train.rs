@@ -12,6 +12,7 @@ use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
 use crate::loss;
 use crate::model::Model;
+use crate::numerics::{self, Scaler};
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer::Optimizer;
 use crate::session::Session;
@@ -27,7 +28,10 @@ use tch::{Kind, Tensor};
 pub struct Trained {
     pub model: Model,
     pub last_epoch: EpochRecord,
+    /// Optimizer steps taken (skipped ones included).
     pub steps: u64,
+    /// Steps the loss scaler skipped for inf/NaN gradients (`16-mixed` only).
+    pub skipped_steps: Option<u64>,
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
@@ -42,17 +46,26 @@ pub fn train(
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
     let (manifest, data, device) = (session.manifest, &session.data, session.device);
+    let numerics = &session.numerics;
+    let accelerator = &manifest.accelerator;
     let name = stage.name();
     let fail = |what: &str, e: tch::TchError| {
-        torch_error(
-            "pipeline::train::failed",
-            &format!("stage `{name}`: {what}"),
-            &e,
-        )
+        numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
+            torch_error(
+                "pipeline::train::failed",
+                &format!("stage `{name}`: {what}"),
+                &e,
+            )
+        })
     };
 
     tch::manual_seed(manifest.seed as i64);
-    let mut model = Model::build(&manifest.model, &data.sample_shape, device)?;
+    let mut model = Model::build(
+        &manifest.model,
+        &data.sample_shape,
+        device,
+        numerics.weights,
+    )?;
     if let Some(init) = &spec.init {
         let path = manifest.resolve(&init.value);
         model.vs.load(&path).map_err(|e| {
@@ -68,17 +81,21 @@ pub fn train(
             .map_err(|e| fail("cannot copy the starting weights", e))?;
     }
     let mut opt = Optimizer::new(&manifest.optimizer, &model.vs)?;
+    let mut scaler = match accelerator.scales_loss() {
+        true => Some(Scaler::new(device).map_err(|e| fail("setting up the loss scaler", e))?),
+        false => None,
+    };
 
     let train_samples = &data.splits.train;
     let val_indices = data.indices(SplitName::Val);
     let n = train_samples.len() as u64;
     let batch = spec.batch_size.min(n.max(1));
-    let steps = if spec.drop_last {
+    let batches = if spec.drop_last {
         n / batch
     } else {
         n.div_ceil(batch)
     };
-    if steps == 0 {
+    if batches == 0 {
         return Err(Diagnostic::error(
             "pipeline::train::no_steps",
             format!(
@@ -106,6 +123,13 @@ pub fn train(
             .help("add `drop-last #true` to the stage, or change `batch-size`"));
         }
     }
+    // An optimizer step every `accumulate` batches, and one at the end of each epoch.
+    let accumulate = accelerator.accumulate.max(1);
+    let steps = batches.div_ceil(accumulate);
+    obs.message(&format!(
+        "`{name}`: {batches} batches of {batch} per epoch · effective batch {} ({batch} × {accumulate} accumulated × 1 process) · {steps} optimizer steps per epoch",
+        batch * accumulate
+    ));
     let schedule = LrSchedule::new(
         &manifest.schedule,
         manifest.optimizer.lr,
@@ -135,11 +159,11 @@ pub fn train(
                 hits: &hits_sum,
             };
             restored
-                .apply(&mut model, &mut opt, sums, device)
+                .apply(&mut model, &mut opt, scaler.as_mut(), sums, device)
                 .map_err(|e| fail("resuming from the snapshot", e))?;
             at = restored.position;
             obs.notice(&format!(
-                "resuming `{name}` from its snapshot: epoch {}/{}, step {}/{steps}",
+                "resuming `{name}` from its snapshot: epoch {}/{}, batch {}/{batches}",
                 at.epoch, spec.epochs, at.step_in_epoch
             ));
         }
@@ -152,7 +176,7 @@ pub fn train(
     let mut last = at.last.take();
 
     for epoch in at.epoch..=spec.epochs {
-        obs.epoch_started(name, epoch, spec.epochs, steps);
+        obs.epoch_started(name, epoch, spec.epochs, batches);
         let started = Instant::now();
         if spec.shuffle {
             order.copy_from_slice(train_samples);
@@ -170,19 +194,43 @@ pub fn train(
             (loss_sum, hits_sum) = sums().map_err(|e| fail("setting up", e))?;
         }
         let mut lr = manifest.optimizer.lr;
-        for s in first..steps {
+        for s in first..batches {
             let begin = (s * batch) as i64;
             let len = (batch as i64).min(n as i64 - begin);
+            let boundary = (s + 1).is_multiple_of(accumulate) || s + 1 == batches;
             let result = (|| -> Result<(), tch::TchError> {
                 let idx = perm.f_narrow(0, begin, len)?;
                 let (xb, yb) = data.batch(&idx)?;
-                lr = schedule.lr_at(step);
-                opt.set_lr(lr);
-                let out = model.forward(&xb, true)?;
-                let loss = loss::compute(&manifest.loss, &out, &yb)?;
-                opt.zero_grad()?;
-                loss.f_backward()?;
-                opt.step()?;
+                let (out, loss) = numerics.autocast(|| {
+                    let out = model.forward(&xb, true)?;
+                    let loss = loss::compute(&manifest.loss, &out, &yb)?;
+                    Ok((out, loss))
+                })?;
+                let mut backward = match accumulate {
+                    1 => loss.shallow_clone(),
+                    k => loss.f_div_scalar(k as f64)?,
+                };
+                if let Some(scaler) = &scaler {
+                    backward = scaler.scale(&backward)?;
+                }
+                backward.f_backward()?;
+                if boundary {
+                    lr = schedule.lr_at(step);
+                    opt.set_lr(lr);
+                    let mut grads = opt.grads();
+                    let finite = match &mut scaler {
+                        Some(scaler) => scaler.unscale(&mut grads)?,
+                        None => true,
+                    };
+                    if finite {
+                        numerics::clip(&mut grads, &accelerator.clipping)?;
+                        opt.step()?;
+                    }
+                    if let Some(scaler) = &mut scaler {
+                        scaler.update()?;
+                    }
+                    opt.zero_grad()?;
+                }
                 tch::no_grad(|| -> Result<(), tch::TchError> {
                     let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
                     if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {
@@ -192,13 +240,14 @@ pub fn train(
                     Ok(())
                 })
             })();
-            result.map_err(|e| fail(&format!("epoch {epoch}, step {}", s + 1), e))?;
+            result.map_err(|e| fail(&format!("epoch {epoch}, batch {}", s + 1), e))?;
             seen += len;
-            step += 1;
             obs.step(s + 1);
-            if let Some(snaps) =
-                snapshots.filter(|sn| s + 1 < steps && sn.due(epoch, spec.epochs, s + 1, steps))
-            {
+            if !boundary {
+                continue;
+            }
+            step += 1;
+            if let Some(snaps) = snapshots.filter(|sn| s + 1 < batches && sn.due_after_step(step)) {
                 let position = Position {
                     epoch,
                     step_in_epoch: s + 1,
@@ -211,7 +260,7 @@ pub fn train(
                     loss: &loss_sum,
                     hits: &hits_sum,
                 };
-                snaps.save(&position, &model, &opt, sums, device)?;
+                snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
             }
         }
         let loss = loss_sum.double_value(&[]) / seen as f64;
@@ -223,7 +272,7 @@ pub fn train(
         let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
         let val: Option<Scores> = if val_indices.size()[0] > 0 {
             Some(
-                evaluate(&model, &manifest.loss, data, &val_indices, 1024)
+                evaluate(&model, numerics, &manifest.loss, data, &val_indices, 1024)
                     .map_err(|e| fail("validation", e))?,
             )
         } else {
@@ -245,7 +294,7 @@ pub fn train(
         log(&record)?;
         obs.epoch_finished(&record);
         last = Some(record);
-        if let Some(snaps) = snapshots.filter(|sn| sn.due(epoch, spec.epochs, steps, steps)) {
+        if let Some(snaps) = snapshots.filter(|sn| sn.due_after_epoch(epoch, spec.epochs)) {
             let position = Position {
                 epoch: epoch + 1,
                 step_in_epoch: 0,
@@ -258,12 +307,13 @@ pub fn train(
                 loss: &loss_sum,
                 hits: &hits_sum,
             };
-            snaps.save(&position, &model, &opt, sums, device)?;
+            snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
         }
     }
     Ok(Trained {
         model,
         last_epoch: last.expect("epochs ≥ 1"),
         steps: step,
+        skipped_steps: scaler.as_ref().map(|s| s.skipped),
     })
 }

@@ -285,3 +285,134 @@ fn training_can_start_from_exported_weights_and_a_mismatch_is_diagnosed() {
         err.message
     );
 }
+
+/// The weights a run exported through its `checkpoint` stage (the last stage).
+fn exported(report: &RunReport) -> Vec<(String, Tensor)> {
+    let path = &report.stages.last().unwrap().outputs[0];
+    let mut named = Tensor::read_safetensors(path).unwrap();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+}
+
+#[test]
+fn accumulating_four_batches_equals_one_batch_four_times_bigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..256)
+        .map(|i| {
+            let (a, b) = ((i % 13) as f64 / 13.0, (i % 7) as f64 / 7.0);
+            format!("{a},{b},{}\n", usize::from(a + b > 0.9))
+        })
+        .collect();
+    std::fs::write(dir.path().join("a.csv"), rows).unwrap();
+    let text = |batch: u64, accumulate: u64| {
+        format!(
+            "seed 5\ndata {{ source \"a.csv\"; split train=1.0 val=0.0 test=0.0; }}\nmodel {{ linear 16; tanh; linear 2; }}\nloss \"cross-entropy\"\noptimizer \"adamw\" lr=0.01 weight-decay=0.01\nschedule \"cosine\" warmup-epochs=1\naccelerator accumulate={accumulate} max-norm=0.5\ntrain epochs=3 batch-size={batch}\ncheckpoint needs=\"train\"\n"
+        )
+    };
+    let small = run_uncached(&manifest(dir.path(), &text(8, 4)), &[0, 1]).unwrap();
+    let big = run_uncached(&manifest(dir.path(), &text(32, 1)), &[0, 1]).unwrap();
+    assert!(small.ok() && big.ok(), "{small:#?}");
+    assert_eq!(
+        small.stages[0].metrics["steps"],
+        3.0 * 8.0,
+        "8 optimizer steps per epoch"
+    );
+    assert_eq!(
+        small.stages[0].metrics["steps"],
+        big.stages[0].metrics["steps"]
+    );
+    let (a, b) = (exported(&small), exported(&big));
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x.allclose(y, 1e-5, 1e-6, false), "{name}: {x} vs {y}");
+    }
+    let unclipped = run_uncached(
+        &manifest(dir.path(), &text(32, 1).replace(" max-norm=0.5", "")),
+        &[0, 1],
+    )
+    .unwrap();
+    assert!(
+        !exported(&unclipped)[0]
+            .1
+            .allclose(&b[0].1, 1e-5, 1e-6, false),
+        "clipping changed the training"
+    );
+}
+
+#[test]
+fn bf16_mixed_computes_the_forward_pass_in_bf16_and_keeps_fp32_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.csv"),
+        (0..64)
+            .map(|i| format!("{},{},{}\n", i % 5, i % 3, i % 2))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let m = manifest(
+        dir.path(),
+        "data { source \"c.csv\"; }\nmodel { linear 8; relu; linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\"\naccelerator precision=\"bf16-mixed\"\ntrain epochs=2\ncheckpoint needs=\"train\"\n",
+    );
+    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu);
+    let model =
+        backends::model::Model::build(&m.model, &[2], Device::Cpu, numerics.weights).unwrap();
+    let x = Tensor::ones([4, 2], (Kind::Float, Device::Cpu));
+    let out = numerics.autocast(|| model.forward(&x, true)).unwrap();
+    assert_eq!(out.kind(), Kind::BFloat16, "the forward pass ran in bf16");
+    assert_eq!(
+        model.forward(&x, true).unwrap().kind(),
+        Kind::Float,
+        "and only under autocast"
+    );
+    for (name, w) in model.vs.variables() {
+        assert_eq!(w.kind(), Kind::Float, "{name}: master weights stay fp32");
+    }
+    let report = run_uncached(&m, &[0, 1]).unwrap();
+    assert!(report.ok(), "{report:#?}");
+    assert!(exported(&report)
+        .iter()
+        .all(|(_, t)| t.kind() == Kind::Float));
+
+    // bf16-true trains in bf16 and still exports fp32.
+    let m = manifest(
+        dir.path(),
+        &std::fs::read_to_string(dir.path().join("m.kdl"))
+            .unwrap()
+            .replace("bf16-mixed", "bf16-true"),
+    );
+    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu);
+    assert_eq!(numerics.weights, Kind::BFloat16);
+    let report = run_uncached(&m, &[0, 1]).unwrap();
+    assert!(report.ok(), "{report:#?}");
+    assert!(exported(&report)
+        .iter()
+        .all(|(_, t)| t.kind() == Kind::Float));
+}
+
+#[test]
+fn sixteen_mixed_trains_on_cuda_with_the_loss_scaler() {
+    if backends::device::load_cuda().is_err() || !tch::Cuda::is_available() {
+        eprintln!("skipped: no CUDA device here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.csv"),
+        (0..256)
+            .map(|i| format!("{},{},{}\n", i % 5, i % 3, (i % 5 + i % 3) % 2))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let m = manifest(
+        dir.path(),
+        "data { source \"c.csv\"; scale \"standard\"; }\nmodel { linear 32; relu; linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\" lr=0.01\naccelerator device=\"cuda:0\" precision=\"16-mixed\" max-norm=1.0\ntrain epochs=5\ncheckpoint needs=\"train\"\n",
+    );
+    let report = run_uncached(&m, &[0, 1]).unwrap();
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.device, "cuda:0");
+    let metrics = &report.stages[0].metrics;
+    assert!(metrics["skipped_steps"] < metrics["steps"], "{metrics:?}");
+    assert!(exported(&report)
+        .iter()
+        .all(|(_, t)| t.kind() == Kind::Float));
+}

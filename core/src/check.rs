@@ -1,6 +1,7 @@
 //! The rules that need the whole manifest: stage names, dependencies, cycles, and which
-//! trained model each stage uses. Each rule is one function; all of them run, and every
-//! problem they find is returned.
+//! trained model each stage uses; then the accelerator's compatibility rules
+//! (`compat.rs`). Each rule is one function; all of them run, and every problem they find
+//! is returned.
 
 use crate::plan::stage_graph;
 use manifests::{suggest, Diagnostic, Manifest, StageConfig, StageKind, StageSpec, TrainSpec};
@@ -17,6 +18,10 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     cycles(manifest, &mut diags);
     model_sources(manifest, &mut diags);
     empty_eval_splits(manifest, &mut diags);
+    diags.extend(crate::compat::check(
+        manifest,
+        &crate::compat::Facts::at_check(),
+    ));
     diags
 }
 

@@ -10,7 +10,7 @@
 //! | device kind (`cpu`, `cuda`), precision | numerics differ between them |
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does |
-//! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule; `eval`: data, loss |
+//! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism); `eval`: data, loss |
 //! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
@@ -120,6 +120,14 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             map.remove(unkeyed);
         }
     }
+    // How the steps are taken; the device is in the environment, precision in the key,
+    // and the thread count changes only the speed.
+    let mut accelerator = to_value(&manifest.accelerator);
+    if let Some(map) = accelerator.as_object_mut() {
+        for unkeyed in ["device", "precision", "threads"] {
+            map.remove(unkeyed);
+        }
+    }
     match &manifest.stages[index].config {
         StageConfig::Train(_) => json!({
             "stage": stage,
@@ -128,6 +136,7 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             "loss": to_value(&manifest.loss),
             "optimizer": to_value(&manifest.optimizer),
             "schedule": to_value(&manifest.schedule),
+            "accelerator": accelerator,
         }),
         StageConfig::Eval(_) => {
             json!({ "stage": stage, "data": data, "loss": to_value(&manifest.loss) })
@@ -331,6 +340,12 @@ checkpoint needs="train"
         assert_eq!(changed(&a, &threads), [false, false, false]);
         let snapshots = keys(&BASE.replace("train\n", "train snapshot-every-steps=5\n"));
         assert_eq!(changed(&a, &snapshots), [false, false, false]);
+        let accumulate = keys(&format!("{BASE}accelerator {{ accumulate 2; }}\n"));
+        assert_eq!(
+            changed(&a, &accumulate),
+            [true, true, true],
+            "how steps are taken is part of training"
+        );
     }
 
     #[test]

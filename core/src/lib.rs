@@ -5,7 +5,7 @@
 //! ```text
 //! text ──parse──▶ RawManifest (spanned KDL nodes)          kdl, in manifests::lower
 //!      ──lower──▶ Manifest (typed specs, defaults, spans)  manifests::lower
-//!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs
+//!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs, compat.rs
 //!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
 //!                 + a fingerprint per stage                fingerprint.rs
 //!                 + fresh (cached) or stale, and why       freshness.rs
@@ -18,6 +18,7 @@
 //! splitting of samples (`rng.rs`, `split.rs`).
 
 pub mod check;
+pub mod compat;
 pub mod fingerprint;
 pub mod freshness;
 pub mod plan;

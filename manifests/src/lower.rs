@@ -305,9 +305,33 @@ impl<'a> Reader<'a> {
                 Some(Value::Device(d)) => *d,
                 _ => DeviceSpec::Auto,
             },
-            precision: Precision::Fp32,
+            precision: Precision::parse(&acc_f.text("precision")).unwrap_or(Precision::Fp32),
+            loss_scale: acc_f.opt_text("loss-scale").map(|s| match s.as_str() {
+                "off" => LossScale::Off,
+                _ => LossScale::Dynamic,
+            }),
+            accumulate: acc_f.int("accumulate") as u64,
+            clipping: Clipping {
+                max_norm: acc_f.opt_float("max-norm"),
+                norm_type: acc_f.float("norm-type"),
+                value: acc_f.opt_float("clip-value"),
+            },
+            deterministic: acc_f.bool("deterministic"),
             threads: acc_f.opt_int("threads").map(|t| t as u64),
-            device_span: acc_f.span("device"),
+            spans: [
+                "device",
+                "precision",
+                "loss-scale",
+                "accumulate",
+                "max-norm",
+                "norm-type",
+                "clip-value",
+                "deterministic",
+                "threads",
+            ]
+            .into_iter()
+            .filter_map(|k| Some((k, acc_f.span(k)?)))
+            .collect(),
         };
 
         let mut stages = Vec::new();

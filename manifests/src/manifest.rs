@@ -6,6 +6,7 @@
 
 use miette::SourceSpan;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A value and where it was written (`None` when it came from `--set` or a default).
@@ -284,15 +285,98 @@ pub enum DeviceSpec {
 pub enum Precision {
     #[serde(rename = "32")]
     Fp32,
+    #[serde(rename = "64")]
+    Fp64,
+    #[serde(rename = "bf16-mixed")]
+    Bf16Mixed,
+    #[serde(rename = "bf16-true")]
+    Bf16True,
+    #[serde(rename = "16-mixed")]
+    Fp16Mixed,
+    #[serde(rename = "16-true")]
+    Fp16True,
+}
+
+impl Precision {
+    pub fn parse(text: &str) -> Option<Precision> {
+        Some(match text {
+            "32" => Precision::Fp32,
+            "64" => Precision::Fp64,
+            "bf16-mixed" => Precision::Bf16Mixed,
+            "bf16-true" => Precision::Bf16True,
+            "16-mixed" => Precision::Fp16Mixed,
+            "16-true" => Precision::Fp16True,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "32",
+            Precision::Fp64 => "64",
+            Precision::Bf16Mixed => "bf16-mixed",
+            Precision::Bf16True => "bf16-true",
+            Precision::Fp16Mixed => "16-mixed",
+            Precision::Fp16True => "16-true",
+        }
+    }
+
+    /// float16 (not bfloat16) somewhere: needs CUDA.
+    pub fn is_fp16(self) -> bool {
+        matches!(self, Precision::Fp16Mixed | Precision::Fp16True)
+    }
+
+    /// fp32 weights with a lower-precision forward pass under autocast.
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Precision::Bf16Mixed | Precision::Fp16Mixed)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossScale {
+    Dynamic,
+    Off,
+}
+
+/// How gradients are clipped before each optimizer step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Clipping {
+    /// Clip the total `norm_type`-norm to this.
+    pub max_norm: Option<f64>,
+    pub norm_type: f64,
+    /// Clamp each element to [-value, value].
+    #[serde(rename = "clip_value")]
+    pub value: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AcceleratorSpec {
     pub device: DeviceSpec,
     pub precision: Precision,
+    /// As written; `None` means dynamic under `16-mixed` and none otherwise.
+    pub loss_scale: Option<LossScale>,
+    pub accumulate: u64,
+    /// Serialised flat, so that keys and explanations read `accelerator.max-norm`.
+    #[serde(flatten)]
+    pub clipping: Clipping,
+    pub deterministic: bool,
     pub threads: Option<u64>,
+    /// Where each key was written (absent for defaults and `--set`), for diagnostics.
     #[serde(skip)]
-    pub device_span: Option<SourceSpan>,
+    pub spans: BTreeMap<&'static str, SourceSpan>,
+}
+
+impl AcceleratorSpec {
+    /// Where `key` (e.g. `"precision"`) was written, if in the file.
+    pub fn span(&self, key: &str) -> Option<SourceSpan> {
+        self.spans.get(key).copied()
+    }
+
+    /// Whether a dynamic loss scaler runs: `16-mixed` unless `loss-scale "off"`.
+    pub fn scales_loss(&self) -> bool {
+        self.precision == Precision::Fp16Mixed && self.loss_scale != Some(LossScale::Off)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

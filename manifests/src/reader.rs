@@ -92,6 +92,13 @@ impl Fields {
         }
     }
 
+    pub(crate) fn opt_float(&self, key: &str) -> Option<f64> {
+        match self.value(key) {
+            Some(Value::Float(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
     pub(crate) fn bool(&self, key: &str) -> bool {
         match (self.value(key), self.default(key)) {
             (Some(Value::Bool(v)), _) => *v,

@@ -504,9 +504,45 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "precision",
-            Ty::Choice(&["32"]),
+            Ty::Choice(&["32", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true"]),
             Some(Val::Text("32")),
-            "Numeric precision of weights and compute (`32`: fp32).",
+            "Numerics: `32` or `64` (fp32, fp64 weights and compute); `bf16-mixed` or `16-mixed` (fp32 weights, the forward pass and loss in bfloat16 or float16 under autocast); `bf16-true` or `16-true` (weights and compute in 16 bits). Checkpoints are saved in fp32.",
+        ),
+        key(
+            "loss-scale",
+            Ty::Choice(&["dynamic", "off"]),
+            None,
+            "Loss scaling for `16-mixed`: `dynamic` (the default there: start at 2^16, double after 2000 steps without overflow, halve and skip the step on inf/NaN gradients) or `off`.",
+        ),
+        key(
+            "accumulate",
+            int(1),
+            Some(Val::Int(1)),
+            "Micro-batches per optimizer step (gradient accumulation): the loss is divided by N and the optimizer steps every N batches and at the end of an epoch.",
+        ),
+        key(
+            "max-norm",
+            POSITIVE,
+            None,
+            "Clip the gradients' total norm to this value before each optimizer step.",
+        ),
+        key(
+            "norm-type",
+            POSITIVE,
+            Some(Val::Float(2.0)),
+            "The p of the p-norm `max-norm` clips (2: Euclidean).",
+        ),
+        key(
+            "clip-value",
+            POSITIVE,
+            None,
+            "Clamp every gradient element to [-value, value] before each optimizer step.",
+        ),
+        key(
+            "deterministic",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "Use only deterministic algorithms (libtorch's `use_deterministic_algorithms`); an operation without one fails the run.",
         ),
         key(
             "threads",

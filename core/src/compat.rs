@@ -1,0 +1,311 @@
+//! The accelerator's compatibility rules: combinations of settings that cannot work, or
+//! that do not do what they seem to, found before any training starts.
+//!
+//! One table, [`RULES`]; one small function per rule, with a stable code, a label on each
+//! entry involved and a help line saying what to write instead. `pipeline check` runs them
+//! with what can be known without libtorch ([`Facts::at_check`]); a run runs them again
+//! with what it found (a GPU or not, the size of the training split), so rules that need
+//! those facts warn at check time and decide at run time. `docs/compatibility.md` is
+//! generated from this table ([`markdown`]); a test keeps it current.
+
+use manifests::{DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig};
+
+/// What the rules may know beyond the manifest.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Whether CUDA is usable: `Some(false)` when there is certainly none (no NVIDIA
+    /// driver at check time; libtorch's answer at run time), `None` when unknown.
+    pub cuda: Option<bool>,
+    /// Samples in the training split, known once the data is loaded.
+    pub train_samples: Option<u64>,
+    /// Set at run time: rules that only warned at check time decide now.
+    pub at_run: bool,
+}
+
+impl Facts {
+    /// What `pipeline check` knows: only whether an NVIDIA driver is present at all.
+    pub fn at_check() -> Facts {
+        let driver = std::path::Path::new("/proc/driver/nvidia/version").exists();
+        Facts {
+            cuda: (!driver).then_some(false),
+            train_samples: None,
+            at_run: false,
+        }
+    }
+}
+
+/// One rule: what it is about and how it is checked.
+pub struct Rule {
+    /// Stable, for CI filters and `docs/compatibility.md`.
+    pub code: &'static str,
+    /// The manifest keys it involves (`section.key`), for `pipeline explain`.
+    pub keys: &'static [&'static str],
+    /// What the rule refuses, in one sentence.
+    pub summary: &'static str,
+    /// Error or warning, and when it is decided.
+    pub severity: Severity,
+    pub when: &'static str,
+    /// What to write instead (the help line of its diagnostic).
+    pub help: &'static str,
+    pub check: fn(&Rule, &Manifest, &Facts) -> Vec<Diagnostic>,
+}
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        code: "pipeline::accelerator::fp16_on_cpu",
+        keys: &["accelerator.precision", "accelerator.device"],
+        summary: "float16 precisions (`16-mixed`, `16-true`) on the CPU.",
+        severity: Severity::Error,
+        when: "check (`cpu`); run (`auto` without a GPU; check warns)",
+        help: "write `precision \"bf16-mixed\"`: bfloat16 autocast runs on the CPU; float16 needs `device \"cuda\"`",
+        check: fp16_on_cpu,
+    },
+    Rule {
+        code: "pipeline::accelerator::cuda_unavailable",
+        keys: &["accelerator.device"],
+        summary: "`cuda` or `cuda:N` where no CUDA device is usable.",
+        severity: Severity::Error,
+        when: "run; check warns when the machine has no NVIDIA driver",
+        help: "use `device \"auto\"` to fall back to the CPU, or run on a machine with a GPU",
+        check: cuda_unavailable,
+    },
+    Rule {
+        code: "pipeline::accelerator::loss_scale_without_fp16",
+        keys: &["accelerator.loss-scale", "accelerator.precision"],
+        summary: "a dynamic loss scaler with a precision other than `16-mixed` (bfloat16 has fp32's range and needs none; `16-true` has no fp32 weights to unscale into).",
+        severity: Severity::Error,
+        when: "check",
+        help: "remove `loss-scale`, or use `precision \"16-mixed\"`",
+        check: loss_scale_without_fp16,
+    },
+    Rule {
+        code: "pipeline::accelerator::two_clippings",
+        keys: &["accelerator.max-norm", "accelerator.clip-value"],
+        summary: "clipping by norm and by value at once: two contradicting settings for one step.",
+        severity: Severity::Error,
+        when: "check",
+        help: "keep one: `max-norm` (the usual choice) or `clip-value`",
+        check: two_clippings,
+    },
+    Rule {
+        code: "pipeline::accelerator::norm_type_without_max_norm",
+        keys: &["accelerator.norm-type", "accelerator.max-norm"],
+        summary: "`norm-type` without `max-norm`, where it does nothing.",
+        severity: Severity::Warning,
+        when: "check",
+        help: "add `max-norm`, or remove `norm-type`",
+        check: norm_type_without_max_norm,
+    },
+    Rule {
+        code: "pipeline::accelerator::uneven_accumulation",
+        keys: &["accelerator.accumulate", "train.batch-size"],
+        summary: "accumulation that does not divide an epoch's batches: the last optimizer step of every epoch sums fewer micro-batches.",
+        severity: Severity::Warning,
+        when: "run (the number of batches depends on the data)",
+        help: "pick an `accumulate` that divides the number of batches per epoch, or accept the shorter last step",
+        check: uneven_accumulation,
+    },
+    Rule {
+        code: "pipeline::accelerator::nondeterministic_op",
+        keys: &["accelerator.deterministic"],
+        summary: "`deterministic #true` with an operation libtorch has no deterministic kernel for (mostly CUDA scatter-type backward passes).",
+        severity: Severity::Error,
+        when: "run (libtorch reports it when the operation runs)",
+        help: "set `deterministic #false`, or change the layer that needs the operation",
+        check: |_, _, _| Vec::new(),
+    },
+];
+
+/// Every rule's diagnostics, in table order.
+pub fn check(manifest: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    RULES
+        .iter()
+        .flat_map(|rule| (rule.check)(rule, manifest, facts))
+        .collect()
+}
+
+/// The rule with this code (every code a rule function emits is in the table).
+pub fn rule(code: &str) -> &'static Rule {
+    RULES
+        .iter()
+        .find(|r| r.code == code)
+        .expect("every rule code is in the table")
+}
+
+impl Rule {
+    fn error(&self, message: String) -> Diagnostic {
+        Diagnostic::error(self.code, message).help(self.help)
+    }
+
+    fn warning(&self, message: String) -> Diagnostic {
+        Diagnostic::warning(self.code, message).help(self.help)
+    }
+}
+
+fn fp16_on_cpu(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    if !a.precision.is_fp16() {
+        return Vec::new();
+    }
+    let p = a.precision.as_str();
+    let d = match a.device {
+        DeviceSpec::Cpu => rule.error(format!("precision `{p}` needs CUDA, but the device is the CPU")),
+        DeviceSpec::Auto if facts.cuda == Some(false) && facts.at_run => rule.error(format!(
+            "precision `{p}` needs CUDA, but `auto` found no GPU and chose the CPU"
+        )),
+        DeviceSpec::Auto if !facts.at_run => rule.warning(format!(
+            "precision `{p}` needs CUDA; `auto` falls back to the CPU where there is no GPU, and the run would stop there"
+        )),
+        _ => return Vec::new(),
+    };
+    vec![d
+        .label_opt(a.span("precision"), "float16")
+        .label_opt(a.span("device"), "the CPU")]
+}
+
+fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (a.device, facts.cuda) {
+        (DeviceSpec::Cuda(n), Some(false)) if !facts.at_run => vec![rule
+            .warning(format!(
+                "`device \"cuda:{n}\"`, but this machine has no NVIDIA driver: a run here would stop"
+            ))
+            .label_opt(a.span("device"), "CUDA requested here")],
+        // At run time `device::resolve` reports it, with what libtorch found.
+        _ => Vec::new(),
+    }
+}
+
+fn loss_scale_without_fp16(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    if a.loss_scale != Some(manifests::LossScale::Dynamic) || a.precision == Precision::Fp16Mixed {
+        return Vec::new();
+    }
+    vec![rule
+        .error(format!(
+            "a dynamic loss scaler does nothing useful with precision `{}`",
+            a.precision.as_str()
+        ))
+        .label_opt(a.span("loss-scale"), "loss scaler")
+        .label_opt(a.span("precision"), "no float16 gradients to protect")]
+}
+
+fn two_clippings(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (a.clipping.max_norm, a.clipping.value) {
+        (Some(_), Some(_)) => vec![rule
+            .error("gradients are clipped both by norm and by value".into())
+            .label_opt(a.span("max-norm"), "by norm")
+            .label_opt(a.span("clip-value"), "by value")],
+        _ => Vec::new(),
+    }
+}
+
+fn norm_type_without_max_norm(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (a.span("norm-type"), a.clipping.max_norm) {
+        (Some(span), None) => vec![rule
+            .warning("`norm-type` is set but nothing clips by norm".into())
+            .label(span, "no effect without `max-norm`")],
+        _ => Vec::new(),
+    }
+}
+
+fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    let (Some(n), k) = (facts.train_samples, m.accelerator.accumulate) else {
+        return Vec::new();
+    };
+    if k <= 1 {
+        return Vec::new();
+    }
+    let mut diags = Vec::new();
+    for stage in &m.stages {
+        let StageConfig::Train(t) = &stage.config else {
+            continue;
+        };
+        let batch = t.batch_size.min(n.max(1));
+        let batches = if t.drop_last {
+            n / batch
+        } else {
+            n.div_ceil(batch)
+        };
+        if batches % k != 0 {
+            diags.push(
+                rule.warning(format!(
+                    "stage `{}`: {batches} batches per epoch do not divide into steps of {k}; the last step of each epoch sums {}",
+                    stage.name(),
+                    batches % k
+                ))
+                .label_opt(m.accelerator.span("accumulate"), format!("{k} micro-batches per step"))
+                .label_opt(stage.name.span, format!("{batches} batches of {batch}")),
+            );
+        }
+    }
+    diags
+}
+
+/// `docs/compatibility.md`: the table of rules.
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "# Compatibility rules\n\n\
+         Generated from `core/src/compat.rs` (`RULES`) by `cargo test`; do not edit by hand.\n\
+         `pipeline check` runs every rule it can decide without the GPU or the data, and\n\
+         warns about the others; `pipeline run` decides those before training starts.\n\n\
+         | code | refuses | severity | decided at | keys | write instead |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for r in RULES {
+        let severity = match r.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let keys: Vec<String> = r.keys.iter().map(|k| format!("`{k}`")).collect();
+        out += &format!(
+            "| `{}` | {} | {severity} | {} | {} | {} |\n",
+            r.code,
+            r.summary,
+            r.when,
+            keys.join(", "),
+            r.help
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/compatibility.md` is generated from [`RULES`]; `PIPELINE_BLESS=1` rewrites it.
+    #[test]
+    fn the_compatibility_docs_are_current() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/compatibility.md");
+        if std::env::var_os("PIPELINE_BLESS").is_some() {
+            std::fs::write(&path, markdown()).unwrap();
+        }
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            written == markdown(),
+            "docs/compatibility.md is stale: run `PIPELINE_BLESS=1 cargo test -p pipeline-core`"
+        );
+    }
+
+    #[test]
+    fn codes_are_unique_and_keys_exist() {
+        let mut codes: Vec<&str> = RULES.iter().map(|r| r.code).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), RULES.len());
+        for rule in RULES {
+            for key in rule.keys {
+                let (section, name) = key.split_once('.').unwrap();
+                let found = manifests::schema::SECTIONS
+                    .iter()
+                    .chain(manifests::schema::STAGES)
+                    .any(|s| s.name == section && s.key(name).is_some());
+                assert!(found, "{}: no key {key}", rule.code);
+            }
+        }
+    }
+}
