@@ -285,6 +285,27 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_deterministic_kernel_is_the_rules_diagnostic() {
+        let text = "seed 1\ndata { source \"d.csv\"; }\nmodel { linear 2; }\nloss \"mse\"\noptimizer \"sgd\"\naccelerator deterministic=#true\ntrain\n";
+        let checked = pipeline_core::load(text, std::path::Path::new("m.kdl"), &[]);
+        let m = checked.valid().unwrap();
+        let e = TchError::Torch("index_add_cuda_ does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'.\nException raised from alertNotDeterministic".into());
+        let d = nondeterministic(m, &e).unwrap();
+        assert_eq!(d.code, "pipeline::accelerator::nondeterministic_op");
+        assert!(
+            d.message.starts_with("index_add_cuda_ does not have"),
+            "{}",
+            d.message
+        );
+        assert!(
+            !d.message.contains("Exception raised"),
+            "libtorch's trace is cut"
+        );
+        assert_eq!(d.labels.len(), 1, "points at `deterministic`");
+        assert!(nondeterministic(m, &TchError::Torch("shape mismatch".into())).is_none());
+    }
+
+    #[test]
     fn the_loss_scaler_skips_overflowing_steps_and_backs_off() {
         let mut scaler = Scaler::new(Device::Cpu).unwrap();
         let mut grads = vec![Tensor::from_slice(&[65536.0f32, 131072.0])];

@@ -217,13 +217,22 @@ pub fn train(
                 if boundary {
                     lr = schedule.lr_at(step);
                     opt.set_lr(lr);
-                    let mut grads = opt.grads();
+                    // Unscaled (16-mixed) and clipped gradients: the only reasons to
+                    // touch them between backward and the step.
+                    let clips = accelerator.clipping.max_norm.is_some()
+                        || accelerator.clipping.value.is_some();
+                    let mut grads = match scaler.is_some() || clips {
+                        true => opt.grads(),
+                        false => Vec::new(),
+                    };
                     let finite = match &mut scaler {
                         Some(scaler) => scaler.unscale(&mut grads)?,
                         None => true,
                     };
                     if finite {
-                        numerics::clip(&mut grads, &accelerator.clipping)?;
+                        if clips {
+                            numerics::clip(&mut grads, &accelerator.clipping)?;
+                        }
                         opt.step()?;
                     }
                     if let Some(scaler) = &mut scaler {
