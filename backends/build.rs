@@ -23,10 +23,18 @@ fn main() {
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
         .expect("DEP_TCH_LIBTORCH_LIB: torch-sys must be a direct dependency");
     let include = std::path::Path::new(&lib).join("../include");
+    // c10d's Gloo header includes Gloo's, which the wheel lacks (scripts/setup.sh fetches
+    // them); the Gloo code itself is inside libtorch_cpu.
+    let gloo = std::env::var("PIPELINE_GLOO_INCLUDE").expect(
+        "PIPELINE_GLOO_INCLUDE: build through scripts/setup.sh --env, which fetches Gloo's headers",
+    );
     cc::Build::new()
         .cpp(true)
         .std("c++17")
         .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .include(&gloo)
+        .define("USE_C10D_GLOO", None)
         // Every torch wheel since 2.7 uses the C++11 ABI.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .flag_if_supported("-Wno-unused-parameter")
@@ -34,6 +42,7 @@ fn main() {
         .file("shim/optim.cpp")
         .file("shim/rng.cpp")
         .file("shim/amp.cpp")
+        .file("shim/c10d.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

@@ -5,6 +5,9 @@
 #     keyed by the torch version ($PIPELINE_VENV, default ~/.cache/pipeline/venv-torch-X),
 #     so every clean clone reuses it. A marker file is written only once the install
 #     finished, so an interrupted install is redone rather than trusted.
+#   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
+#     itself is inside libtorch_cpu): Debian's libgloo-dev package, downloaded and
+#     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
 #   - the digits data set: `sklearn/datasets/data/digits.csv.gz` out of the scikit-learn
 #     wheel (pip download; nothing is downloaded at run time), into examples/data/.
 #
@@ -14,6 +17,7 @@ set -euo pipefail
 
 TORCH_VERSION=2.13.0
 SKLEARN_VERSION=1.6.1
+GLOO_DEB_VERSION=0.0~git20220518.5b14351-3
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${PIPELINE_CACHE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeline}
 venv=${PIPELINE_VENV:-$cache/venv-torch-$TORCH_VERSION}
@@ -30,6 +34,19 @@ if [ ! -f "$venv/.pipeline-complete" ]; then
   touch "$venv/.pipeline-complete"
 fi
 torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+# --- Gloo's headers ----------------------------------------------------------------------
+gloo="$cache/gloo-$GLOO_DEB_VERSION"
+if [ ! -f "$gloo/.pipeline-complete" ]; then
+  say "fetching Gloo's headers (Debian's libgloo-dev $GLOO_DEB_VERSION)"
+  rm -rf "$gloo"
+  mkdir -p "$gloo/deb"
+  (cd "$gloo/deb" && apt-get download -q "libgloo-dev=$GLOO_DEB_VERSION" >&2 2>/dev/null ||
+    apt-get download -q libgloo-dev >&2)
+  dpkg-deb -x "$gloo"/deb/libgloo-dev_*.deb "$gloo/root"
+  test -f "$gloo/root/usr/include/gloo/algorithm.h"
+  touch "$gloo/.pipeline-complete"
+fi
 
 # --- digits data -----------------------------------------------------------------------
 digits="$root/examples/data/digits.csv.gz"
@@ -56,4 +73,5 @@ if [ "${1:-}" = "--env" ]; then
   printf 'export LIBTORCH=%q\n' "$torch_dir"
   printf 'export LIBTORCH_CXX11_ABI=1\n'
   printf 'export PIPELINE_VENV=%q\n' "$venv"
+  printf 'export PIPELINE_GLOO_INCLUDE=%q\n' "$gloo/root/usr/include"
 fi

@@ -6,8 +6,8 @@
 //! (`error.rs`), so a user never sees a C++ stack trace.
 //!
 //! What tch does not expose comes from a small C++ shim in `shim/` (optimizer updates whose
-//! state we own, the random generators' state), compiled by `build.rs` against the same
-//! libtorch's headers.
+//! state we own, the random generators' state, autocast and loss scaling, c10d process
+//! groups), compiled by `build.rs` against the same libtorch's headers.
 
 mod arrays;
 pub mod checkpoint;
@@ -21,6 +21,7 @@ pub mod model;
 pub mod numerics;
 pub mod observer;
 pub mod optimizer;
+pub mod process_group;
 mod rng_state;
 pub mod runner;
 pub mod session;
