@@ -94,6 +94,22 @@ pub struct RunArgs {
     /// Neither read nor write the cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Start this many worker processes on this machine (like `torchrun --nproc-per-node`).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: u32,
+    /// Machines taking part (each runs `pipeline run` with its `--node-rank`).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nnodes: u32,
+    /// This machine's index among `--nnodes`, from 0 (0 serves the rendezvous).
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    pub node_rank: u32,
+    /// The address of node 0 [default: 127.0.0.1 on one machine].
+    #[arg(long, value_name = "HOST")]
+    pub master_addr: Option<String>,
+    /// The port node 0 serves the rendezvous on [default: a free port on one machine,
+    /// 29500 on several].
+    #[arg(long, value_name = "PORT")]
+    pub master_port: Option<u16>,
     #[command(flatten)]
     pub cache: CacheDir,
 }

@@ -9,6 +9,7 @@ mod cache_cmd;
 mod check;
 mod explain;
 mod graph;
+mod launch;
 mod run;
 mod status;
 

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 pub fn run(args: &RunArgs) -> ExitCode {
     match answer_from_cache(args) {
         Some(()) => ExitCode::SUCCESS,
+        None if args.nproc_per_node > 1 || args.nnodes > 1 => crate::launch::launch(args),
         None => hand_over_to_worker(),
     }
 }

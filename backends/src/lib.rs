@@ -31,3 +31,4 @@ pub mod train;
 pub use observer::{EpochRecord, Observer};
 pub use pipeline_core::report::{RunReport, StageResult, StageStatus};
 pub use runner::run;
+pub use tch::Device;

@@ -55,13 +55,14 @@ fn raw(tensors: &mut [Tensor]) -> Vec<*mut c_void> {
 }
 
 /// This process's membership of a group of `world` processes.
+#[derive(Debug)]
 pub struct ProcessGroup {
     group: *mut c_void,
     pub rank: usize,
     pub world: usize,
 }
 
-// SAFETY: the c10d group is used by one thread at a time (`&mut self` for collectives);
+// SAFETY: a group moves between threads but is used by one at a time (it is not Sync);
 // Gloo's own threads are internal to it.
 unsafe impl Send for ProcessGroup {}
 
@@ -93,14 +94,14 @@ impl ProcessGroup {
     }
 
     /// Sums the tensors element-wise over the group, in place.
-    pub fn all_reduce_sum(&mut self, tensors: &mut [Tensor]) -> Result<(), TchError> {
+    pub fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> Result<(), TchError> {
         let mut ptrs = raw(tensors);
         // SAFETY: live group and tensors for the duration of the call.
         check(unsafe { ffi::pipeline_group_all_reduce(self.group, ptrs.as_mut_ptr(), ptrs.len()) })
     }
 
     /// Copies rank `root`'s tensors into everyone's, in place.
-    pub fn broadcast(&mut self, tensors: &mut [Tensor], root: usize) -> Result<(), TchError> {
+    pub fn broadcast(&self, tensors: &mut [Tensor], root: usize) -> Result<(), TchError> {
         let mut ptrs = raw(tensors);
         // SAFETY: live group and tensors for the duration of the call.
         check(unsafe {
@@ -109,11 +110,7 @@ impl ProcessGroup {
     }
 
     /// Every rank's `input`, in rank order, into `outputs` (one tensor per rank).
-    pub fn all_gather(
-        &mut self,
-        input: &mut Tensor,
-        outputs: &mut [Tensor],
-    ) -> Result<(), TchError> {
+    pub fn all_gather(&self, input: &mut Tensor, outputs: &mut [Tensor]) -> Result<(), TchError> {
         let mut ptrs = raw(outputs);
         // SAFETY: live group and tensors for the duration of the call.
         check(unsafe {
@@ -128,7 +125,7 @@ impl ProcessGroup {
 
     /// The sum over the group of every rank's `inputs[self.rank]`, into `output`.
     pub fn reduce_scatter_sum(
-        &mut self,
+        &self,
         output: &mut Tensor,
         inputs: &mut [Tensor],
     ) -> Result<(), TchError> {
@@ -144,11 +141,70 @@ impl ProcessGroup {
         })
     }
 
+    /// Averages `tensors` over the group, in buckets of at most `bucket_bytes`: each
+    /// bucket is flattened into one buffer, all-reduced once and copied back (what DDP's
+    /// reducer does).
+    pub fn average(&self, tensors: &mut [Tensor], bucket_bytes: usize) -> Result<(), TchError> {
+        let scale = 1.0 / self.world as f64;
+        bucketed(tensors, bucket_bytes, |bucket| {
+            self.all_reduce_sum(std::slice::from_mut(bucket))?;
+            bucket.f_mul_scalar_(scale).map(drop)
+        })
+    }
+
+    /// Copies rank `root`'s tensors (of any shapes) into everyone's, in buckets.
+    pub fn broadcast_all(&self, tensors: &mut [Tensor], root: usize) -> Result<(), TchError> {
+        bucketed(tensors, 25 << 20, |bucket| {
+            self.broadcast(std::slice::from_mut(bucket), root)
+        })
+    }
+
     /// Waits for every rank.
-    pub fn barrier(&mut self) -> Result<(), TchError> {
+    pub fn barrier(&self) -> Result<(), TchError> {
         // SAFETY: live group.
         check(unsafe { ffi::pipeline_group_barrier(self.group) })
     }
+}
+
+/// Runs `collective` on flat buffers of at most `bucket_bytes` (one dtype each) made of
+/// consecutive `tensors`, and copies the results back into them: c10d's Gloo collectives
+/// take one tensor per process.
+fn bucketed(
+    tensors: &mut [Tensor],
+    bucket_bytes: usize,
+    mut collective: impl FnMut(&mut Tensor) -> Result<(), TchError>,
+) -> Result<(), TchError> {
+    let mut start = 0;
+    while start < tensors.len() {
+        let kind = tensors[start].kind();
+        let (mut end, mut bytes) = (start, 0);
+        while end < tensors.len()
+            && tensors[end].kind() == kind
+            && (end == start || bytes + nbytes(&tensors[end]) <= bucket_bytes)
+        {
+            bytes += nbytes(&tensors[end]);
+            end += 1;
+        }
+        let flat: Vec<Tensor> = tensors[start..end]
+            .iter()
+            .map(|t| t.reshape([-1]))
+            .collect();
+        let mut bucket = Tensor::f_cat(&flat, 0)?;
+        collective(&mut bucket)?;
+        let mut offset = 0;
+        for t in &mut tensors[start..end] {
+            let n = t.numel() as i64;
+            let part = bucket.f_narrow(0, offset, n)?.f_view_as(t)?;
+            tch::no_grad(|| t.f_copy_(&part))?;
+            offset += n;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+fn nbytes(t: &Tensor) -> usize {
+    t.numel() * t.kind().elt_size_in_bytes()
 }
 
 impl Drop for ProcessGroup {
@@ -176,7 +232,7 @@ mod tests {
     /// processes), returning each rank's result.
     fn in_group<T: Send + 'static>(
         world: usize,
-        body: impl Fn(&mut ProcessGroup) -> T + Send + Sync + Copy + 'static,
+        body: impl Fn(&ProcessGroup) -> T + Send + Sync + Copy + 'static,
     ) -> Vec<T> {
         let port = free_port();
         let threads: Vec<_> = (0..world)
@@ -225,6 +281,18 @@ mod tests {
                 values(&part),
             )
         });
+        let averaged = in_group(2, |g| {
+            let r = g.rank as f32;
+            let mut ts = [
+                Tensor::from_slice(&[r, 2.0 * r]),
+                Tensor::from_slice(&[4.0 + r]),
+                Tensor::from_slice(&[r; 3]),
+            ];
+            g.average(&mut ts, 8).unwrap(); // 8 bytes: two floats, so three buckets
+            ts.iter().map(values).collect::<Vec<_>>()
+        });
+        assert_eq!(averaged[0], [vec![0.5, 1.0], vec![4.5], vec![0.5; 3]]);
+        assert_eq!(averaged[0], averaged[1]);
         for (rank, (sum, root, all0, all1, part)) in results.into_iter().enumerate() {
             assert_eq!(sum, [3.0, 10.0]);
             assert_eq!(root, [7.0], "rank 0's value everywhere");

@@ -13,6 +13,7 @@ use crate::error::torch_error;
 use crate::evaluate::evaluate;
 use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
+use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
@@ -107,7 +108,9 @@ impl<'a> Context<'a> {
     ) -> StageResult {
         let manifest = self.session.manifest;
         let scratch = scratch_dir(cache, &self.run_dir, &state.fingerprint.hash);
-        let snapshots = snapshots_of(cache, manifest, state);
+        // Snapshots are per process; a distributed run resumes from the cache's stages.
+        let snapshots =
+            snapshots_of(cache, manifest, state).filter(|_| self.session.group.is_none());
         let ran = std::fs::create_dir_all(&scratch)
             .map_err(|e| write_failed(&scratch, e))
             .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
@@ -258,6 +261,11 @@ impl<'a> Context<'a> {
                     store: Vec::new(),
                 })
             }
+            StageConfig::Checkpoint(_) if self.session.rank() != 0 => Ok(Produced {
+                metrics: BTreeMap::new(),
+                outputs: Vec::new(),
+                store: Vec::new(),
+            }),
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
                 let path = match &spec.path {
@@ -317,10 +325,12 @@ pub fn run(
     states: &[StageState],
     mut cache: Option<&mut Cache>,
     device: Device,
+    group: Option<ProcessGroup>,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
+    let world = group.as_ref().map_or(1, |g| g.world);
     let mut ctx = match states.iter().any(|s| !s.is_fresh()) {
-        true => Some(open(manifest, device, obs)?),
+        true => Some(open(manifest, device, group, obs)?),
         false => None,
     };
     let mut results: Vec<StageResult> = Vec::new();
@@ -339,7 +349,7 @@ pub fn run(
                 (Some(c), Freshness::Stale(_)) => c.store.lock(&state.fingerprint.hash).ok(),
                 _ => None,
             };
-            result = match stored_entry(cache.as_deref(), state) {
+            result = match stored_entry(cache.as_deref(), state, world) {
                 Some(entry) => {
                     if let (Some(ctx), Some(weights)) = (ctx.as_mut(), entry.output(MODEL_OUTPUT)) {
                         ctx.cached_weights
@@ -366,20 +376,28 @@ pub fn run(
         obs.stage_finished(&result);
         results.push(result);
     }
+    let run_dir = ctx.map(|c| match c.session.rank() {
+        0 => Some(c.run_dir.path),
+        rank => {
+            let _ = std::fs::remove_dir_all(private_base(rank));
+            None
+        }
+    });
     Ok(RunReport {
         pipeline: manifest.name.clone(),
-        run_dir: ctx.map(|c| c.run_dir.path),
+        run_dir: run_dir.flatten(),
         device: device::describe(device),
         stages: results,
     })
 }
 
 /// The stage's entry in the store: found fresh when the run was planned, or stored since
-/// by another run while this one waited for the stage's lock (unless forced).
-fn stored_entry(cache: Option<&Cache>, state: &StageState) -> Option<Entry> {
+/// by another run while this one waited for the stage's lock (unless forced, or in a
+/// distributed run, whose processes must all decide alike).
+fn stored_entry(cache: Option<&Cache>, state: &StageState, world: usize) -> Option<Entry> {
     match (cache, &state.freshness) {
         (_, Freshness::Fresh(entry)) => Some(entry.clone()),
-        (Some(c), Freshness::Stale(_)) if !state.forced => {
+        (Some(c), Freshness::Stale(_)) if !state.forced && world == 1 => {
             match c.store.get(&state.fingerprint.hash) {
                 Lookup::Hit(entry) => Some(entry),
                 _ => None,
@@ -432,17 +450,26 @@ fn scratch_dir(cache: Option<&Cache>, run_dir: &RunDir, fingerprint: &str) -> Pa
 }
 
 /// Loads the data, checks the model against it and creates the run directory.
+/// Where a process other than rank 0 keeps its run directory (removed after the run):
+/// only rank 0 writes next to the manifest.
+fn private_base(rank: usize) -> PathBuf {
+    std::env::temp_dir().join(format!("pipeline-rank{rank}-{}", std::process::id()))
+}
+
 fn open<'a>(
     manifest: &'a Manifest,
     device: Device,
+    group: Option<ProcessGroup>,
     obs: &mut dyn Observer,
 ) -> Result<Context<'a>, Diagnostic> {
-    let session = Session::open(manifest, device)?;
+    let world = group.as_ref().map_or(1, |g| g.world);
+    let session = Session::open(manifest, device, group)?;
     let data = &session.data;
     // The compatibility rules that need the device and the data, decided now.
     let facts = pipeline_core::compat::Facts {
         cuda: Some(device.is_cuda()),
         train_samples: Some(data.splits.train.len() as u64),
+        world: Some(world),
         at_run: true,
     };
     for d in pipeline_core::compat::check(manifest, &facts) {
@@ -462,9 +489,11 @@ fn open<'a>(
         trainable,
         device::describe(device)
     ));
-    let base = match manifest.base_dir.as_os_str().is_empty() {
-        true => Path::new("."),
-        false => manifest.base_dir.as_path(),
+    let private = private_base(session.rank());
+    let base = match (session.rank(), manifest.base_dir.as_os_str().is_empty()) {
+        (0, true) => Path::new("."),
+        (0, false) => manifest.base_dir.as_path(),
+        _ => private.as_path(),
     };
     let run_dir =
         RunDir::create(base).map_err(|e| write_failed(&base.join(".pipeline/runs"), e))?;

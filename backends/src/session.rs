@@ -5,6 +5,7 @@ use crate::data::Dataset;
 use crate::error::{short_message, torch_error};
 use crate::model::Model;
 use crate::numerics::{self, Numerics};
+use crate::process_group::ProcessGroup;
 use manifests::{Diagnostic, Manifest, SplitName};
 use tch::Device;
 
@@ -15,15 +16,27 @@ pub struct Session<'a> {
     pub data: Dataset,
     pub device: Device,
     pub numerics: Numerics,
+    /// The other processes of a distributed run.
+    pub group: Option<ProcessGroup>,
     /// Total and trainable parameters of the model.
     pub parameters: (i64, i64),
 }
 
 impl<'a> Session<'a> {
+    /// This process's rank (0 without a group): rank 0 writes checkpoints, metrics and
+    /// the cache.
+    pub fn rank(&self) -> usize {
+        self.group.as_ref().map_or(0, |g| g.rank)
+    }
+
     /// Sets the thread count, loads the data onto `device` (from [`crate::device::resolve`]) and
     /// runs the model once on two samples, so a bad data file or model fails here with a
     /// diagnostic.
-    pub fn open(manifest: &'a Manifest, device: Device) -> Result<Session<'a>, Diagnostic> {
+    pub fn open(
+        manifest: &'a Manifest,
+        device: Device,
+        group: Option<ProcessGroup>,
+    ) -> Result<Session<'a>, Diagnostic> {
         if let Some(threads) = manifest.accelerator.threads {
             tch::set_num_threads(threads as i32);
         }
@@ -43,6 +56,7 @@ impl<'a> Session<'a> {
             data,
             device,
             numerics,
+            group,
             parameters,
         })
     }

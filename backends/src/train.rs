@@ -88,7 +88,11 @@ pub fn train(
 
     let train_samples = &data.splits.train;
     let val_indices = data.indices(SplitName::Val);
-    let n = train_samples.len() as u64;
+    let group = session.group.as_ref();
+    let distributed = &accelerator.distributed;
+    // Under `ddp`, this process trains on every world-th sample of each epoch's order.
+    let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
+    let n = shard_len(train_samples.len(), world, distributed.drop_remainder) as u64;
     let batch = spec.batch_size.min(n.max(1));
     let batches = if spec.drop_last {
         n / batch
@@ -136,6 +140,15 @@ pub fn train(
         steps,
         spec.epochs,
     );
+    if let Some(g) = group {
+        // Every process starts from rank 0's weights (and batch-norm statistics).
+        let mut named: Vec<(String, Tensor)> = model.vs.variables().into_iter().collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut vars: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
+        g.broadcast_all(&mut vars, 0)
+            .map_err(|e| fail("sharing the initial weights", e))?;
+    }
+    let bucket_bytes = (distributed.bucket_mb * 1e6) as usize;
     let mut order: Vec<usize> = train_samples.clone();
     let sums = || -> Result<(Tensor, Tensor), tch::TchError> {
         Ok((
@@ -182,7 +195,8 @@ pub fn train(
             order.copy_from_slice(train_samples);
             Rng::derived(manifest.seed, epoch).shuffle(&mut order);
         }
-        let perm = index_tensor(&order).to_device(device);
+        let shard = shard(&order, rank, world, distributed.drop_remainder);
+        let perm = index_tensor(&shard).to_device(device);
         let resumed = epoch == at.epoch;
         let first = if resumed { at.step_in_epoch } else { 0 };
         let (mut seen, mut counted) = if resumed {
@@ -217,6 +231,9 @@ pub fn train(
                 if boundary {
                     lr = schedule.lr_at(step);
                     opt.set_lr(lr);
+                    if let Some(g) = group {
+                        g.average(&mut opt.grads(), bucket_bytes)?;
+                    }
                     // Unscaled (16-mixed) and clipped gradients: the only reasons to
                     // touch them between backward and the step.
                     let clips = accelerator.clipping.max_norm.is_some()
@@ -272,6 +289,23 @@ pub fn train(
                 snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
             }
         }
+        if let Some(g) = group {
+            // The epoch's loss and accuracy over every process's shard.
+            let totals = [
+                loss_sum.double_value(&[]),
+                hits_sum.int64_value(&[]) as f64,
+                seen as f64,
+                counted as f64,
+            ];
+            let mut t = [Tensor::from_slice(&totals)];
+            g.all_reduce_sum(&mut t)
+                .map_err(|e| fail("summing the epoch's metrics", e))?;
+            let totals =
+                Vec::<f64>::try_from(&t[0]).map_err(|e| fail("summing the epoch's metrics", e))?;
+            loss_sum = Tensor::from(totals[0]).to_device(device);
+            hits_sum = Tensor::from(totals[1] as i64).to_device(device);
+            (seen, counted) = (totals[2] as i64, totals[3] as i64);
+        }
         let loss = loss_sum.double_value(&[]) / seen as f64;
         if !loss.is_finite() {
             return Err(Diagnostic::error("pipeline::train::diverged", format!("stage `{name}`: the training loss became {loss} in epoch {epoch}"))
@@ -325,4 +359,55 @@ pub fn train(
         steps: step,
         skipped_steps: scaler.as_ref().map(|s| s.skipped),
     })
+}
+
+/// Samples per process of a split of `n` among `world` processes: padded up to a
+/// multiple of `world`, or the remainder dropped.
+pub fn shard_len(n: usize, world: usize, drop: bool) -> usize {
+    if drop {
+        n / world
+    } else {
+        n.div_ceil(world)
+    }
+}
+
+/// This process's share of an epoch's `order` (PyTorch's `DistributedSampler`): padded by
+/// repeating from the start (or truncated), then every `world`-th sample from `rank`.
+/// Batch k of every rank together is batch k of one process with a `world` times bigger
+/// batch.
+pub fn shard(order: &[usize], rank: usize, world: usize, drop: bool) -> Vec<usize> {
+    if world == 1 {
+        return order.to_vec();
+    }
+    let total = shard_len(order.len(), world, drop) * world;
+    order
+        .iter()
+        .cycle()
+        .take(total)
+        .skip(rank)
+        .step_by(world)
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_cover_every_sample_once_with_padding_accounted_for() {
+        let order: Vec<usize> = (0..10).map(|i| i * 3).collect();
+        let shards: Vec<Vec<usize>> = (0..3).map(|r| shard(&order, r, 3, false)).collect();
+        assert!(shards.iter().all(|s| s.len() == 4), "{shards:?}");
+        let mut all: Vec<usize> = shards.concat();
+        all.sort();
+        let mut expected = order.clone();
+        expected.extend([0, 3]); // two samples padded from the start
+        expected.sort();
+        assert_eq!(all, expected);
+        let dropped: Vec<usize> = (0..3).flat_map(|r| shard(&order, r, 3, true)).collect();
+        assert_eq!(dropped.len(), 9);
+        assert!(!dropped.contains(&27), "the remainder is dropped");
+        assert_eq!(shard(&order, 0, 1, false), order);
+    }
 }

@@ -30,6 +30,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         &states,
         None,
         backends::device::resolve(&m.accelerator)?,
+        None,
         &mut Silent,
     )
 }

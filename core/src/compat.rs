@@ -8,7 +8,7 @@
 //! those facts warn at check time and decide at run time. `docs/compatibility.md` is
 //! generated from this table ([`markdown`]); a test keeps it current.
 
-use manifests::{DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig};
+use manifests::{DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig, Strategy};
 
 /// What the rules may know beyond the manifest.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +18,8 @@ pub struct Facts {
     pub cuda: Option<bool>,
     /// Samples in the training split, known once the data is loaded.
     pub train_samples: Option<u64>,
+    /// Processes in the run, known once it starts.
+    pub world: Option<usize>,
     /// Set at run time: rules that only warned at check time decide now.
     pub at_run: bool,
 }
@@ -29,6 +31,7 @@ impl Facts {
         Facts {
             cuda: (!driver).then_some(false),
             train_samples: None,
+            world: None,
             at_run: false,
         }
     }
@@ -104,6 +107,24 @@ pub const RULES: &[Rule] = &[
         when: "run (the number of batches depends on the data)",
         help: "pick an `accumulate` that divides the number of batches per epoch, or accept the shorter last step",
         check: uneven_accumulation,
+    },
+    Rule {
+        code: "pipeline::accelerator::strategy_with_one_process",
+        keys: &["accelerator.strategy"],
+        summary: "a distributed strategy run as a single process (no launcher started the others).",
+        severity: Severity::Error,
+        when: "run (the launcher decides the number of processes)",
+        help: "start the processes: `pipeline run FILE --nproc-per-node 2` (or torchrun, srun); or write `strategy \"none\"`",
+        check: strategy_with_one_process,
+    },
+    Rule {
+        code: "pipeline::accelerator::processes_without_strategy",
+        keys: &["accelerator.strategy"],
+        summary: "several processes with `strategy \"none\"`: each would train the same model alone.",
+        severity: Severity::Error,
+        when: "run",
+        help: "write `strategy \"ddp\"`, or run one process",
+        check: processes_without_strategy,
     },
     Rule {
         code: "pipeline::accelerator::nondeterministic_op",
@@ -242,6 +263,25 @@ fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnost
         }
     }
     diags
+}
+
+fn strategy_with_one_process(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    let d = &m.accelerator.distributed;
+    match (d.strategy, facts.world) {
+        (Strategy::Ddp, Some(1)) => vec![rule
+            .error("`strategy \"ddp\"` in a run of one process".into())
+            .label_opt(m.accelerator.span("strategy"), "needs several processes")],
+        _ => Vec::new(),
+    }
+}
+
+fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    match (m.accelerator.distributed.strategy, facts.world) {
+        (Strategy::None, Some(world)) if world > 1 => vec![rule
+            .error(format!("{world} processes, but no distributed strategy"))
+            .label_opt(m.accelerator.span("strategy"), "one process's strategy")],
+        _ => Vec::new(),
+    }
 }
 
 /// `docs/compatibility.md`: the table of rules.

@@ -21,6 +21,7 @@ pub mod check;
 pub mod compat;
 pub mod fingerprint;
 pub mod freshness;
+pub mod launch;
 pub mod plan;
 pub mod report;
 pub mod rng;

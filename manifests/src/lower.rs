@@ -318,6 +318,15 @@ impl<'a> Reader<'a> {
             },
             deterministic: acc_f.bool("deterministic"),
             threads: acc_f.opt_int("threads").map(|t| t as u64),
+            distributed: Distributed {
+                strategy: match acc_f.text("strategy").as_str() {
+                    "ddp" => Strategy::Ddp,
+                    _ => Strategy::None,
+                },
+                drop_remainder: acc_f.text("shard-remainder") == "drop",
+                bucket_mb: acc_f.float("bucket-mb"),
+                timeout_seconds: acc_f.float("timeout"),
+            },
             spans: [
                 "device",
                 "precision",
@@ -328,6 +337,10 @@ impl<'a> Reader<'a> {
                 "clip-value",
                 "deterministic",
                 "threads",
+                "strategy",
+                "shard-remainder",
+                "bucket-mb",
+                "timeout",
             ]
             .into_iter()
             .filter_map(|k| Some((k, acc_f.span(k)?)))

@@ -350,6 +350,23 @@ pub struct Clipping {
     pub value: Option<f64>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    None,
+    Ddp,
+}
+
+/// The distributed side of the accelerator.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Distributed {
+    pub strategy: Strategy,
+    /// Drop (instead of pad) the samples that do not divide among the processes.
+    pub drop_remainder: bool,
+    pub bucket_mb: f64,
+    pub timeout_seconds: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AcceleratorSpec {
     pub device: DeviceSpec,
@@ -362,6 +379,7 @@ pub struct AcceleratorSpec {
     pub clipping: Clipping,
     pub deterministic: bool,
     pub threads: Option<u64>,
+    pub distributed: Distributed,
     /// Where each key was written (absent for defaults and `--set`), for diagnostics.
     #[serde(skip)]
     pub spans: BTreeMap<&'static str, SourceSpan>,

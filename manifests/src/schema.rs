@@ -545,6 +545,30 @@ pub const ACCELERATOR: Section = section(
             "Use only deterministic algorithms (libtorch's `use_deterministic_algorithms`); an operation without one fails the run.",
         ),
         key(
+            "strategy",
+            Ty::Choice(&["none", "ddp"]),
+            Some(Val::Text("none")),
+            "How many processes share the training: `none` (one process) or `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
+        ),
+        key(
+            "shard-remainder",
+            Ty::Choice(&["pad", "drop"]),
+            Some(Val::Text("pad")),
+            "Under `ddp`, when the training split does not divide by the number of processes: `pad` (repeat samples from the start of the epoch's order) or `drop` (leave the last ones out).",
+        ),
+        key(
+            "bucket-mb",
+            POSITIVE,
+            Some(Val::Float(25.0)),
+            "Under `ddp`, gradients are averaged in buckets of at most this many megabytes (one all-reduce per bucket).",
+        ),
+        key(
+            "timeout",
+            POSITIVE,
+            Some(Val::Float(30.0)),
+            "Seconds a process waits for the others (to start, or in a collective) before the run fails with an error naming the cause, instead of hanging.",
+        ),
+        key(
             "threads",
             int(1),
             None,

@@ -5,6 +5,7 @@ use manifests::Diagnostic;
 use pipeline_cli::cli::RunArgs;
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, render, summary};
+use pipeline_core::launch::Rendezvous;
 use serde_json::json;
 
 pub fn run(args: &RunArgs) -> bool {
@@ -24,7 +25,23 @@ pub fn run(args: &RunArgs) -> bool {
         false
     };
 
+    let rendezvous = match Rendezvous::from_env(|k| std::env::var(k).ok()) {
+        Ok(r) => r,
+        Err(why) => {
+            return fail(
+                Diagnostic::error(
+                    "pipeline::launch::bad_environment",
+                    format!("the distributed environment is inconsistent: {why}"),
+                )
+                .help("set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together (or let `pipeline run --nproc-per-node N` do it)"),
+            )
+        }
+    };
     let device = match backends::device::resolve(&manifest.accelerator) {
+        // One GPU per process: the local rank's.
+        Ok(backends::Device::Cuda(_)) if rendezvous.is_some() => {
+            backends::Device::Cuda(rendezvous.as_ref().map_or(0, |r| r.local_rank))
+        }
         Ok(d) => d,
         Err(d) => return fail(d),
     };
@@ -33,17 +50,58 @@ pub fn run(args: &RunArgs) -> bool {
         Ok(p) => p,
         Err(d) => return fail(d),
     };
-    let mut observer = progress::for_stderr(args.json);
+    let group = match &rendezvous {
+        None => None,
+        Some(r) => {
+            let timeout = std::time::Duration::from_secs_f64(
+                manifest.accelerator.distributed.timeout_seconds,
+            );
+            match backends::process_group::ProcessGroup::join(
+                &r.host, r.port, r.rank, r.world, timeout,
+            ) {
+                Ok(g) => Some(g),
+                Err(e) => return fail(
+                    Diagnostic::error(
+                        "pipeline::launch::rendezvous_failed",
+                        format!(
+                            "rank {} of {} could not join the others at {}:{}: {}",
+                            r.rank,
+                            r.world,
+                            r.host,
+                            r.port,
+                            backends::error::short_message(&e)
+                        ),
+                    )
+                    .label_opt(manifest.accelerator.span("timeout"), "waited this long")
+                    .help("check that every process started and can reach MASTER_ADDR:MASTER_PORT"),
+                ),
+            }
+        }
+    };
+    let rank = rendezvous.as_ref().map_or(0, |r| r.rank);
+    // Only rank 0 shows progress and writes the cache; the others train silently.
+    let mut observer = match rank {
+        0 => progress::for_stderr(args.json),
+        _ => Box::new(backends::observer::Silent),
+    };
+    let cache = match rank {
+        0 => prepared.cache.as_mut(),
+        _ => None,
+    };
     let report = match backends::run(
         manifest,
         &prepared.states,
-        prepared.cache.as_mut(),
+        cache,
         device,
+        group,
         observer.as_mut(),
     ) {
         Ok(r) => r,
         Err(d) => return fail(d),
     };
+    if rank != 0 {
+        return report.ok();
+    }
     prepared.memo.save();
     for s in &report.stages {
         if let Some(e) = &s.error {

@@ -1,0 +1,167 @@
+//! `pipeline run FILE --nproc-per-node N`: starts N `pipeline-worker` processes on this
+//! machine (like `torchrun --standalone`), with the environment contract torchrun uses
+//! (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`). Rank 0 keeps the
+//! terminal (its progress bar, its report on stdout); the others' output is prefixed with
+//! their rank. When a worker fails, the others are stopped at once and its exit code is
+//! returned; a worker that hangs is caught by the collectives' timeout.
+
+use pipeline_cli::cli::RunArgs;
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on now, for a rendezvous on this machine.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Copies `from`'s lines to stderr, each prefixed with the worker's rank.
+fn prefix_lines(
+    from: impl std::io::Read + Send + 'static,
+    rank: u32,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            eprintln!("[rank {rank}] {line}");
+        }
+    })
+}
+
+pub fn launch(args: &RunArgs) -> ExitCode {
+    let (local, nodes) = (args.nproc_per_node, args.nnodes);
+    let world = local * nodes;
+    if args.node_rank >= nodes {
+        eprintln!(
+            "error: --node-rank {} is not below --nnodes {nodes}",
+            args.node_rank
+        );
+        return ExitCode::FAILURE;
+    }
+    let addr = args
+        .master_addr
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let port = match (args.master_port, nodes) {
+        (Some(p), _) => p,
+        (None, 1) => match free_port() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: cannot find a free port for the rendezvous: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        (None, _) => pipeline_core::launch::DEFAULT_PORT,
+    };
+    let worker = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name("pipeline-worker"),
+        Err(e) => {
+            eprintln!("error: cannot find pipeline-worker: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rank0_terminal = std::io::stderr().is_terminal();
+    let mut children: Vec<(u32, Child)> = Vec::new();
+    let mut readers = Vec::new();
+    for local_rank in 0..local {
+        let rank = args.node_rank * local + local_rank;
+        let mut cmd = Command::new(&worker);
+        cmd.args(std::env::args_os().skip(1))
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", local_rank.to_string())
+            .env("WORLD_SIZE", world.to_string())
+            .env("MASTER_ADDR", &addr)
+            .env("MASTER_PORT", port.to_string());
+        let keeps_terminal = rank == 0 && rank0_terminal;
+        if rank != 0 {
+            cmd.stdout(Stdio::piped());
+        }
+        if !keeps_terminal {
+            cmd.stderr(Stdio::piped());
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                if let Some(out) = child.stdout.take() {
+                    readers.push(prefix_lines(out, rank));
+                }
+                if let Some(err) = child.stderr.take() {
+                    readers.push(prefix_lines(err, rank));
+                }
+                children.push((rank, child));
+            }
+            Err(e) => {
+                eprintln!("error: cannot start {}: {e}", worker.display());
+                stop(&mut children);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let code = wait(&mut children);
+    for r in readers {
+        let _ = r.join();
+    }
+    code
+}
+
+/// Waits for every worker; on the first failure stops the others and returns its code.
+fn wait(children: &mut [(u32, Child)]) -> ExitCode {
+    let mut running: Vec<bool> = vec![true; children.len()];
+    loop {
+        for (i, (rank, child)) in children.iter_mut().enumerate() {
+            if !running[i] {
+                continue;
+            }
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => running[i] = false,
+                Ok(Some(status)) => {
+                    let code = status.code();
+                    let rank = *rank;
+                    let what = match code {
+                        Some(c) => format!("exited with code {c}"),
+                        None => "was killed by a signal".into(),
+                    };
+                    eprintln!("error: worker rank {rank} {what}; stopping the others");
+                    stop(children);
+                    return ExitCode::from(code.map_or(1, |c| c.clamp(1, 255) as u8));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("error: cannot wait for worker rank {rank}: {e}");
+                    stop(children);
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        if running.iter().all(|r| !r) {
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops the workers still running: SIGTERM, then SIGKILL after a grace period.
+fn stop(children: &mut [(u32, Child)]) {
+    for (_, child) in children.iter_mut() {
+        if let Ok(None) = child.try_wait() {
+            // SAFETY: kill(2) on a child's pid, which is still ours (not reaped).
+            unsafe { libc_kill(child.id() as i32, 15) };
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (_, child) in children.iter_mut() {
+        while let Ok(None) = child.try_wait() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.wait();
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
+}
