@@ -102,6 +102,42 @@ fn two_processes_with_batch_b_train_like_one_with_batch_2b() {
         &single["stages"][2]["metrics"]["accuracy"],
     );
     assert_eq!(a, b, "the same test accuracy");
+
+    // zero1: the optimizer state sharded, the same training.
+    run(
+        dir.path(),
+        &[
+            "--nproc-per-node",
+            "2",
+            "--set",
+            "accelerator.strategy=zero1",
+        ],
+    );
+    let zero1_weights = tensors(&dir.path().join("out/model.safetensors"));
+    for ((name, a), (_, b)) in zero1_weights.iter().zip(&single_weights) {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "zero1 {name}: differs by {worst}");
+    }
+    // Its checkpoint starts a single-process run like any other.
+    std::fs::rename(
+        dir.path().join("out/model.safetensors"),
+        dir.path().join("zero1.safetensors"),
+    )
+    .unwrap();
+    let started = run(
+        dir.path(),
+        &[
+            "--set",
+            "accelerator.strategy=none",
+            "--set",
+            "pretrain.init=zero1.safetensors",
+        ],
+    );
+    assert_eq!(started["stages"][0]["status"], "ran");
 }
 
 #[test]

@@ -103,6 +103,10 @@ fn slot_names(spec: &OptimizerSpec) -> Vec<&'static str> {
 pub struct Optimizer {
     spec: OptimizerSpec,
     lr: f64,
+    /// Every trainable parameter (their gradients are cleared and averaged).
+    all: Vec<Tensor>,
+    /// The parameters this optimizer updates and keeps state for: all of them, or this
+    /// process's shard under `zero1`.
     params: Vec<Tensor>,
     /// Per-parameter state by name (`exp_avg`, `momentum_buffer`, …): one tensor per
     /// parameter, zeros before the first step.
@@ -113,7 +117,23 @@ pub struct Optimizer {
 
 impl Optimizer {
     pub fn new(spec: &OptimizerSpec, vs: &nn::VarStore) -> Result<Optimizer, Diagnostic> {
-        let params = vs.trainable_variables();
+        Optimizer::sharded(spec, vs, |_| true)
+    }
+
+    /// An optimizer that updates, and keeps state for, only the trainable parameters
+    /// whose index (in the order of `trainable_variables`) `owns` accepts.
+    pub fn sharded(
+        spec: &OptimizerSpec,
+        vs: &nn::VarStore,
+        owns: impl Fn(usize) -> bool,
+    ) -> Result<Optimizer, Diagnostic> {
+        let all = vs.trainable_variables();
+        let params: Vec<Tensor> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| owns(*i))
+            .map(|(_, t)| t.shallow_clone())
+            .collect();
         let zeros = |p: &Tensor| {
             tch::no_grad(|| p.f_zeros_like()).map_err(|e| {
                 torch_error(
@@ -133,6 +153,7 @@ impl Optimizer {
             step: Tensor::zeros([], (Kind::Float, vs.device())),
             slots,
             params,
+            all,
         })
     }
 
@@ -142,14 +163,14 @@ impl Optimizer {
 
     /// Drops every gradient (PyTorch's `zero_grad(set_to_none=True)`).
     pub fn zero_grad(&mut self) -> Result<(), TchError> {
-        let mut ptrs = raw(&mut self.params);
+        let mut ptrs = raw(&mut self.all);
         // SAFETY: the pointers are the live parameters owned by self.
         check(unsafe { ffi::pipeline_clear_grads(ptrs.as_mut_ptr(), ptrs.len()) })
     }
 
     /// The gradients there are (shallow copies: changing them changes the gradients).
     pub fn grads(&self) -> Vec<Tensor> {
-        self.params
+        self.all
             .iter()
             .map(Tensor::grad)
             .filter(Tensor::defined)

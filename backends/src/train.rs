@@ -17,7 +17,7 @@ use crate::observer::{EpochRecord, Observer};
 use crate::optimizer::Optimizer;
 use crate::session::Session;
 use crate::snapshot::{Position, Snapshots, Sums};
-use manifests::{Diagnostic, Layer, SplitName, StageSpec, TrainSpec};
+use manifests::{Diagnostic, Layer, SplitName, StageSpec, Strategy, TrainSpec};
 use pipeline_core::rng::Rng;
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
@@ -80,7 +80,20 @@ pub fn train(
             .copy(&start.vs)
             .map_err(|e| fail("cannot copy the starting weights", e))?;
     }
-    let mut opt = Optimizer::new(&manifest.optimizer, &model.vs)?;
+    let group = session.group.as_ref();
+    let distributed = &accelerator.distributed;
+    // Under `zero1`, each process updates (and keeps optimizer state for) its share of
+    // the parameters, then sends them to the others.
+    let owners: Option<Vec<usize>> = match (group, distributed.strategy) {
+        (Some(g), Strategy::Zero1) => Some(owners(&model.vs.trainable_variables(), g.world)),
+        _ => None,
+    };
+    let mut opt = match (&owners, group) {
+        (Some(owners), Some(g)) => {
+            Optimizer::sharded(&manifest.optimizer, &model.vs, |i| owners[i] == g.rank)?
+        }
+        _ => Optimizer::new(&manifest.optimizer, &model.vs)?,
+    };
     let mut scaler = match accelerator.scales_loss() {
         true => Some(Scaler::new(device).map_err(|e| fail("setting up the loss scaler", e))?),
         false => None,
@@ -88,9 +101,7 @@ pub fn train(
 
     let train_samples = &data.splits.train;
     let val_indices = data.indices(SplitName::Val);
-    let group = session.group.as_ref();
-    let distributed = &accelerator.distributed;
-    // Under `ddp`, this process trains on every world-th sample of each epoch's order.
+    // Under `ddp` and `zero1`, this process trains on every world-th sample of each epoch's order.
     let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
     let n = shard_len(train_samples.len(), world, distributed.drop_remainder) as u64;
     let batch = spec.batch_size.min(n.max(1));
@@ -251,6 +262,18 @@ pub fn train(
                             numerics::clip(&mut grads, &accelerator.clipping)?;
                         }
                         opt.step()?;
+                        if let (Some(owners), Some(g)) = (&owners, group) {
+                            let mut params = model.vs.trainable_variables();
+                            for owner in 0..g.world {
+                                let mut mine: Vec<Tensor> = params
+                                    .iter_mut()
+                                    .enumerate()
+                                    .filter(|(i, _)| owners[*i] == owner)
+                                    .map(|(_, p)| p.shallow_clone())
+                                    .collect();
+                                g.broadcast_all(&mut mine, owner)?;
+                            }
+                        }
                     }
                     if let Some(scaler) = &mut scaler {
                         scaler.update()?;
@@ -361,6 +384,21 @@ pub fn train(
     })
 }
 
+/// The process that owns each parameter under `zero1`: the largest parameters first, each
+/// to the process with the fewest elements so far, so the optimizer state divides evenly.
+pub fn owners(params: &[Tensor], world: usize) -> Vec<usize> {
+    let mut by_size: Vec<usize> = (0..params.len()).collect();
+    by_size.sort_by_key(|&i| std::cmp::Reverse(params[i].numel()));
+    let mut load = vec![0usize; world];
+    let mut owner = vec![0; params.len()];
+    for i in by_size {
+        let least = (0..world).min_by_key(|&r| (load[r], r)).unwrap_or(0);
+        owner[i] = least;
+        load[least] += params[i].numel();
+    }
+    owner
+}
+
 /// Samples per process of a split of `n` among `world` processes: padded up to a
 /// multiple of `world`, or the remainder dropped.
 pub fn shard_len(n: usize, world: usize, drop: bool) -> usize {
@@ -393,6 +431,16 @@ pub fn shard(order: &[usize], rank: usize, world: usize, drop: bool) -> Vec<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero1_divides_the_parameters_evenly() {
+        let params: Vec<Tensor> = [100, 10, 50, 40]
+            .iter()
+            .map(|&n| Tensor::zeros([n], (tch::Kind::Float, tch::Device::Cpu)))
+            .collect();
+        assert_eq!(owners(&params, 2), [0, 1, 1, 1], "100 elements each");
+        assert_eq!(owners(&params, 1), [0, 0, 0, 0]);
+    }
 
     #[test]
     fn shards_cover_every_sample_once_with_padding_accounted_for() {

@@ -127,6 +127,15 @@ pub const RULES: &[Rule] = &[
         check: processes_without_strategy,
     },
     Rule {
+        code: "pipeline::accelerator::clip_value_with_sharded_state",
+        keys: &["accelerator.clip-value", "accelerator.strategy"],
+        summary: "clipping by value with the optimizer state sharded (`zero1`), which clips by norm only (as fairscale's OSS).",
+        severity: Severity::Error,
+        when: "check",
+        help: "clip by norm (`max-norm`), or use `strategy \"ddp\"`",
+        check: clip_value_with_sharded_state,
+    },
+    Rule {
         code: "pipeline::accelerator::nondeterministic_op",
         keys: &["accelerator.deterministic"],
         summary: "`deterministic #true` with an operation libtorch has no deterministic kernel for (mostly CUDA scatter-type backward passes).",
@@ -267,10 +276,26 @@ fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnost
 
 fn strategy_with_one_process(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
     let d = &m.accelerator.distributed;
-    match (d.strategy, facts.world) {
-        (Strategy::Ddp, Some(1)) => vec![rule
-            .error("`strategy \"ddp\"` in a run of one process".into())
+    let name = match d.strategy {
+        Strategy::None => return Vec::new(),
+        Strategy::Ddp => "ddp",
+        Strategy::Zero1 => "zero1",
+    };
+    match facts.world {
+        Some(1) => vec![rule
+            .error(format!("`strategy \"{name}\"` in a run of one process"))
             .label_opt(m.accelerator.span("strategy"), "needs several processes")],
+        _ => Vec::new(),
+    }
+}
+
+fn clip_value_with_sharded_state(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (a.distributed.strategy, a.clipping.value) {
+        (Strategy::Zero1, Some(_)) => vec![rule
+            .error("clipping by value with sharded optimizer state".into())
+            .label_opt(a.span("clip-value"), "by value")
+            .label_opt(a.span("strategy"), "sharded optimizer state")],
         _ => Vec::new(),
     }
 }

@@ -321,6 +321,7 @@ impl<'a> Reader<'a> {
             distributed: Distributed {
                 strategy: match acc_f.text("strategy").as_str() {
                     "ddp" => Strategy::Ddp,
+                    "zero1" => Strategy::Zero1,
                     _ => Strategy::None,
                 },
                 drop_remainder: acc_f.text("shard-remainder") == "drop",

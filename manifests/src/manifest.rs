@@ -355,6 +355,8 @@ pub struct Clipping {
 pub enum Strategy {
     None,
     Ddp,
+    /// Data parallel with the optimizer state sharded (ZeRO stage 1, fairscale's OSS).
+    Zero1,
 }
 
 /// The distributed side of the accelerator.

@@ -546,9 +546,9 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "strategy",
-            Ty::Choice(&["none", "ddp"]),
+            Ty::Choice(&["none", "ddp", "zero1"]),
             Some(Val::Text("none")),
-            "How many processes share the training: `none` (one process) or `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
+            "How many processes share the training: `none` (one process), `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step) or `zero1` (`ddp` with the optimizer's state sharded: each process updates its share of the parameters and sends them to the others). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
         ),
         key(
             "shard-remainder",
