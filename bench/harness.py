@@ -209,7 +209,42 @@ def bench_cache(reps):
     }
 
 
-def table(results, startup, device, cache=None):
+def bench_scaling(reps, epochs):
+    """The MLP workload on 1 process (2 threads) and on 2 processes under `ddp` (1 thread
+    each, the same per-process batch): samples per second over both processes, and the
+    time per optimizer step spent averaging gradients."""
+    manifest = BENCH / "manifests" / "mlp.kdl"
+    make_init("mlp")
+    configs = {
+        "1 process × 2 threads": ["--set", "accelerator.threads=2"],
+        "2 processes × 1 thread (ddp)": ["--nproc-per-node", "2", "--set", "accelerator.threads=1", "--set", "accelerator.strategy=ddp"],
+    }
+    runs = {name: [] for name in configs}
+    for rep in range(reps):
+        for name, extra in (list(configs.items()) if rep % 2 == 0 else list(configs.items())[::-1]):
+            stdout, _, _ = measured([
+                PIPELINE, "run", manifest, "--json", "--force", "--cache-dir", CACHE, "--stage", "train",
+                "--set", f"train.epochs={epochs}", *extra,
+            ])
+            report = json.loads(stdout)
+            run_dir = manifest.parent / report["run_dir"]
+            lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            shutil.rmtree(run_dir)
+            epochs_after_warmup = [l for l in lines if l["stage"] == "train"][1:]
+            rate = statistics.mean(l["samples_per_second"] for l in epochs_after_warmup)
+            comm = [l["comm_seconds"] / l["steps"] * 1000 for l in epochs_after_warmup if l.get("comm_seconds") is not None]
+            runs[name].append({"samples_per_second": rate, "allreduce_ms_per_step": statistics.mean(comm) if comm else None})
+            print(f"  scaling rep {rep + 1}/{reps} {name}: {rate:.0f} samples/s", file=sys.stderr)
+    return {
+        name: {
+            "samples_per_second": summary([r["samples_per_second"] for r in rs]),
+            "allreduce_ms_per_step": summary([r["allreduce_ms_per_step"] for r in rs]) if rs[0]["allreduce_ms_per_step"] is not None else None,
+        }
+        for name, rs in runs.items()
+    }
+
+
+def table(results, startup, device, cache=None, scaling=None):
     out = []
     for w, sides in results.items():
         base = sides.get("plain")
@@ -243,6 +278,17 @@ def table(results, startup, device, cache=None):
         h, m = c["hash_first_s"], c["hash_memo_s"]
         out.append(f"| `pipeline status` hashing a {c['hash_file_gb']:.2f} GB data file | {h['median']:.3f} | {h['min']:.3f}–{h['max']:.3f} | {c['hash_file_gb'] / h['median']:.2f} GB/s |")
         out.append(f"| the same, unchanged file (hash memo) | {m['median']:.3f} | {m['min']:.3f}–{m['max']:.3f} | |")
+    if scaling:
+        names = list(scaling)
+        base = scaling[names[0]]["samples_per_second"]["median"]
+        out.append("\n**Data parallel on the CPU** (MLP workload, batch 32 per process, the same two cores)\n")
+        out.append("| run | samples/s (median) | min–max | × one process | all-reduce ms per step |")
+        out.append("|---|---|---|---|---|")
+        for name in names:
+            r = scaling[name]
+            comm = r["allreduce_ms_per_step"]
+            comm_text = f"{comm['median']:.3f}" if comm else "-"
+            out.append(f"| {name} | {r['samples_per_second']['median']:.0f} | {r['samples_per_second']['min']:.0f}–{r['samples_per_second']['max']:.0f} | {r['samples_per_second']['median'] / base:.2f} | {comm_text} |")
     return "\n".join(out) + "\n"
 
 
@@ -258,7 +304,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,startup,cache")
+    p.add_argument("--workloads", default="mlp,cnn,startup,cache,scaling")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -277,10 +323,11 @@ def main():
     results = bench_training(training, args.sides.split(","), reps, args.threads, args.device, epochs)
     startup = bench_startup(3 if args.quick else 10) if "startup" in workloads else {}
     cache = bench_cache(3 if args.quick else 10) if "cache" in workloads else None
-    text = table(results, startup, args.device, cache)
+    scaling = bench_scaling(1 if args.quick else 3, 2 if args.quick else 3) if "scaling" in workloads and args.device == "cpu" else None
+    text = table(results, startup, args.device, cache, scaling)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache}
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling}
     (BENCH / "results").mkdir(exist_ok=True)
     (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
     if args.write_docs:

@@ -20,6 +20,13 @@ pub struct EpochRecord {
     pub lr: f64,
     pub seconds: f64,
     pub samples_per_second: f64,
+    /// Seconds spent averaging gradients and exchanging parameters with the other
+    /// processes (distributed runs only).
+    #[serde(default)]
+    pub comm_seconds: Option<f64>,
+    /// Optimizer steps in the epoch.
+    #[serde(default)]
+    pub steps: u64,
 }
 
 impl EpochRecord {
@@ -32,11 +39,13 @@ impl EpochRecord {
             "lr": self.lr,
             "seconds": self.seconds,
             "samples_per_second": self.samples_per_second,
+            "steps": self.steps,
         });
         for (key, value) in [
             ("accuracy", self.accuracy),
             ("val_loss", self.val_loss),
             ("val_accuracy", self.val_accuracy),
+            ("comm_seconds", self.comm_seconds),
         ] {
             if let Some(x) = value {
                 v[key] = json!(x);

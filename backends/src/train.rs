@@ -219,6 +219,8 @@ pub fn train(
             (loss_sum, hits_sum) = sums().map_err(|e| fail("setting up", e))?;
         }
         let mut lr = manifest.optimizer.lr;
+        let mut comm = std::time::Duration::ZERO;
+        let steps_before = step;
         for s in first..batches {
             let begin = (s * batch) as i64;
             let len = (batch as i64).min(n as i64 - begin);
@@ -243,7 +245,9 @@ pub fn train(
                     lr = schedule.lr_at(step);
                     opt.set_lr(lr);
                     if let Some(g) = group {
+                        let started = Instant::now();
                         g.average(&mut opt.grads(), bucket_bytes)?;
+                        comm += started.elapsed();
                     }
                     // Unscaled (16-mixed) and clipped gradients: the only reasons to
                     // touch them between backward and the step.
@@ -263,6 +267,7 @@ pub fn train(
                         }
                         opt.step()?;
                         if let (Some(owners), Some(g)) = (&owners, group) {
+                            let started = Instant::now();
                             let mut params = model.vs.trainable_variables();
                             for owner in 0..g.world {
                                 let mut mine: Vec<Tensor> = params
@@ -273,6 +278,7 @@ pub fn train(
                                     .collect();
                                 g.broadcast_all(&mut mine, owner)?;
                             }
+                            comm += started.elapsed();
                         }
                     }
                     if let Some(scaler) = &mut scaler {
@@ -356,6 +362,8 @@ pub fn train(
             lr,
             seconds,
             samples_per_second: seen as f64 / seconds.max(1e-9),
+            comm_seconds: group.map(|_| comm.as_secs_f64()),
+            steps: step - steps_before,
         };
         log(&record)?;
         obs.epoch_finished(&record);
