@@ -249,3 +249,29 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_from_the_cache() 
         text(&out.stdout)
     );
 }
+
+#[test]
+fn digits_on_two_processes_reaches_the_accuracy_of_one() {
+    let dir = digits_project();
+    let accuracy = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "digits.kdl",
+            "--json",
+            "--no-cache",
+            "--set",
+            "train.epochs=8",
+        ];
+        args.extend(extra);
+        let out = pipeline(dir.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap()
+    };
+    let one = accuracy(&[]);
+    let two = accuracy(&["--nproc-per-node", "2", "--set", "accelerator.strategy=ddp"]);
+    assert!(
+        one > 0.9 && (one - two).abs() <= 0.03,
+        "one process {one}, two {two}"
+    );
+}
