@@ -275,3 +275,43 @@ fn digits_on_two_processes_reaches_the_accuracy_of_one() {
         "one process {one}, two {two}"
     );
 }
+
+#[test]
+fn the_bucketed_sampler_trains_on_two_processes() {
+    let dir = project();
+    let report = run(
+        dir.path(),
+        &[
+            "--nproc-per-node",
+            "2",
+            "--set",
+            "accelerator.sampler=bucketed",
+            "--set",
+            "accelerator.bucket-by=36",
+            "--set",
+            "accelerator.buckets=3",
+        ],
+    );
+    let accuracy = report["stages"][2]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.8, "{accuracy}");
+    let out = pipeline(
+        dir.path(),
+        &[
+            "run",
+            "ddp.kdl",
+            "--no-cache",
+            "--nproc-per-node",
+            "2",
+            "--set",
+            "accelerator.sampler=bucketed",
+            "--set",
+            "accelerator.bucket-by=64",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("`bucket-by 64`: a sample has 64 features"),
+        "{}",
+        text(&out.stderr)
+    );
+}

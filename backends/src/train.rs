@@ -19,6 +19,7 @@ use crate::session::Session;
 use crate::snapshot::{Position, Snapshots, Sums};
 use manifests::{Diagnostic, Layer, SplitName, StageSpec, Strategy, TrainSpec};
 use pipeline_core::rng::Rng;
+use pipeline_core::sampler::Sampler;
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -103,7 +104,39 @@ pub fn train(
     let val_indices = data.indices(SplitName::Val);
     // Under `ddp` and `zero1`, this process trains on every world-th sample of each epoch's order.
     let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
-    let n = shard_len(train_samples.len(), world, distributed.drop_remainder) as u64;
+    let sampler = match distributed.bucket_by {
+        Some(column) if distributed.bucketed => {
+            let keys = bucket_keys(data, column as i64).map_err(|why| {
+                Diagnostic::error(
+                    "pipeline::accelerator::bad_bucket_key",
+                    format!("stage `{name}`: {why}"),
+                )
+                .label_opt(accelerator.span("bucket-by"), "this feature")
+                .help("`bucket-by` is an index into a sample's flattened features, from 0")
+            })?;
+            Sampler::bucketed(
+                train_samples,
+                |i| keys[i],
+                distributed.buckets as usize,
+                distributed.drop_remainder,
+            )
+        }
+        _ => Sampler::Distributed {
+            drop: distributed.drop_remainder,
+        },
+    };
+    // Every epoch deals the same number of samples to this process.
+    let n = sampler
+        .epoch(
+            train_samples,
+            manifest.seed,
+            1,
+            spec.shuffle,
+            spec.batch_size as usize,
+            rank,
+            world,
+        )
+        .len() as u64;
     let batch = spec.batch_size.min(n.max(1));
     let batches = if spec.drop_last {
         n / batch
@@ -206,7 +239,15 @@ pub fn train(
             order.copy_from_slice(train_samples);
             Rng::derived(manifest.seed, epoch).shuffle(&mut order);
         }
-        let shard = shard(&order, rank, world, distributed.drop_remainder);
+        let shard = sampler.epoch(
+            &order,
+            manifest.seed,
+            epoch,
+            spec.shuffle,
+            batch as usize,
+            rank,
+            world,
+        );
         let perm = index_tensor(&shard).to_device(device);
         let resumed = epoch == at.epoch;
         let first = if resumed { at.step_in_epoch } else { 0 };
@@ -392,6 +433,23 @@ pub fn train(
     })
 }
 
+/// The value of feature `column` of every sample, for the bucketed sampler.
+fn bucket_keys(data: &crate::data::Dataset, column: i64) -> Result<Vec<f64>, String> {
+    let n = data.features.size()[0];
+    let flat = data.features.reshape([n, -1]);
+    let width = flat.size()[1];
+    if column >= width {
+        return Err(format!(
+            "`bucket-by {column}`: a sample has {width} features"
+        ));
+    }
+    let keys = flat
+        .select(1, column)
+        .to_device(tch::Device::Cpu)
+        .to_kind(Kind::Double);
+    Vec::<f64>::try_from(&keys).map_err(|e| e.to_string())
+}
+
 /// The process that owns each parameter under `zero1`: the largest parameters first, each
 /// to the process with the fewest elements so far, so the optimizer state divides evenly.
 pub fn owners(params: &[Tensor], world: usize) -> Vec<usize> {
@@ -407,35 +465,6 @@ pub fn owners(params: &[Tensor], world: usize) -> Vec<usize> {
     owner
 }
 
-/// Samples per process of a split of `n` among `world` processes: padded up to a
-/// multiple of `world`, or the remainder dropped.
-pub fn shard_len(n: usize, world: usize, drop: bool) -> usize {
-    if drop {
-        n / world
-    } else {
-        n.div_ceil(world)
-    }
-}
-
-/// This process's share of an epoch's `order` (PyTorch's `DistributedSampler`): padded by
-/// repeating from the start (or truncated), then every `world`-th sample from `rank`.
-/// Batch k of every rank together is batch k of one process with a `world` times bigger
-/// batch.
-pub fn shard(order: &[usize], rank: usize, world: usize, drop: bool) -> Vec<usize> {
-    if world == 1 {
-        return order.to_vec();
-    }
-    let total = shard_len(order.len(), world, drop) * world;
-    order
-        .iter()
-        .cycle()
-        .take(total)
-        .skip(rank)
-        .step_by(world)
-        .copied()
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,22 +477,5 @@ mod tests {
             .collect();
         assert_eq!(owners(&params, 2), [0, 1, 1, 1], "100 elements each");
         assert_eq!(owners(&params, 1), [0, 0, 0, 0]);
-    }
-
-    #[test]
-    fn shards_cover_every_sample_once_with_padding_accounted_for() {
-        let order: Vec<usize> = (0..10).map(|i| i * 3).collect();
-        let shards: Vec<Vec<usize>> = (0..3).map(|r| shard(&order, r, 3, false)).collect();
-        assert!(shards.iter().all(|s| s.len() == 4), "{shards:?}");
-        let mut all: Vec<usize> = shards.concat();
-        all.sort();
-        let mut expected = order.clone();
-        expected.extend([0, 3]); // two samples padded from the start
-        expected.sort();
-        assert_eq!(all, expected);
-        let dropped: Vec<usize> = (0..3).flat_map(|r| shard(&order, r, 3, true)).collect();
-        assert_eq!(dropped.len(), 9);
-        assert!(!dropped.contains(&27), "the remainder is dropped");
-        assert_eq!(shard(&order, 0, 1, false), order);
     }
 }

@@ -136,6 +136,15 @@ pub const RULES: &[Rule] = &[
         check: clip_value_with_sharded_state,
     },
     Rule {
+        code: "pipeline::accelerator::bucketed_sampler_without_key",
+        keys: &["accelerator.sampler", "accelerator.bucket-by"],
+        summary: "the bucketed sampler without the feature to sort the samples by.",
+        severity: Severity::Error,
+        when: "check",
+        help: "add `bucket-by N`: the index of the feature to sort by (e.g. a sequence length)",
+        check: bucketed_sampler_without_key,
+    },
+    Rule {
         code: "pipeline::accelerator::nondeterministic_op",
         keys: &["accelerator.deterministic"],
         summary: "`deterministic #true` with an operation libtorch has no deterministic kernel for (mostly CUDA scatter-type backward passes).",
@@ -296,6 +305,16 @@ fn clip_value_with_sharded_state(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Di
             .error("clipping by value with sharded optimizer state".into())
             .label_opt(a.span("clip-value"), "by value")
             .label_opt(a.span("strategy"), "sharded optimizer state")],
+        _ => Vec::new(),
+    }
+}
+
+fn bucketed_sampler_without_key(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let d = &m.accelerator.distributed;
+    match (d.bucketed, d.bucket_by) {
+        (true, None) => vec![rule
+            .error("`sampler \"bucketed\"` has nothing to sort the samples by".into())
+            .label_opt(m.accelerator.span("sampler"), "needs `bucket-by`")],
         _ => Vec::new(),
     }
 }

@@ -25,6 +25,7 @@ pub mod launch;
 pub mod plan;
 pub mod report;
 pub mod rng;
+pub mod sampler;
 pub mod schedule;
 pub mod shapes;
 pub mod split;

@@ -365,6 +365,11 @@ pub struct Distributed {
     pub strategy: Strategy,
     /// Drop (instead of pad) the samples that do not divide among the processes.
     pub drop_remainder: bool,
+    /// `Some(feature)`: the bucketed sampler, sorting by that feature.
+    pub bucket_by: Option<u64>,
+    /// Whether `sampler "bucketed"` was asked for (with or without `bucket-by`).
+    pub bucketed: bool,
+    pub buckets: u64,
     pub bucket_mb: f64,
     pub timeout_seconds: f64,
 }

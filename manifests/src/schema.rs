@@ -557,6 +557,24 @@ pub const ACCELERATOR: Section = section(
             "Under `ddp`, when the training split does not divide by the number of processes: `pad` (repeat samples from the start of the epoch's order) or `drop` (leave the last ones out).",
         ),
         key(
+            "sampler",
+            Ty::Choice(&["distributed", "bucketed"]),
+            Some(Val::Text("distributed")),
+            "How the training samples are dealt to the processes: `distributed` (each takes every N-th of the epoch's order) or `bucketed` (samples sorted by `bucket-by` and cut into `buckets`; at every step all processes train on one bucket, as Stoke's BucketedDistributedSampler).",
+        ),
+        key(
+            "bucket-by",
+            int(0),
+            None,
+            "The feature (its index within a sample's flattened features) the `bucketed` sampler sorts by, such as a sequence length.",
+        ),
+        key(
+            "buckets",
+            int(1),
+            Some(Val::Int(4)),
+            "How many buckets the `bucketed` sampler cuts the sorted samples into.",
+        ),
+        key(
             "bucket-mb",
             POSITIVE,
             Some(Val::Float(25.0)),
