@@ -145,7 +145,7 @@ fn stop(children: &mut [(u32, Child)]) {
     for (_, child) in children.iter_mut() {
         if let Ok(None) = child.try_wait() {
             // SAFETY: kill(2) on a child's pid, which is still ours (not reaped).
-            unsafe { libc_kill(child.id() as i32, 15) };
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
         }
     }
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -159,9 +159,4 @@ fn stop(children: &mut [(u32, Child)]) {
         }
         let _ = child.wait();
     }
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, signal: i32) -> i32;
 }

@@ -69,6 +69,11 @@ fn expect(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `train`, `test` and `export`, all with `status`.
+fn every(status: &str) -> Vec<(String, String)> {
+    expect(&[("train", status), ("test", status), ("export", status)])
+}
+
 fn status(dir: &Path, args: &[&str]) -> String {
     let mut all = vec!["status", "small.kdl"];
     all.extend(args);
@@ -81,19 +86,9 @@ fn status(dir: &Path, args: &[&str]) -> String {
 fn a_second_run_takes_every_stage_from_the_cache() {
     let dir = project(SMALL);
     let first = run(dir.path(), &[]);
-    assert_eq!(
-        statuses(&first),
-        expect(&[("train", "ran"), ("test", "ran"), ("export", "ran")])
-    );
+    assert_eq!(statuses(&first), every("ran"));
     let second = run(dir.path(), &[]);
-    assert_eq!(
-        statuses(&second),
-        expect(&[
-            ("train", "cached"),
-            ("test", "cached"),
-            ("export", "cached")
-        ])
-    );
+    assert_eq!(statuses(&second), every("cached"));
     assert_eq!(
         second["run_dir"],
         Value::Null,
@@ -155,10 +150,7 @@ fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() 
     );
     assert_eq!(json["stages"][0]["fingerprint"].as_str().unwrap().len(), 64);
     let lr = run(dir.path(), &["--set", "optimizer.lr=0.02"]);
-    assert_eq!(
-        statuses(&lr),
-        expect(&[("train", "ran"), ("test", "ran"), ("export", "ran")])
-    );
+    assert_eq!(statuses(&lr), every("ran"));
 
     // Only the evaluation changes: the trained model is reused, no training step runs.
     let out = pipeline(
@@ -179,14 +171,7 @@ fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() 
         )
         .replace("train epochs=3 batch-size=64", "train batch-size=64 epochs=3 shuffle=#true");
     std::fs::write(dir.path().join("small.kdl"), rewritten).unwrap();
-    assert_eq!(
-        statuses(&run(dir.path(), &[])),
-        expect(&[
-            ("train", "cached"),
-            ("test", "cached"),
-            ("export", "cached")
-        ])
-    );
+    assert_eq!(statuses(&run(dir.path(), &[])), every("cached"));
 
     // A new evaluation reuses the trained model.
     let mut added = std::fs::read_to_string(dir.path().join("small.kdl")).unwrap();
@@ -219,15 +204,9 @@ fn force_and_no_cache() {
         statuses(&run(dir.path(), &["--force", "test"])),
         expect(&[("train", "cached"), ("test", "ran"), ("export", "cached")])
     );
-    assert_eq!(
-        statuses(&run(dir.path(), &["--force"])),
-        expect(&[("train", "ran"), ("test", "ran"), ("export", "ran")])
-    );
+    assert_eq!(statuses(&run(dir.path(), &["--force"])), every("ran"));
     let other = project(SMALL);
-    assert_eq!(
-        statuses(&run(other.path(), &["--no-cache"])),
-        expect(&[("train", "ran"), ("test", "ran"), ("export", "ran")])
-    );
+    assert_eq!(statuses(&run(other.path(), &["--no-cache"])), every("ran"));
     assert!(!other.path().join(".pipeline/cache").exists());
     // A shared cache directory, from the flag or the environment.
     let shared = tempfile::tempdir().unwrap();
@@ -235,11 +214,7 @@ fn force_and_no_cache() {
     run(other.path(), &["--cache-dir", shared_dir]);
     assert_eq!(
         statuses(&run(dir.path(), &["--cache-dir", shared_dir])),
-        expect(&[
-            ("train", "cached"),
-            ("test", "cached"),
-            ("export", "cached")
-        ]),
+        every("cached"),
         "another project with the same manifest and data reuses the entries"
     );
 }
@@ -355,11 +330,7 @@ fn gc_keeps_what_a_manifest_uses_or_what_fits() {
     );
     assert_eq!(
         statuses(&run(dir.path(), &[])),
-        expect(&[
-            ("train", "cached"),
-            ("test", "cached"),
-            ("export", "cached")
-        ]),
+        every("cached"),
         "what the manifest uses now is kept"
     );
     let out = pipeline(dir.path(), &["cache", "gc", "--max-size", "0"]);

@@ -272,14 +272,9 @@ impl Optimizer {
 
     /// Restores a state from [`Optimizer::state`] of an optimizer with the same settings.
     pub fn load_state(&mut self, get: impl Fn(&str) -> Option<Tensor>) -> Result<(), TchError> {
-        let mut targets = vec![("step".to_string(), self.step.shallow_clone())];
-        for (name, tensors) in &self.slots {
-            for (i, t) in tensors.iter().enumerate() {
-                targets.push((format!("{name}.{i}"), t.shallow_clone()));
-            }
-        }
+        // `state()` hands out handles that share storage: copying into them restores it.
         tch::no_grad(|| {
-            for (name, mut target) in targets {
+            for (name, mut target) in self.state() {
                 let saved = get(&name).ok_or_else(|| {
                     TchError::Torch(format!("optimizer state `{name}` is missing"))
                 })?;

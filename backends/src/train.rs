@@ -95,6 +95,25 @@ pub fn train(
         }
         _ => Optimizer::new(&manifest.optimizer, &model.vs)?,
     };
+    // Each process's parameters (shallow handles, gathered once), which it broadcasts
+    // after its optimizer step.
+    let mut shards: Vec<Vec<Tensor>> = match (&owners, group) {
+        (Some(owners), Some(g)) => {
+            let params = model.vs.trainable_variables();
+            (0..g.world)
+                .map(|rank| {
+                    params
+                        .iter()
+                        .zip(owners)
+                        .filter(|(_, owner)| **owner == rank)
+                        .map(|(p, _)| p.shallow_clone())
+                        .collect()
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let clips = accelerator.clipping.enabled();
     let mut scaler = match accelerator.scales_loss() {
         true => Some(Scaler::new(device).map_err(|e| fail("setting up the loss scaler", e))?),
         false => None,
@@ -292,8 +311,6 @@ pub fn train(
                     }
                     // Unscaled (16-mixed) and clipped gradients: the only reasons to
                     // touch them between backward and the step.
-                    let clips = accelerator.clipping.max_norm.is_some()
-                        || accelerator.clipping.value.is_some();
                     let mut grads = match scaler.is_some() || clips {
                         true => opt.grads(),
                         false => Vec::new(),
@@ -307,17 +324,10 @@ pub fn train(
                             numerics::clip(&mut grads, &accelerator.clipping)?;
                         }
                         opt.step()?;
-                        if let (Some(owners), Some(g)) = (&owners, group) {
+                        if let (false, Some(g)) = (shards.is_empty(), group) {
                             let started = Instant::now();
-                            let mut params = model.vs.trainable_variables();
-                            for owner in 0..g.world {
-                                let mut mine: Vec<Tensor> = params
-                                    .iter_mut()
-                                    .enumerate()
-                                    .filter(|(i, _)| owners[*i] == owner)
-                                    .map(|(_, p)| p.shallow_clone())
-                                    .collect();
-                                g.broadcast_all(&mut mine, owner)?;
+                            for (owner, mine) in shards.iter_mut().enumerate() {
+                                g.broadcast_all(mine, owner)?;
                             }
                             comm += started.elapsed();
                         }

@@ -350,6 +350,13 @@ pub struct Clipping {
     pub value: Option<f64>,
 }
 
+impl Clipping {
+    /// Whether gradients are clipped at all.
+    pub fn enabled(&self) -> bool {
+        self.max_norm.is_some() || self.value.is_some()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {

@@ -99,15 +99,17 @@ pub fn run(args: &RunArgs) -> bool {
         Ok(r) => r,
         Err(d) => return fail(d),
     };
-    if rank != 0 {
-        return report.ok();
-    }
-    prepared.memo.save();
+    // Every rank shows its own failures (a peer that timed out names itself); only rank 0
+    // reports the run.
     for s in &report.stages {
         if let Some(e) = &s.error {
             eprintln!("{}", render::human(e, source));
         }
     }
+    if rank != 0 {
+        return report.ok();
+    }
+    prepared.memo.save();
     if args.json {
         println!("{}", summary::json(&report, source));
     } else {
