@@ -5,6 +5,8 @@
 #     keyed by the torch version ($PIPELINE_VENV, default ~/.cache/pipeline/venv-torch-X),
 #     so every clean clone reuses it. A marker file is written only once the install
 #     finished, so an interrupted install is redone rather than trusted.
+#   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
+#     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
 #     itself is inside libtorch_cpu): Debian's libgloo-dev package, downloaded and
 #     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
@@ -34,6 +36,17 @@ if [ ! -f "$venv/.pipeline-complete" ]; then
   touch "$venv/.pipeline-complete"
 fi
 torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+# --- CUDA headers for the NCCL shim ------------------------------------------------------
+# torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts
+# of the same CUDA toolkit that cuda_runtime.h includes (crt/, CCCL's nv/target).
+if [ -f "$torch_dir/lib/libtorch_cuda.so" ] && [ ! -f "$venv/.pipeline-cuda-headers" ]; then
+  cuda_toolkit=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("cuda-toolkit"))')
+  say "installing the CUDA $cuda_toolkit headers torch lacks (crt, cccl)"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    "cuda-toolkit[crt,cccl]==$cuda_toolkit" >&2
+  touch "$venv/.pipeline-cuda-headers"
+fi
 
 # --- Gloo's headers ----------------------------------------------------------------------
 gloo="$cache/gloo-$GLOO_DEB_VERSION"

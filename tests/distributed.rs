@@ -1,5 +1,6 @@
 //! End-to-end tests of distributed runs: `pipeline run --nproc-per-node 2` on the CPU,
-//! through c10d's Gloo process group.
+//! through c10d's Gloo process group. (NCCL needs a GPU per process: its collectives are
+//! tested in `backends/src/process_group.rs`, skipped without CUDA.)
 
 mod common;
 
@@ -141,7 +142,7 @@ fn two_processes_with_batch_b_train_like_one_with_batch_2b() {
 }
 
 #[test]
-fn a_strategy_without_processes_and_processes_without_a_strategy_are_refused() {
+fn a_strategy_without_processes_processes_without_a_strategy_and_nccl_on_the_cpu_are_refused() {
     let dir = project();
     let out = pipeline(dir.path(), &["run", "ddp.kdl", "--no-cache"]);
     assert_eq!(out.status.code(), Some(1));
@@ -167,6 +168,31 @@ fn a_strategy_without_processes_and_processes_without_a_strategy_are_refused() {
     assert!(log.contains("[rank 1]"), "{log}");
     assert!(
         log.contains("2 processes, but no distributed strategy"),
+        "{log}"
+    );
+    if Path::new("/proc/driver/nvidia/version").exists() {
+        eprintln!("skipped the NCCL case: `auto` may find a GPU here");
+        return;
+    }
+    // `auto` chooses the CPU here, where NCCL cannot run: refused before the processes
+    // meet, by every rank.
+    let out = pipeline(
+        dir.path(),
+        &[
+            "run",
+            "ddp.kdl",
+            "--no-cache",
+            "--nproc-per-node",
+            "2",
+            "--set",
+            "accelerator.backend=nccl",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let log = text(&out.stderr);
+    assert!(
+        log.contains("pipeline::accelerator::nccl_without_cuda")
+            && log.contains("`auto` found no GPU and chose the CPU"),
         "{log}"
     );
 }

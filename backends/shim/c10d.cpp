@@ -1,24 +1,22 @@
 // PyTorch's own distributed engine, c10d, which tch does not bind: a TCPStore rendezvous
 // (rank 0 serves it) and a Gloo process group, with the collectives the strategies use.
-// Every C++ exception (a peer that died, a timeout) becomes an error message.
+// Every C++ exception (a peer that died, a timeout) becomes an error message. The NCCL
+// process group is in nccl.cpp, a library of its own; the collectives here serve both.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <chrono>
 #include <cstdlib>
+#include "group.h"
 #include "shim.h"
 
-struct PipelineGroup {
-  c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::Backend> backend;
-  std::chrono::milliseconds timeout;
-};
 
 extern "C" {
 
 // Joins the group of `world` processes whose rank 0 serves the rendezvous at host:port.
 // Waits up to `timeout_ms` for the others; every collective then waits at most as long.
+// With `gloo` false the group has no backend yet: nccl.cpp's `pipeline_group_use_nccl`
+// gives it one.
 const char* pipeline_group_new(const char* host, int port, int rank, int world,
-                               int64_t timeout_ms, PipelineGroup** out) {
+                               int64_t timeout_ms, bool gloo, PipelineGroup** out) {
   return pipeline_guard([&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions store_options;
@@ -28,18 +26,27 @@ const char* pipeline_group_new(const char* host, int port, int rank, int world,
     store_options.waitWorkers = true;
     store_options.timeout = timeout;
     auto store = c10::make_intrusive<c10d::TCPStore>(std::string(host), store_options);
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    // As torch.distributed: the interface named by GLOO_SOCKET_IFNAME, or this host's.
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    options->devices.push_back(
-        ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-               : c10d::ProcessGroupGloo::createDefaultDevice());
-    auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+    c10::intrusive_ptr<c10d::Backend> backend;
+    if (gloo) {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      // As torch.distributed: the interface named by GLOO_SOCKET_IFNAME, or this host's.
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      options->devices.push_back(
+          ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                 : c10d::ProcessGroupGloo::createDefaultDevice());
+      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+    }
     *out = new PipelineGroup{store, backend, timeout};
   });
 }
 
-void pipeline_group_free(PipelineGroup* group) { delete group; }
+// Shuts the backend down (NCCL's communicators and watchdog) and frees the group.
+void pipeline_group_free(PipelineGroup* group) {
+  pipeline_guard([&] {
+    if (group->backend) group->backend->shutdown();
+  });
+  delete group;
+}
 
 // Sums `n` tensors element-wise across the group, in place.
 const char* pipeline_group_all_reduce(PipelineGroup* group, at::Tensor** tensors, size_t n) {

@@ -7,44 +7,84 @@
 
 use manifests::{AcceleratorSpec, DeviceSpec, Diagnostic};
 use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::{Cuda, Device};
 
-/// Loads `libtorch_cuda.so` once; `Err` says why it could not be loaded.
+/// Loads `libtorch_cuda.so` (from the directory the running libtorch was loaded from) once;
+/// `Err` says why it could not be loaded.
 pub fn load_cuda() -> Result<(), String> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
-            let dir =
-                option_env!("PIPELINE_LIBTORCH_LIB").ok_or("built without libtorch's directory")?;
-            let path = std::path::Path::new(dir).join("libtorch_cuda.so");
+            let path = libtorch_dir()?.join("libtorch_cuda.so");
             if !path.exists() {
                 return Err(format!(
                     "this libtorch has no CUDA support ({} is missing)",
                     path.display()
                 ));
             }
-            let c_path =
-                CString::new(path.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
-            // SAFETY: dlopen with a valid NUL-terminated path; the handle is kept open for
-            // the life of the process, as libtorch expects of its backends.
-            let handle =
-                unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-            if handle.is_null() {
-                // SAFETY: dlerror returns NULL or a valid C string owned by libc.
-                let why = unsafe { libc::dlerror() };
-                let why = if why.is_null() {
-                    "unknown error".into()
-                } else {
-                    unsafe { CStr::from_ptr(why) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                return Err(format!("cannot load {}: {why}", path.display()));
-            }
-            Ok(())
+            open_library(&path).map(drop)
         })
         .clone()
+}
+
+/// The directory of the libtorch this process runs with (see [`loaded_libtorch_dir`]),
+/// else the one it was built with.
+fn libtorch_dir() -> Result<PathBuf, String> {
+    loaded_libtorch_dir()
+        .or_else(|| option_env!("PIPELINE_LIBTORCH_LIB").map(PathBuf::from))
+        .ok_or_else(|| "built without libtorch's directory".into())
+}
+
+/// Where the loader found `libtorch_cpu.so` (through the rpath or `LD_LIBRARY_PATH`):
+/// libtorch's other libraries must come from the same place.
+fn loaded_libtorch_dir() -> Option<PathBuf> {
+    // SAFETY: RTLD_NOLOAD only looks the already-loaded library up; dlinfo writes at most
+    // PATH_MAX bytes into `origin`, NUL-terminated.
+    unsafe {
+        let handle = libc::dlopen(
+            c"libtorch_cpu.so".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
+        if handle.is_null() {
+            return None;
+        }
+        let mut origin = [0 as libc::c_char; libc::PATH_MAX as usize + 1];
+        let found = libc::dlinfo(handle, libc::RTLD_DI_ORIGIN, origin.as_mut_ptr().cast()) == 0;
+        libc::dlclose(handle);
+        found.then(|| {
+            PathBuf::from(
+                CStr::from_ptr(origin.as_ptr())
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        })
+    }
+}
+
+/// `dlopen`s `path` for good, its symbols global (as libtorch expects of its backends).
+pub(crate) fn open_library(path: &Path) -> Result<*mut libc::c_void, String> {
+    let c_path = CString::new(path.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: dlopen with a valid NUL-terminated path; the handle is never closed.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if handle.is_null() {
+        return Err(format!("cannot load {}: {}", path.display(), dl_error()));
+    }
+    Ok(handle)
+}
+
+/// The dynamic loader's last error.
+pub(crate) fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a valid C string owned by libc.
+    let why = unsafe { libc::dlerror() };
+    if why.is_null() {
+        "unknown error".into()
+    } else {
+        unsafe { CStr::from_ptr(why) }
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// The device for `spec`: `auto` is CUDA when a GPU is visible, the CPU otherwise.
@@ -92,6 +132,25 @@ pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
     }
 }
 
+/// The GPU of the process with `local_rank` on its machine (one GPU per process, as
+/// torchrun does); an error when the machine has fewer GPUs than processes.
+pub fn for_local_rank(spec: &AcceleratorSpec, local_rank: usize) -> Result<Device, Diagnostic> {
+    let count = Cuda::device_count().max(0) as usize;
+    if local_rank < count {
+        return Ok(Device::Cuda(local_rank));
+    }
+    Err(Diagnostic::error(
+        "pipeline::launch::no_gpu_for_process",
+        format!(
+            "process {local_rank} on this machine has no GPU of its own: there are {count} CUDA device(s), one per process"
+        ),
+    )
+    .label_opt(spec.span("device"), "one GPU per process")
+    .help(format!(
+        "start at most {count} process(es) per machine (`--nproc-per-node {count}`), or use `device \"cpu\"`"
+    )))
+}
+
 /// How the device is named in messages and metadata.
 pub fn describe(device: Device) -> String {
     match device {
@@ -112,8 +171,8 @@ mod tests {
     /// GPU, reports the missing driver) instead of failing for want of a CUDA backend.
     #[test]
     fn the_cuda_library_loaded_at_run_time_registers_itself() {
-        let dir = env!("PIPELINE_LIBTORCH_LIB");
-        if !std::path::Path::new(dir).join("libtorch_cuda.so").exists() {
+        let dir = libtorch_dir().unwrap();
+        if !dir.join("libtorch_cuda.so").exists() {
             eprintln!("skipped: a CPU-only libtorch");
             return;
         }
@@ -131,5 +190,16 @@ mod tests {
                 assert!(!Cuda::is_available());
             }
         }
+    }
+
+    /// The CUDA library is looked for beside the libtorch actually loaded, found through
+    /// the loader (here, the rpath to the libtorch the tests were built with).
+    #[test]
+    fn libtorch_is_found_where_the_loader_found_it() {
+        let found = loaded_libtorch_dir().unwrap().canonicalize().unwrap();
+        let built = Path::new(env!("PIPELINE_LIBTORCH_LIB"))
+            .canonicalize()
+            .unwrap();
+        assert_eq!(found, built);
     }
 }

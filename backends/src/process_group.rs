@@ -1,11 +1,16 @@
 //! A c10d process group: PyTorch's own distributed engine (a TCPStore rendezvous served by
-//! rank 0, Gloo collectives), reached through the shim (`shim/c10d.cpp`). The strategies
-//! (data parallel, sharded optimizer state) are built on these collectives.
+//! rank 0; Gloo collectives for CPU tensors, NCCL for CUDA tensors), reached through the
+//! shim (`shim/c10d.cpp`, and `shim/nccl.cpp` in a library of its own, loaded only when a
+//! group asks for NCCL). The strategies (data parallel, sharded optimizer state) are built
+//! on these collectives.
 
+use crate::device::{dl_error, load_cuda, open_library};
 use crate::optimizer::check;
 use std::ffi::{c_char, c_void, CString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
-use tch::{TchError, Tensor};
+use tch::{Device, TchError, Tensor};
 
 mod ffi {
     use std::ffi::{c_char, c_void};
@@ -17,6 +22,7 @@ mod ffi {
             rank: i32,
             world: i32,
             timeout_ms: i64,
+            gloo: bool,
             out: *mut *mut c_void,
         ) -> *const c_char;
         pub fn pipeline_group_free(group: *mut c_void);
@@ -47,6 +53,56 @@ mod ffi {
     }
 }
 
+/// `pipeline_group_use_nccl` in `libpipeline_nccl.so`.
+type UseNccl =
+    unsafe extern "C" fn(group: *mut c_void, rank: i32, world: i32, device: i32) -> *const c_char;
+
+/// Loads the NCCL part of the shim (and libtorch_cuda before it) once.
+fn nccl() -> Result<UseNccl, String> {
+    static LOADED: OnceLock<Result<UseNccl, String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            load_cuda()?;
+            let path = nccl_library()?;
+            let handle = open_library(&path)?;
+            // SAFETY: a live handle and a NUL-terminated name; the symbol has this type
+            // (`shim/nccl.cpp`).
+            let symbol = unsafe { libc::dlsym(handle, c"pipeline_group_use_nccl".as_ptr()) };
+            if symbol.is_null() {
+                return Err(format!("{}: {}", path.display(), dl_error()));
+            }
+            Ok(unsafe { std::mem::transmute::<*mut c_void, UseNccl>(symbol) })
+        })
+        .clone()
+}
+
+/// `libpipeline_nccl.so`: beside the executable when installed so, else where the build
+/// put it.
+fn nccl_library() -> Result<PathBuf, String> {
+    const NAME: &str = "libpipeline_nccl.so";
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(NAME)));
+    match (beside, option_env!("PIPELINE_NCCL_SHIM")) {
+        (Some(path), _) if path.exists() => Ok(path),
+        (_, Some(built)) if Path::new(built).exists() => Ok(PathBuf::from(built)),
+        (_, Some(built)) => Err(format!("{built} is missing (rebuild pipeline)")),
+        (_, None) => Err(format!(
+            "this build of pipeline has no NCCL support: {}",
+            option_env!("PIPELINE_NCCL_MISSING").unwrap_or("unknown reason")
+        )),
+    }
+}
+
+/// The engine behind a group's collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Gloo: tensors on the CPU.
+    Gloo,
+    /// NCCL: tensors on this CUDA device (one per process).
+    Nccl { device: usize },
+}
+
 fn raw(tensors: &mut [Tensor]) -> Vec<*mut c_void> {
     tensors
         .iter_mut()
@@ -60,24 +116,32 @@ pub struct ProcessGroup {
     group: *mut c_void,
     pub rank: usize,
     pub world: usize,
+    /// Where the collectives' tensors must be: the CPU for Gloo, the GPU for NCCL.
+    pub device: Device,
 }
 
 // SAFETY: a group moves between threads but is used by one at a time (it is not Sync);
-// Gloo's own threads are internal to it.
+// Gloo's and NCCL's own threads are internal to it.
 unsafe impl Send for ProcessGroup {}
 
 impl ProcessGroup {
     /// Joins the group whose rank 0 serves the rendezvous at `host:port`, waiting at most
     /// `timeout` for the others; every collective then fails after `timeout` instead of
-    /// hanging when a peer is gone.
+    /// hanging when a peer is gone (under NCCL, its watchdog ends the process).
     pub fn join(
         host: &str,
         port: u16,
         rank: usize,
         world: usize,
         timeout: Duration,
+        backend: Backend,
     ) -> Result<ProcessGroup, TchError> {
-        let host = CString::new(host).map_err(|e| TchError::Torch(e.to_string()))?;
+        let torch = |e: String| TchError::Torch(e);
+        let use_nccl = match backend {
+            Backend::Gloo => None,
+            Backend::Nccl { .. } => Some(nccl().map_err(torch)?),
+        };
+        let host = CString::new(host).map_err(|e| torch(e.to_string()))?;
         let mut group: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid C string and out-pointer; on success the shim stores an owned group.
         check(unsafe {
@@ -87,10 +151,26 @@ impl ProcessGroup {
                 rank as i32,
                 world as i32,
                 timeout.as_millis() as i64,
+                use_nccl.is_none(),
                 &mut group,
             )
         })?;
-        Ok(ProcessGroup { group, rank, world })
+        let device = match backend {
+            Backend::Gloo => Device::Cpu,
+            Backend::Nccl { device } => Device::Cuda(device),
+        };
+        // Owned from here, so that a failure below frees it.
+        let group = ProcessGroup {
+            group,
+            rank,
+            world,
+            device,
+        };
+        if let (Some(use_nccl), Backend::Nccl { device }) = (use_nccl, backend) {
+            // SAFETY: a live group without a backend; the shim gives it one.
+            check(unsafe { use_nccl(group.group, rank as i32, world as i32, device as i32) })?;
+        }
+        Ok(group)
     }
 
     /// Sums the tensors element-wise over the group, in place.
@@ -229,18 +309,34 @@ mod tests {
     }
 
     /// Runs `body` as every rank of a `world`-process group (threads standing in for
-    /// processes), returning each rank's result.
+    /// processes) on Gloo, returning each rank's result.
     fn in_group<T: Send + 'static>(
         world: usize,
+        body: impl Fn(&ProcessGroup) -> T + Send + Sync + Copy + 'static,
+    ) -> Vec<T> {
+        in_group_on(world, |_| Backend::Gloo, body)
+    }
+
+    /// [`in_group`] with each rank's backend.
+    fn in_group_on<T: Send + 'static>(
+        world: usize,
+        backend: fn(usize) -> Backend,
         body: impl Fn(&ProcessGroup) -> T + Send + Sync + Copy + 'static,
     ) -> Vec<T> {
         let port = free_port();
         let threads: Vec<_> = (0..world)
             .map(|rank| {
                 std::thread::spawn(move || {
-                    let mut group =
-                        ProcessGroup::join("127.0.0.1", port, rank, world, Duration::from_secs(30))
-                            .unwrap();
+                    let backend = backend(rank);
+                    let mut group = ProcessGroup::join(
+                        "127.0.0.1",
+                        port,
+                        rank,
+                        world,
+                        Duration::from_secs(30),
+                        backend,
+                    )
+                    .unwrap();
                     body(&mut group)
                 })
             })
@@ -301,11 +397,87 @@ mod tests {
         }
     }
 
+    /// The NCCL part of the shim links and loads wherever libtorch has CUDA support, GPU
+    /// or not (every symbol it needs resolves against the libtorch it runs with).
+    #[test]
+    fn the_nccl_library_loads_with_libtorch_cuda() {
+        if crate::device::load_cuda().is_err() {
+            eprintln!("skipped: a CPU-only libtorch");
+            return;
+        }
+        if let Err(why) = nccl() {
+            panic!("{why}");
+        }
+    }
+
+    /// NCCL on every GPU there is (up to 2; one rank per GPU, threads standing in for
+    /// processes). Skips without CUDA.
+    #[test]
+    fn nccl_collectives_on_the_gpus() {
+        if crate::device::load_cuda().is_err() || !tch::Cuda::is_available() {
+            eprintln!("skipped: no CUDA device");
+            return;
+        }
+        let world = (tch::Cuda::device_count() as usize).min(2);
+        let results = in_group_on(
+            world,
+            |rank| Backend::Nccl { device: rank },
+            move |g| {
+                let (r, w) = (g.rank as f64, g.world as f64);
+                let on = |values: &[f64]| Tensor::from_slice(values).to_device(g.device);
+                let mut sum = [on(&[r + 1.0, 10.0 * r])];
+                g.all_reduce_sum(&mut sum).unwrap();
+                let mut from_root = [on(&[r + 7.0])];
+                g.broadcast(&mut from_root, 0).unwrap();
+                let mut mine = on(&[r, r]);
+                let mut all: Vec<Tensor> = (0..g.world).map(|_| on(&[0.0, 0.0])).collect();
+                g.all_gather(&mut mine, &mut all).unwrap();
+                let mut part = on(&[0.0]);
+                let mut inputs: Vec<Tensor> = (0..g.world)
+                    .map(|j| on(&[(j as f64 + 1.0) * (r + 1.0)]))
+                    .collect();
+                g.reduce_scatter_sum(&mut part, &mut inputs).unwrap();
+                let mut averaged = [on(&[r, 2.0 * r]), on(&[4.0 + r])];
+                g.average(&mut averaged, 8).unwrap();
+                g.barrier().unwrap();
+                assert_eq!(sum[0].device(), g.device);
+                let v = |t: &Tensor| Vec::<f64>::try_from(t.to_device(Device::Cpu)).unwrap();
+                let gathered: Vec<Vec<f64>> = all.iter().map(v).collect();
+                (
+                    v(&sum[0]),
+                    v(&from_root[0]),
+                    gathered,
+                    v(&part),
+                    [v(&averaged[0]), v(&averaged[1])],
+                    w,
+                )
+            },
+        );
+        for (rank, (sum, root, all, part, averaged, w)) in results.into_iter().enumerate() {
+            let r = rank as f64;
+            let triangle = w * (w + 1.0) / 2.0;
+            assert_eq!(sum, [triangle, 10.0 * (triangle - w)]);
+            assert_eq!(root, [7.0]);
+            let expected: Vec<Vec<f64>> = (0..all.len()).map(|q| vec![q as f64; 2]).collect();
+            assert_eq!(all, expected);
+            assert_eq!(part, [(r + 1.0) * triangle]);
+            let mean = (w - 1.0) / 2.0;
+            assert_eq!(averaged, [vec![mean, 2.0 * mean], vec![4.0 + mean]]);
+        }
+    }
+
     #[test]
     fn a_missing_peer_is_an_error_after_the_timeout_not_a_hang() {
         let port = free_port();
         let started = std::time::Instant::now();
-        let Err(e) = ProcessGroup::join("127.0.0.1", port, 0, 2, Duration::from_secs(2)) else {
+        let Err(e) = ProcessGroup::join(
+            "127.0.0.1",
+            port,
+            0,
+            2,
+            Duration::from_secs(2),
+            Backend::Gloo,
+        ) else {
             panic!("rank 1 never came");
         };
         assert!(

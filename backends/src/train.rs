@@ -22,7 +22,7 @@ use pipeline_core::rng::Rng;
 use pipeline_core::sampler::Sampler;
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// What a finished `train` stage leaves behind.
 #[derive(Debug)]
@@ -377,11 +377,11 @@ pub fn train(
                 seen as f64,
                 counted as f64,
             ];
-            let mut t = [Tensor::from_slice(&totals)];
+            let mut t = [Tensor::from_slice(&totals).to_device(g.device)];
             g.all_reduce_sum(&mut t)
                 .map_err(|e| fail("summing the epoch's metrics", e))?;
-            let totals =
-                Vec::<f64>::try_from(&t[0]).map_err(|e| fail("summing the epoch's metrics", e))?;
+            let totals = Vec::<f64>::try_from(&t[0].to_device(Device::Cpu))
+                .map_err(|e| fail("summing the epoch's metrics", e))?;
             loss_sum = Tensor::from(totals[0]).to_device(device);
             hits_sum = Tensor::from(totals[1] as i64).to_device(device);
             (seen, counted) = (totals[2] as i64, totals[3] as i64);

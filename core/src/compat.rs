@@ -8,7 +8,9 @@
 //! those facts warn at check time and decide at run time. `docs/compatibility.md` is
 //! generated from this table ([`markdown`]); a test keeps it current.
 
-use manifests::{DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig, Strategy};
+use manifests::{
+    CommBackend, DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig, Strategy,
+};
 
 /// What the rules may know beyond the manifest.
 #[derive(Debug, Clone, Default)]
@@ -143,6 +145,15 @@ pub const RULES: &[Rule] = &[
         when: "check",
         help: "add `bucket-by N`: the index of the feature to sort by (e.g. a sequence length)",
         check: bucketed_sampler_without_key,
+    },
+    Rule {
+        code: "pipeline::accelerator::nccl_without_cuda",
+        keys: &["accelerator.backend", "accelerator.device"],
+        summary: "`backend \"nccl\"` on the CPU: NCCL carries CUDA tensors only.",
+        severity: Severity::Error,
+        when: "check (`cpu`); run (`auto` without a GPU; check warns)",
+        help: "write `backend \"gloo\"` (or `\"auto\"`, which picks Gloo on the CPU and NCCL on CUDA), or `device \"cuda\"`",
+        check: nccl_without_cuda,
     },
     Rule {
         code: "pipeline::accelerator::nondeterministic_op",
@@ -317,6 +328,26 @@ fn bucketed_sampler_without_key(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Dia
             .label_opt(m.accelerator.span("sampler"), "needs `bucket-by`")],
         _ => Vec::new(),
     }
+}
+
+fn nccl_without_cuda(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    if a.distributed.backend != CommBackend::Nccl {
+        return Vec::new();
+    }
+    let d = match a.device {
+        DeviceSpec::Cpu => rule.error("`backend \"nccl\"` with the CPU as the device".into()),
+        DeviceSpec::Auto if facts.cuda == Some(false) && facts.at_run => {
+            rule.error("`backend \"nccl\"`, but `auto` found no GPU and chose the CPU".into())
+        }
+        DeviceSpec::Auto if !facts.at_run => rule.warning(
+            "`backend \"nccl\"` needs CUDA; `auto` falls back to the CPU where there is no GPU, and the run would stop there".into(),
+        ),
+        _ => return Vec::new(),
+    };
+    vec![d
+        .label_opt(a.span("backend"), "CUDA tensors only")
+        .label_opt(a.span("device"), "the CPU")]
 }
 
 fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {

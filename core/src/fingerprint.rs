@@ -127,10 +127,11 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
         for unkeyed in ["device", "precision", "threads"] {
             map.remove(unkeyed);
         }
-        // Bucket sizes and timeouts change how fast, not what.
+        // Bucket sizes, timeouts and the collectives' engine change how fast, not what.
         if let Some(d) = map.get_mut("distributed").and_then(Value::as_object_mut) {
             d.remove("bucket_mb");
             d.remove("timeout_seconds");
+            d.remove("backend");
         }
     }
     match &manifest.stages[index].config {

@@ -366,10 +366,21 @@ pub enum Strategy {
     Zero1,
 }
 
+/// The engine of a distributed run's collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommBackend {
+    /// NCCL on CUDA, Gloo on the CPU.
+    Auto,
+    Gloo,
+    Nccl,
+}
+
 /// The distributed side of the accelerator.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Distributed {
     pub strategy: Strategy,
+    pub backend: CommBackend,
     /// Drop (instead of pad) the samples that do not divide among the processes.
     pub drop_remainder: bool,
     /// `Some(feature)`: the bucketed sampler, sorting by that feature.

@@ -551,6 +551,12 @@ pub const ACCELERATOR: Section = section(
             "How many processes share the training: `none` (one process), `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step) or `zero1` (`ddp` with the optimizer's state sharded: each process updates its share of the parameters and sends them to the others). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
         ),
         key(
+            "backend",
+            Ty::Choice(&["auto", "gloo", "nccl"]),
+            Some(Val::Text("auto")),
+            "The engine that carries the processes' collectives: `gloo` (CPU tensors), `nccl` (CUDA tensors, one GPU per process) or `auto` (NCCL when the device is CUDA, Gloo otherwise, as torch.distributed).",
+        ),
+        key(
             "shard-remainder",
             Ty::Choice(&["pad", "drop"]),
             Some(Val::Text("pad")),

@@ -1,7 +1,8 @@
 //! `pipeline run FILE`: check, plan, look up the cache, execute what is stale, summarise.
 
 use crate::progress;
-use manifests::Diagnostic;
+use backends::process_group::{Backend, ProcessGroup};
+use manifests::{CommBackend, Diagnostic};
 use pipeline_cli::cli::RunArgs;
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, render, summary};
@@ -37,14 +38,34 @@ pub fn run(args: &RunArgs) -> bool {
             )
         }
     };
-    let device = match backends::device::resolve(&manifest.accelerator) {
+    let device = match (
+        backends::device::resolve(&manifest.accelerator),
+        &rendezvous,
+    ) {
         // One GPU per process: the local rank's.
-        Ok(backends::Device::Cuda(_)) if rendezvous.is_some() => {
-            backends::Device::Cuda(rendezvous.as_ref().map_or(0, |r| r.local_rank))
+        (Ok(backends::Device::Cuda(_)), Some(r)) => {
+            match backends::device::for_local_rank(&manifest.accelerator, r.local_rank) {
+                Ok(d) => d,
+                Err(d) => return fail(d),
+            }
         }
-        Ok(d) => d,
-        Err(d) => return fail(d),
+        (Ok(d), _) => d,
+        (Err(d), _) => return fail(d),
     };
+    // What can be refused before the processes meet (NCCL without CUDA, a strategy
+    // without processes); the rules that need the data are decided once it is loaded.
+    let facts = pipeline_core::compat::Facts {
+        cuda: Some(device.is_cuda()),
+        train_samples: None,
+        world: Some(rendezvous.as_ref().map_or(1, |r| r.world)),
+        at_run: true,
+    };
+    if let Some(d) = pipeline_core::compat::check(manifest, &facts)
+        .into_iter()
+        .find(Diagnostic::is_error)
+    {
+        return fail(d);
+    }
     let kind = if device.is_cuda() { "cuda" } else { "cpu" };
     let mut prepared = match prepare::prepare_run(manifest, args, kind) {
         Ok(p) => p,
@@ -56,9 +77,14 @@ pub fn run(args: &RunArgs) -> bool {
             let timeout = std::time::Duration::from_secs_f64(
                 manifest.accelerator.distributed.timeout_seconds,
             );
-            match backends::process_group::ProcessGroup::join(
-                &r.host, r.port, r.rank, r.world, timeout,
-            ) {
+            // As torch.distributed: NCCL for CUDA tensors, unless Gloo is asked for.
+            let backend = match (manifest.accelerator.distributed.backend, device) {
+                (CommBackend::Auto | CommBackend::Nccl, backends::Device::Cuda(device)) => {
+                    Backend::Nccl { device }
+                }
+                _ => Backend::Gloo,
+            };
+            match ProcessGroup::join(&r.host, r.port, r.rank, r.world, timeout, backend) {
                 Ok(g) => Some(g),
                 Err(e) => return fail(
                     Diagnostic::error(
