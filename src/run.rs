@@ -6,16 +6,22 @@ use pipeline_cli::cli::RunArgs;
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, summary};
 use pipeline_core::freshness::Freshness;
+use pipeline_core::launch::Rendezvous;
 use pipeline_core::report::{cached_result, RunReport};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 pub fn run(args: &RunArgs) -> ExitCode {
-    match answer_from_cache(args) {
-        Some(()) => ExitCode::SUCCESS,
-        None if args.nproc_per_node > 1 || args.nnodes > 1 => crate::launch::launch(args),
-        None => hand_over_to_worker(),
+    // The processes of a run that may span machines (several nodes, or started by
+    // torchrun or srun) must agree on what is cached, each reading its own machine's
+    // cache: their workers compare, so none answers alone.
+    let maybe_across_machines = args.nnodes > 1
+        || Rendezvous::from_env(|k| std::env::var(k).ok()).is_ok_and(|r| r.is_some());
+    match (!maybe_across_machines).then(|| answer_from_cache(args)) {
+        Some(Some(())) => ExitCode::SUCCESS,
+        _ if args.nproc_per_node > 1 || args.nnodes > 1 => crate::launch::launch(args),
+        _ => hand_over_to_worker(),
     }
 }
 

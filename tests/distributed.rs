@@ -151,20 +151,22 @@ fn a_strategy_without_processes_processes_without_a_strategy_and_nccl_on_the_cpu
         "{}",
         text(&out.stderr)
     );
-    let out = pipeline(
-        dir.path(),
-        &[
+    // Refused by every process (each prints its own diagnostic), before they meet.
+    let refused_on_two = |set: &str| {
+        let args = [
             "run",
             "ddp.kdl",
             "--no-cache",
             "--nproc-per-node",
             "2",
             "--set",
-            "accelerator.strategy=none",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let log = text(&out.stderr);
+            set,
+        ];
+        let out = pipeline(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1));
+        text(&out.stderr)
+    };
+    let log = refused_on_two("accelerator.strategy=none");
     assert!(log.contains("[rank 1]"), "{log}");
     assert!(
         log.contains("2 processes, but no distributed strategy"),
@@ -174,22 +176,8 @@ fn a_strategy_without_processes_processes_without_a_strategy_and_nccl_on_the_cpu
         eprintln!("skipped the NCCL case: `auto` may find a GPU here");
         return;
     }
-    // `auto` chooses the CPU here, where NCCL cannot run: refused before the processes
-    // meet, by every rank.
-    let out = pipeline(
-        dir.path(),
-        &[
-            "run",
-            "ddp.kdl",
-            "--no-cache",
-            "--nproc-per-node",
-            "2",
-            "--set",
-            "accelerator.backend=nccl",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let log = text(&out.stderr);
+    // `auto` chooses the CPU here, where NCCL cannot run.
+    let log = refused_on_two("accelerator.backend=nccl");
     assert!(
         log.contains("pipeline::accelerator::nccl_without_cuda")
             && log.contains("`auto` found no GPU and chose the CPU"),
@@ -218,11 +206,32 @@ fn worker_pid(dir: &Path, rank: u32) -> Option<i32> {
     None
 }
 
+/// The step of the newest snapshot rank 1 saved for a stage not in the store yet.
+fn unfinished_snapshot_step(dir: &Path) -> Option<u64> {
+    let cache = dir.join(".pipeline/cache");
+    let stored: Vec<_> = std::fs::read_dir(cache.join("entries"))
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    std::fs::read_dir(cache.join("snapshots"))
+        .ok()?
+        .flatten()
+        .filter(|e| !stored.contains(&e.file_name()))
+        .filter_map(|e| std::fs::read(e.path().join("rank-1-of-2/snapshot.json")).ok())
+        .filter_map(|text| serde_json::from_slice::<Value>(&text).ok())
+        .filter_map(|index| index["position"]["step"].as_u64())
+        .max()
+}
+
 #[test]
-fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_from_the_cache() {
+fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_mid_stage() {
     let dir = project();
-    let text_slow = DDP.replace("epochs=2 batch-size=16", "epochs=40 batch-size=16");
-    std::fs::write(dir.path().join("ddp.kdl"), text_slow).unwrap();
+    let slow = DDP.replace(
+        "epochs=2 batch-size=16",
+        "epochs=8 batch-size=16 snapshot-every-steps=25",
+    );
+    std::fs::write(dir.path().join("ddp.kdl"), &slow).unwrap();
     let mut job = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
         .args(["run", "ddp.kdl", "--nproc-per-node", "2"])
         .current_dir(dir.path())
@@ -231,21 +240,22 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_from_the_cache() 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until `pretrain` is in the cache and `finetune` is running, then kill rank 1.
-    let entries = dir.path().join(".pipeline/cache/entries");
+    // Wait until `pretrain` is in the cache and `finetune` has snapshots past step 100,
+    // then kill rank 1.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let pid = loop {
         assert!(
             std::time::Instant::now() < deadline,
-            "pretrain never finished"
+            "finetune never got far enough"
         );
         assert!(
             job.try_wait().unwrap().is_none(),
             "the job ended before the kill"
         );
-        let stored = std::fs::read_dir(&entries).map_or(0, |d| d.count());
-        if let (1.., Some(pid)) = (stored, worker_pid(dir.path(), 1)) {
-            break pid;
+        if let Some(100..) = unfinished_snapshot_step(dir.path()) {
+            if let Some(pid) = worker_pid(dir.path(), 1) {
+                break pid;
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
@@ -266,14 +276,45 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_from_the_cache() 
         log.contains("error: worker rank 1 was killed by a signal; stopping the others"),
         "{log}"
     );
-
-    std::fs::write(dir.path().join("ddp.kdl"), DDP).unwrap();
     let out = pipeline(dir.path(), &["status", "ddp.kdl"]);
     assert!(
         text(&out.stdout).contains("pretrain  train       fresh"),
         "{}",
         text(&out.stdout)
     );
+
+    // The rerun takes `pretrain` from the cache and every process resumes `finetune`
+    // from its own snapshot, ending with the weights of a run never interrupted.
+    let out = pipeline(dir.path(), &["run", "ddp.kdl", "--nproc-per-node", "2"]);
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("resuming `finetune` from its snapshot"),
+        "{log}"
+    );
+    assert!(
+        log.contains("effective batch 32 (16 × 1 accumulated × 2 processes)"),
+        "{log}"
+    );
+    let whole = project();
+    std::fs::write(whole.path().join("ddp.kdl"), &slow).unwrap();
+    let out = pipeline(whole.path(), &["run", "ddp.kdl", "--nproc-per-node", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let weights = |d: &Path| tensors(&d.join("out/model.safetensors"));
+    let (resumed, uninterrupted) = (weights(dir.path()), weights(whole.path()));
+    let most = resumed
+        .iter()
+        .zip(&uninterrupted)
+        .flat_map(|(a, b)| a.1.iter().zip(&b.1).map(|(x, y)| (x - y).abs()))
+        .fold(0.0f32, f32::max);
+    assert!(
+        resumed == uninterrupted,
+        "the resumed weights differ from an uninterrupted run's by up to {most}"
+    );
+    // Finished stages leave no snapshots behind.
+    let left =
+        std::fs::read_dir(dir.path().join(".pipeline/cache/snapshots")).map_or(0, |d| d.count());
+    assert_eq!(left, 0);
 }
 
 #[test]
@@ -339,5 +380,69 @@ fn the_bucketed_sampler_trains_on_two_processes() {
         text(&out.stderr).contains("`bucket-by 64`: a sample has 64 features"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// Processes started by another launcher (torchrun's environment), each with its own
+/// cache, as on machines that share no disk: rank 0's cache holds every stage, rank 1's
+/// none. They agree that nothing is cached for all, train together and end with the
+/// weights the first run stored.
+#[test]
+fn processes_whose_caches_differ_train_together() {
+    let dir = project();
+    let first = pipeline(
+        dir.path(),
+        &[
+            "run",
+            "ddp.kdl",
+            "--nproc-per-node",
+            "2",
+            "--cache-dir",
+            "cache-a",
+        ],
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let stored = tensors(&dir.path().join("out/model.safetensors"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let start = |rank: &str, cache: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "ddp.kdl", "--json", "--cache-dir", cache])
+            .current_dir(dir.path())
+            .env_remove("PIPELINE_CACHE_DIR")
+            .envs([
+                ("RANK", rank),
+                ("LOCAL_RANK", rank),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", &port),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (rank0, rank1) = (start("0", "cache-a"), start("1", "cache-b"));
+    let (out0, out1) = (
+        rank0.wait_with_output().unwrap(),
+        rank1.wait_with_output().unwrap(),
+    );
+    assert!(out1.status.success(), "{}", text(&out1.stderr));
+    assert!(out0.status.success(), "{}", text(&out0.stderr));
+    let report: Value = serde_json::from_slice(&out0.stdout).unwrap();
+    let statuses: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["ran"; 4]);
+    assert!(
+        stored == tensors(&dir.path().join("out/model.safetensors")),
+        "the processes did not train as one"
     );
 }

@@ -203,6 +203,16 @@ impl ProcessGroup {
         })
     }
 
+    /// Every rank's `value`, in rank order.
+    pub fn gather_values(&self, value: f64) -> Result<Vec<f64>, TchError> {
+        let mut mine = Tensor::from_slice(&[value]).f_to_device(self.device)?;
+        let mut all: Vec<Tensor> = (0..self.world).map(|_| mine.zeros_like()).collect();
+        self.all_gather(&mut mine, &mut all)?;
+        all.iter()
+            .map(|t| t.f_to_device(Device::Cpu)?.f_double_value(&[0]))
+            .collect()
+    }
+
     /// The sum over the group of every rank's `inputs[self.rank]`, into `output`.
     pub fn reduce_scatter_sum(
         &self,

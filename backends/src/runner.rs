@@ -17,7 +17,7 @@ use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
-use cache::{Entry, Lookup, MetricsLog, RunDir};
+use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
 use pipeline_core::freshness::{
     Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
@@ -27,7 +27,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::{Device, Kind};
+use tch::{Device, Kind, Tensor};
 
 /// A trained model that later stages of the run can use, with its training metrics.
 struct Trained {
@@ -104,13 +104,14 @@ impl<'a> Context<'a> {
         &mut self,
         state: &StageState,
         cache: Option<&Cache>,
+        snapshot_store: Option<&Store>,
         obs: &mut dyn Observer,
     ) -> StageResult {
         let manifest = self.session.manifest;
         let scratch = scratch_dir(cache, &self.run_dir, &state.fingerprint.hash);
-        // Snapshots are per process; a distributed run resumes from the cache's stages.
+        let group = self.session.group.as_ref().map(|g| (g.rank, g.world));
         let snapshots =
-            snapshots_of(cache, manifest, state).filter(|_| self.session.group.is_none());
+            snapshot_store.and_then(|store| snapshots_of(store, manifest, state, group));
         let ran = std::fs::create_dir_all(&scratch)
             .map_err(|e| write_failed(&scratch, e))
             .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
@@ -320,15 +321,28 @@ impl<'a> Context<'a> {
 /// (`None`: no cache). A run directory next to the manifest is created when anything
 /// runs. `Err` means the run could not start (bad data or model) and nothing was written;
 /// stage failures are in the report.
+///
+/// In a distributed run only rank 0 writes the cache (and the run directory); every
+/// process keeps its own training snapshots beside its cache.
 pub fn run(
     manifest: &Manifest,
     states: &[StageState],
-    mut cache: Option<&mut Cache>,
+    cache: Option<&mut Cache>,
     device: Device,
     group: Option<ProcessGroup>,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
-    let world = group.as_ref().map_or(1, |g| g.world);
+    let (rank, world) = group.as_ref().map_or((0, 1), |g| (g.rank, g.world));
+    let agreed;
+    let states = match &group {
+        Some(g) => {
+            agreed = agree_on_freshness(g, states)?;
+            &agreed[..]
+        }
+        None => states,
+    };
+    let snapshot_store = cache.as_ref().map(|c| c.store.clone());
+    let mut cache = cache.filter(|_| rank == 0);
     let mut ctx = match states.iter().any(|s| !s.is_fresh()) {
         true => Some(open(manifest, device, group, obs)?),
         false => None,
@@ -364,7 +378,7 @@ pub fn run(
                 None => {
                     obs.stage_started(stage.name(), stage.kind());
                     let ctx = ctx.as_mut().expect("opened when a stage is stale");
-                    ctx.execute(state, cache.as_deref(), obs)
+                    ctx.execute(state, cache.as_deref(), snapshot_store.as_ref(), obs)
                 }
             };
             if let (true, Some(c)) = (result.status.succeeded(), cache.as_deref_mut()) {
@@ -391,6 +405,46 @@ pub fn run(
     })
 }
 
+/// The stages as every process of `group` sees them: each reads its own machine's cache,
+/// and a stage counts as cached only where it is cached for all of them (otherwise some
+/// would train it and wait for the others in vain).
+fn agree_on_freshness(
+    group: &ProcessGroup,
+    states: &[StageState],
+) -> Result<Vec<StageState>, Diagnostic> {
+    let fresh: Vec<f64> = states
+        .iter()
+        .map(|s| f64::from(u8::from(s.is_fresh())))
+        .collect();
+    let counted = (|| {
+        let mut t = [Tensor::f_from_slice(&fresh)?.f_to_device(group.device)?];
+        group.all_reduce_sum(&mut t)?;
+        Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)
+    })()
+    .map_err(|e| {
+        torch_error(
+            "pipeline::launch::collective_failed",
+            "the processes could not compare their caches",
+            &e,
+        )
+    })?;
+    Ok(states
+        .iter()
+        .zip(counted)
+        .map(|(state, count)| {
+            let mut state = state.clone();
+            if state.is_fresh() && count < group.world as f64 {
+                state.freshness = Freshness::Stale(vec![format!(
+                    "cached here, but not for {} of the {} processes",
+                    group.world - count as usize,
+                    group.world
+                )]);
+            }
+            state
+        })
+        .collect())
+}
+
 /// The stage's entry in the store: found fresh when the run was planned, or stored since
 /// by another run while this one waited for the stage's lock (unless forced, or in a
 /// distributed run, whose processes must all decide alike).
@@ -414,23 +468,25 @@ fn failed(manifest: &Manifest, index: usize, error: Diagnostic) -> StageResult {
     result
 }
 
-/// Where a `train` stage keeps its resumable snapshots: next to the store, under its
-/// fingerprint, so that the same stage run again finds them. None without a cache.
+/// Where a `train` stage keeps its resumable snapshots: beside the store, under its
+/// fingerprint, so that the same stage run again finds them; in a distributed run, one
+/// directory per process (`rank-R-of-W`), as each holds its own optimizer shard, random
+/// state and share of the epoch's sums. Every process uses its own machine's cache.
 fn snapshots_of(
-    cache: Option<&Cache>,
+    store: &Store,
     manifest: &Manifest,
     state: &StageState,
+    distributed: Option<(usize, usize)>,
 ) -> Option<Snapshots> {
     let StageConfig::Train(spec) = &manifest.stages[state.index].config else {
         return None;
     };
-    let cache = cache?;
+    let stage = store.snapshot_dir(&state.fingerprint.hash);
     (spec.snapshot_every_epochs > 0 || spec.snapshot_every_steps > 0).then(|| Snapshots {
-        dir: cache
-            .store
-            .root()
-            .join("snapshots")
-            .join(&state.fingerprint.hash),
+        dir: match distributed {
+            Some((rank, world)) => stage.join(format!("rank-{rank}-of-{world}")),
+            None => stage,
+        },
         every_epochs: spec.snapshot_every_epochs,
         every_steps: spec.snapshot_every_steps,
     })

@@ -9,6 +9,10 @@
 //! of the step and the seed. The JSON is renamed into place after the tensors, so it always
 //! names a complete file; the checksum catches a file torn by a power loss (snapshots are
 //! not fsynced: they only need to survive the process).
+//!
+//! In a distributed run each process saves its own snapshot at the same steps (the runner
+//! gives each a directory), and the training loop resumes only when all of them hold the
+//! same step.
 
 use crate::error::torch_error;
 use crate::model::Model;
@@ -218,8 +222,17 @@ impl Snapshots {
         })())
     }
 
-    /// Removes the snapshots (the stage finished and its result is stored).
+    /// Removes the snapshots (the stage finished and its result is stored); the last
+    /// process of a distributed run to remove its own (`rank-R-of-W`) removes their
+    /// stage's directory.
     pub fn clear(&self) {
         let _ = fs::remove_dir_all(&self.dir);
+        let per_process = self
+            .dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rank-"));
+        if let (true, Some(stage)) = (per_process, self.dir.parent()) {
+            let _ = fs::remove_dir(stage); // only once empty
+        }
     }
 }

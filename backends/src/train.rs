@@ -193,9 +193,13 @@ pub fn train(
     // An optimizer step every `accumulate` batches, and one at the end of each epoch.
     let accumulate = accelerator.accumulate.max(1);
     let steps = batches.div_ceil(accumulate);
+    let processes = match world {
+        1 => "1 process".to_string(),
+        w => format!("{w} processes"),
+    };
     obs.message(&format!(
-        "`{name}`: {batches} batches of {batch} per epoch · effective batch {} ({batch} × {accumulate} accumulated × 1 process) · {steps} optimizer steps per epoch",
-        batch * accumulate
+        "`{name}`: {batches} batches of {batch} per epoch · effective batch {} ({batch} × {accumulate} accumulated × {processes}) · {steps} optimizer steps per epoch",
+        batch * accumulate * world as u64
     ));
     let schedule = LrSchedule::new(
         &manifest.schedule,
@@ -228,7 +232,33 @@ pub fn train(
         counted: 0,
         last: None,
     };
-    match snapshots.and_then(Snapshots::load) {
+    let mut restored = snapshots.and_then(Snapshots::load);
+    if let Some(g) = group {
+        // Every process resumes from the same step, or none does (a process killed while
+        // saving leaves its snapshot one step behind the others').
+        let mine = match &restored {
+            Some(Ok(r)) => r.position.step as f64,
+            _ => -1.0,
+        };
+        let steps = g
+            .gather_values(mine)
+            .map_err(|e| fail("comparing the processes' snapshots", e))?;
+        if steps.iter().any(|s| *s != steps[0]) {
+            let steps: Vec<String> = steps
+                .iter()
+                .map(|s| match *s < 0.0 {
+                    true => "none".into(),
+                    false => format!("step {s}"),
+                })
+                .collect();
+            obs.notice(&format!(
+                "warning: the processes' snapshots of `{name}` differ ({}); training from the start",
+                steps.join(", ")
+            ));
+            restored = None;
+        }
+    }
+    match restored {
         Some(Ok(restored)) => {
             let sums = Sums {
                 loss: &loss_sum,

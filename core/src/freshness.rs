@@ -20,7 +20,7 @@ pub struct Cache {
     pub last: LastKeys,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Freshness {
     /// The store holds the stage's outputs: nothing to do.
     Fresh(Entry),
@@ -28,7 +28,7 @@ pub enum Freshness {
     Stale(Vec<String>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StageState {
     pub index: usize,
     pub fingerprint: Fingerprint,

@@ -38,19 +38,18 @@ pub fn run(args: &RunArgs) -> bool {
             )
         }
     };
-    let device = match (
-        backends::device::resolve(&manifest.accelerator),
-        &rendezvous,
-    ) {
-        // One GPU per process: the local rank's.
-        (Ok(backends::Device::Cuda(_)), Some(r)) => {
-            match backends::device::for_local_rank(&manifest.accelerator, r.local_rank) {
-                Ok(d) => d,
-                Err(d) => return fail(d),
+    let device = backends::device::resolve(&manifest.accelerator).and_then(|d| {
+        match (d, &rendezvous) {
+            // One GPU per process: the local rank's.
+            (backends::Device::Cuda(_), Some(r)) => {
+                backends::device::for_local_rank(&manifest.accelerator, r.local_rank)
             }
+            (d, _) => Ok(d),
         }
-        (Ok(d), _) => d,
-        (Err(d), _) => return fail(d),
+    });
+    let device = match device {
+        Ok(d) => d,
+        Err(d) => return fail(d),
     };
     // What can be refused before the processes meet (NCCL without CUDA, a strategy
     // without processes); the rules that need the data are decided once it is loaded.
@@ -105,19 +104,15 @@ pub fn run(args: &RunArgs) -> bool {
         }
     };
     let rank = rendezvous.as_ref().map_or(0, |r| r.rank);
-    // Only rank 0 shows progress and writes the cache; the others train silently.
+    // Only rank 0 shows progress (and writes the cache); the others train silently.
     let mut observer = match rank {
         0 => progress::for_stderr(args.json),
         _ => Box::new(backends::observer::Silent),
     };
-    let cache = match rank {
-        0 => prepared.cache.as_mut(),
-        _ => None,
-    };
     let report = match backends::run(
         manifest,
         &prepared.states,
-        cache,
+        prepared.cache.as_mut(),
         device,
         group,
         observer.as_mut(),
