@@ -7,7 +7,7 @@
 //! With [`Snapshots`], the loop saves a resumable snapshot as often as the stage says and,
 //! when one exists, resumes from it instead of starting over.
 
-use crate::data::index_tensor;
+use crate::data::{index_tensor, Dataset};
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
 use crate::loss;
@@ -15,9 +15,12 @@ use crate::model::Model;
 use crate::numerics::{self, Scaler};
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer::Optimizer;
+use crate::process_group::ProcessGroup;
 use crate::session::Session;
-use crate::snapshot::{Position, Snapshots, Sums};
-use manifests::{Diagnostic, Layer, SplitName, StageSpec, Strategy, TrainSpec};
+use crate::snapshot::{Position, Restored, Snapshots, Sums};
+use manifests::{
+    AcceleratorSpec, Diagnostic, Layer, Manifest, SplitName, StageSpec, Strategy, TrainSpec,
+};
 use pipeline_core::rng::Rng;
 use pipeline_core::sampler::Sampler;
 use pipeline_core::schedule::LrSchedule;
@@ -83,36 +86,7 @@ pub fn train(
     }
     let group = session.group.as_ref();
     let distributed = &accelerator.distributed;
-    // Under `zero1`, each process updates (and keeps optimizer state for) its share of
-    // the parameters, then sends them to the others.
-    let owners: Option<Vec<usize>> = match (group, distributed.strategy) {
-        (Some(g), Strategy::Zero1) => Some(owners(&model.vs.trainable_variables(), g.world)),
-        _ => None,
-    };
-    let mut opt = match (&owners, group) {
-        (Some(owners), Some(g)) => {
-            Optimizer::sharded(&manifest.optimizer, &model.vs, |i| owners[i] == g.rank)?
-        }
-        _ => Optimizer::new(&manifest.optimizer, &model.vs)?,
-    };
-    // Each process's parameters (shallow handles, gathered once), which it broadcasts
-    // after its optimizer step.
-    let mut shards: Vec<Vec<Tensor>> = match (&owners, group) {
-        (Some(owners), Some(g)) => {
-            let params = model.vs.trainable_variables();
-            (0..g.world)
-                .map(|rank| {
-                    params
-                        .iter()
-                        .zip(owners)
-                        .filter(|(_, owner)| **owner == rank)
-                        .map(|(p, _)| p.shallow_clone())
-                        .collect()
-                })
-                .collect()
-        }
-        _ => Vec::new(),
-    };
+    let (mut opt, mut shards) = optimizer_for(manifest, &model, group)?;
     let clips = accelerator.clipping.enabled();
     let mut scaler = match accelerator.scales_loss() {
         true => Some(Scaler::new(device).map_err(|e| fail("setting up the loss scaler", e))?),
@@ -123,27 +97,7 @@ pub fn train(
     let val_indices = data.indices(SplitName::Val);
     // Under `ddp` and `zero1`, this process trains on every world-th sample of each epoch's order.
     let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
-    let sampler = match distributed.bucket_by {
-        Some(column) if distributed.bucketed => {
-            let keys = bucket_keys(data, column as i64).map_err(|why| {
-                Diagnostic::error(
-                    "pipeline::accelerator::bad_bucket_key",
-                    format!("stage `{name}`: {why}"),
-                )
-                .label_opt(accelerator.span("bucket-by"), "this feature")
-                .help("`bucket-by` is an index into a sample's flattened features, from 0")
-            })?;
-            Sampler::bucketed(
-                train_samples,
-                |i| keys[i],
-                distributed.buckets as usize,
-                distributed.drop_remainder,
-            )
-        }
-        _ => Sampler::Distributed {
-            drop: distributed.drop_remainder,
-        },
-    };
+    let sampler = sampler_for(data, accelerator, name)?;
     // Every epoch deals the same number of samples to this process.
     let n = sampler
         .epoch(
@@ -156,40 +110,7 @@ pub fn train(
             world,
         )
         .len() as u64;
-    let batch = spec.batch_size.min(n.max(1));
-    let batches = if spec.drop_last {
-        n / batch
-    } else {
-        n.div_ceil(batch)
-    };
-    if batches == 0 {
-        return Err(Diagnostic::error(
-            "pipeline::train::no_steps",
-            format!(
-                "stage `{name}`: the training split has {n} samples, fewer than one batch of {}",
-                spec.batch_size
-            ),
-        )
-        .label_opt(stage.name.span, "trains on no batch")
-        .help("lower `batch-size`, or turn off `drop-last`"));
-    }
-    let batch_norm = manifest
-        .model
-        .layers
-        .iter()
-        .find(|l| matches!(l.layer, Layer::BatchNorm { .. }));
-    if let Some(bn) = batch_norm {
-        if batch == 1 || (!spec.drop_last && n % batch == 1) {
-            // libtorch would compute a variance from one sample: NaN running statistics.
-            return Err(Diagnostic::error(
-                "pipeline::train::batch_of_one",
-                format!("stage `{name}`: a training batch would hold one sample ({n} samples in batches of {batch}), and batch-norm needs at least two"),
-            )
-            .label_opt(stage.name.span, "this stage")
-            .label_opt(bn.span, "batch-norm")
-            .help("add `drop-last #true` to the stage, or change `batch-size`"));
-        }
-    }
+    let (batch, batches) = batches_per_epoch(manifest, stage, spec, n)?;
     // An optimizer step every `accumulate` batches, and one at the end of each epoch.
     let accumulate = accelerator.accumulate.max(1);
     let steps = batches.div_ceil(accumulate);
@@ -234,29 +155,8 @@ pub fn train(
     };
     let mut restored = snapshots.and_then(Snapshots::load);
     if let Some(g) = group {
-        // Every process resumes from the same step, or none does (a process killed while
-        // saving leaves its snapshot one step behind the others').
-        let mine = match &restored {
-            Some(Ok(r)) => r.position.step as f64,
-            _ => -1.0,
-        };
-        let steps = g
-            .gather_values(mine)
+        restored = agree_on_snapshots(g, restored, name, obs)
             .map_err(|e| fail("comparing the processes' snapshots", e))?;
-        if steps.iter().any(|s| *s != steps[0]) {
-            let steps: Vec<String> = steps
-                .iter()
-                .map(|s| match *s < 0.0 {
-                    true => "none".into(),
-                    false => format!("step {s}"),
-                })
-                .collect();
-            obs.notice(&format!(
-                "warning: the processes' snapshots of `{name}` differ ({}); training from the start",
-                steps.join(", ")
-            ));
-            restored = None;
-        }
     }
     match restored {
         Some(Ok(restored)) => {
@@ -400,21 +300,9 @@ pub fn train(
             }
         }
         if let Some(g) = group {
-            // The epoch's loss and accuracy over every process's shard.
-            let totals = [
-                loss_sum.double_value(&[]),
-                hits_sum.int64_value(&[]) as f64,
-                seen as f64,
-                counted as f64,
-            ];
-            let mut t = [Tensor::from_slice(&totals).to_device(g.device)];
-            g.all_reduce_sum(&mut t)
-                .map_err(|e| fail("summing the epoch's metrics", e))?;
-            let totals = Vec::<f64>::try_from(&t[0].to_device(Device::Cpu))
-                .map_err(|e| fail("summing the epoch's metrics", e))?;
-            loss_sum = Tensor::from(totals[0]).to_device(device);
-            hits_sum = Tensor::from(totals[1] as i64).to_device(device);
-            (seen, counted) = (totals[2] as i64, totals[3] as i64);
+            (loss_sum, hits_sum, seen, counted) =
+                sum_over_processes(g, device, &loss_sum, &hits_sum, seen, counted)
+                    .map_err(|e| fail("summing the epoch's metrics", e))?;
         }
         let loss = loss_sum.double_value(&[]) / seen as f64;
         if !loss.is_finite() {
@@ -473,8 +361,167 @@ pub fn train(
     })
 }
 
+/// The batch size and the number of batches per epoch for `n` samples per process; an
+/// error when there would be no batch, or a batch of one sample for batch-norm.
+fn batches_per_epoch(
+    manifest: &Manifest,
+    stage: &StageSpec,
+    spec: &TrainSpec,
+    n: u64,
+) -> Result<(u64, u64), Diagnostic> {
+    let name = stage.name();
+    let batch = spec.batch_size.min(n.max(1));
+    let batches = if spec.drop_last {
+        n / batch
+    } else {
+        n.div_ceil(batch)
+    };
+    if batches == 0 {
+        return Err(Diagnostic::error(
+            "pipeline::train::no_steps",
+            format!(
+                "stage `{name}`: the training split has {n} samples, fewer than one batch of {}",
+                spec.batch_size
+            ),
+        )
+        .label_opt(stage.name.span, "trains on no batch")
+        .help("lower `batch-size`, or turn off `drop-last`"));
+    }
+    let batch_norm = manifest
+        .model
+        .layers
+        .iter()
+        .find(|l| matches!(l.layer, Layer::BatchNorm { .. }));
+    if let Some(bn) = batch_norm {
+        if batch == 1 || (!spec.drop_last && n % batch == 1) {
+            // libtorch would compute a variance from one sample: NaN running statistics.
+            return Err(Diagnostic::error(
+                "pipeline::train::batch_of_one",
+                format!("stage `{name}`: a training batch would hold one sample ({n} samples in batches of {batch}), and batch-norm needs at least two"),
+            )
+            .label_opt(stage.name.span, "this stage")
+            .label_opt(bn.span, "batch-norm")
+            .help("add `drop-last #true` to the stage, or change `batch-size`"));
+        }
+    }
+    Ok((batch, batches))
+}
+
+/// The optimizer and, under `zero1`, each process's parameters (shallow handles, gathered
+/// once), which their owner broadcasts after its optimizer step: each process updates
+/// (and keeps optimizer state for) its own share of the parameters only.
+fn optimizer_for(
+    manifest: &Manifest,
+    model: &Model,
+    group: Option<&ProcessGroup>,
+) -> Result<(Optimizer, Vec<Vec<Tensor>>), Diagnostic> {
+    let (Some(g), Strategy::Zero1) = (group, manifest.accelerator.distributed.strategy) else {
+        return Ok((Optimizer::new(&manifest.optimizer, &model.vs)?, Vec::new()));
+    };
+    let params = model.vs.trainable_variables();
+    let owners = owners(&params, g.world);
+    let opt = Optimizer::sharded(&manifest.optimizer, &model.vs, |i| owners[i] == g.rank)?;
+    let shards = (0..g.world)
+        .map(|rank| {
+            params
+                .iter()
+                .zip(&owners)
+                .filter(|(_, owner)| **owner == rank)
+                .map(|(p, _)| p.shallow_clone())
+                .collect()
+        })
+        .collect();
+    Ok((opt, shards))
+}
+
+/// How the training samples are dealt to the processes (one process takes them all).
+fn sampler_for(
+    data: &Dataset,
+    accelerator: &AcceleratorSpec,
+    name: &str,
+) -> Result<Sampler, Diagnostic> {
+    let distributed = &accelerator.distributed;
+    Ok(match distributed.bucket_by {
+        Some(column) if distributed.bucketed => {
+            let keys = bucket_keys(data, column as i64).map_err(|why| {
+                Diagnostic::error(
+                    "pipeline::accelerator::bad_bucket_key",
+                    format!("stage `{name}`: {why}"),
+                )
+                .label_opt(accelerator.span("bucket-by"), "this feature")
+                .help("`bucket-by` is an index into a sample's flattened features, from 0")
+            })?;
+            Sampler::bucketed(
+                &data.splits.train,
+                |i| keys[i],
+                distributed.buckets as usize,
+                distributed.drop_remainder,
+            )
+        }
+        _ => Sampler::Distributed {
+            drop: distributed.drop_remainder,
+        },
+    })
+}
+
+/// `restored` if every process of `group` holds a snapshot of the same step, else none:
+/// a process killed while saving leaves its snapshot one step behind the others'.
+fn agree_on_snapshots(
+    group: &ProcessGroup,
+    restored: Option<Result<Restored, String>>,
+    name: &str,
+    obs: &mut dyn Observer,
+) -> Result<Option<Result<Restored, String>>, tch::TchError> {
+    let mine = match &restored {
+        Some(Ok(r)) => r.position.step as f64,
+        _ => -1.0,
+    };
+    let steps = group.gather_values(mine)?;
+    if steps.iter().all(|s| *s == steps[0]) {
+        return Ok(restored);
+    }
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|s| match *s < 0.0 {
+            true => "none".into(),
+            false => format!("step {s}"),
+        })
+        .collect();
+    obs.notice(&format!(
+        "warning: the processes' snapshots of `{name}` differ ({}); training from the start",
+        steps.join(", ")
+    ));
+    Ok(None)
+}
+
+/// The epoch's loss and hit sums and sample counts over every process's shard.
+fn sum_over_processes(
+    group: &ProcessGroup,
+    device: Device,
+    loss_sum: &Tensor,
+    hits_sum: &Tensor,
+    seen: i64,
+    counted: i64,
+) -> Result<(Tensor, Tensor, i64, i64), tch::TchError> {
+    let totals = [
+        loss_sum.f_double_value(&[])?,
+        hits_sum.f_int64_value(&[])? as f64,
+        seen as f64,
+        counted as f64,
+    ];
+    let mut t = [Tensor::f_from_slice(&totals)?.f_to_device(group.device)?];
+    group.all_reduce_sum(&mut t)?;
+    let totals = Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)?;
+    Ok((
+        Tensor::from(totals[0]).f_to_device(device)?,
+        Tensor::from(totals[1] as i64).f_to_device(device)?,
+        totals[2] as i64,
+        totals[3] as i64,
+    ))
+}
+
 /// The value of feature `column` of every sample, for the bucketed sampler.
-fn bucket_keys(data: &crate::data::Dataset, column: i64) -> Result<Vec<f64>, String> {
+fn bucket_keys(data: &Dataset, column: i64) -> Result<Vec<f64>, String> {
     let n = data.features.size()[0];
     let flat = data.features.reshape([n, -1]);
     let width = flat.size()[1];
