@@ -29,6 +29,7 @@ fn main() {
         "shim/c10d.cpp",
         "shim/group.h",
         "shim/nccl.cpp",
+        "shim/sync_bn.cpp",
     ] {
         println!("cargo:rerun-if-changed={file}");
     }
@@ -59,6 +60,7 @@ fn main() {
         .file("shim/rng.cpp")
         .file("shim/amp.cpp")
         .file("shim/c10d.cpp")
+        .file("shim/sync_bn.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

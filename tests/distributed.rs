@@ -185,6 +185,60 @@ fn a_strategy_without_processes_processes_without_a_strategy_and_nccl_on_the_cpu
     );
 }
 
+/// The largest difference between two sets of tensors (the same names, in order).
+fn worst_difference(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .flat_map(|((_, x), (_, y))| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
+        .fold(0.0f32, f32::max)
+}
+
+/// With `sync-batch-norm`, batch-norm layers normalise over the whole batch across the
+/// processes, so two processes with batch b train a batch-norm model (weights and running
+/// statistics) like one with batch 2b; without it they do not. (Batch-norm follows `tanh`:
+/// right after a linear layer it would leave that layer's bias a gradient of pure
+/// rounding noise, which Adam blows up differently in each run.)
+#[test]
+fn synchronised_batch_norm_trains_two_processes_like_one() {
+    let dir = project();
+    let bn = DDP
+        .replace("tanh", "tanh\n    batch-norm")
+        .replace("epochs=2 batch-size=16", "epochs=1 batch-size=16");
+    assert!(bn.contains("batch-norm"));
+    std::fs::write(dir.path().join("ddp.kdl"), bn).unwrap();
+    let trained = |args: &[&str]| {
+        run(dir.path(), args);
+        tensors(&dir.path().join("out/model.safetensors"))
+    };
+    let single = trained(&[
+        "--set",
+        "accelerator.strategy=none",
+        "--set",
+        "pretrain.batch-size=32",
+        "--set",
+        "finetune.batch-size=32",
+    ]);
+    assert!(single.iter().any(|(name, _)| name.ends_with("running_var")));
+    let synced = trained(&[
+        "--nproc-per-node",
+        "2",
+        "--set",
+        "accelerator.sync-batch-norm=true",
+    ]);
+    let apart = trained(&["--nproc-per-node", "2"]);
+    let (with, without) = (
+        worst_difference(&synced, &single),
+        worst_difference(&apart, &single),
+    );
+    eprintln!("largest difference from one process: synchronised {with}, per process {without}");
+    assert!(with < 1e-4, "synchronised: differs by {with}");
+    assert!(
+        without > 100.0 * with,
+        "per-process batch-norm should differ: {without} (synchronised: {with})"
+    );
+}
+
 /// The pid of the worker with `RANK=rank` started in `dir`, if running.
 fn worker_pid(dir: &Path, rank: u32) -> Option<i32> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {

@@ -5,6 +5,7 @@
 //! The forward pass uses libtorch's fallible calls only, so a mismatch that shape
 //! inference missed is an error, never a panic.
 
+use crate::process_group::ProcessGroup;
 use manifests::{Diagnostic, Layer, ModelSpec};
 use pipeline_core::shapes;
 use tch::nn::{self, Init};
@@ -194,6 +195,17 @@ impl Model {
 
     /// Applies every layer; `train` turns on dropout and batch statistics.
     pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
+        self.forward_synced(input, train, None)
+    }
+
+    /// [`Model::forward`], with batch-norm in training over the whole batch of `sync`'s
+    /// processes (`accelerator.sync-batch-norm`).
+    pub fn forward_synced(
+        &self,
+        input: &Tensor,
+        train: bool,
+        sync: Option<&ProcessGroup>,
+    ) -> Result<Tensor, TchError> {
         let mut x = if input.is_floating_point() && input.kind() != self.kind {
             input.f_to_kind(self.kind)?
         } else {
@@ -245,17 +257,30 @@ impl Model {
                 Built::Sigmoid => x.f_sigmoid()?,
                 Built::LogSoftmax => x.f_log_softmax(-1, None::<Kind>)?,
                 Built::Dropout(p) => x.f_dropout(*p, train)?,
-                Built::BatchNorm { bn, eps, momentum } => Tensor::f_batch_norm(
-                    &x,
-                    bn.ws.as_ref(),
-                    bn.bs.as_ref(),
-                    Some(&bn.running_mean),
-                    Some(&bn.running_var),
-                    train,
-                    *momentum,
-                    *eps,
-                    false,
-                )?,
+                Built::BatchNorm { bn, eps, momentum } => {
+                    match (sync.filter(|_| train), &bn.ws, &bn.bs) {
+                        (Some(g), Some(ws), Some(bs)) => g.sync_batch_norm(
+                            &x,
+                            ws,
+                            bs,
+                            &bn.running_mean,
+                            &bn.running_var,
+                            *momentum,
+                            *eps,
+                        )?,
+                        _ => Tensor::f_batch_norm(
+                            &x,
+                            bn.ws.as_ref(),
+                            bn.bs.as_ref(),
+                            Some(&bn.running_mean),
+                            Some(&bn.running_var),
+                            train,
+                            *momentum,
+                            *eps,
+                            false,
+                        )?,
+                    }
+                }
                 Built::LayerNorm { ln, eps } => x.f_layer_norm(
                     ln.normalized_shape.as_slice(),
                     ln.ws.as_ref(),

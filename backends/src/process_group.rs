@@ -50,6 +50,18 @@ mod ffi {
             world: usize,
         ) -> *const c_char;
         pub fn pipeline_group_barrier(group: *mut c_void) -> *const c_char;
+        #[allow(clippy::too_many_arguments)]
+        pub fn pipeline_sync_batch_norm(
+            group: *mut c_void,
+            input: *mut c_void,
+            weight: *mut c_void,
+            bias: *mut c_void,
+            running_mean: *mut c_void,
+            running_var: *mut c_void,
+            momentum: f64,
+            eps: f64,
+            out: *mut *mut c_void,
+        ) -> *const c_char;
     }
 }
 
@@ -247,6 +259,41 @@ impl ProcessGroup {
         bucketed(tensors, 25 << 20, |bucket| {
             self.broadcast(std::slice::from_mut(bucket), root)
         })
+    }
+
+    /// Batch-norm in training mode with the statistics of the whole batch, every
+    /// process's share of it (torch's SyncBatchNorm, `shim/sync_bn.cpp`): `input` is
+    /// (N, C, …), the running statistics are updated in place, and the backward pass
+    /// all-reduces what the input gradient needs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sync_batch_norm(
+        &self,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: &Tensor,
+        running_mean: &Tensor,
+        running_var: &Tensor,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Tensor, TchError> {
+        let ptr = |t: &Tensor| t.as_ptr() as *mut c_void;
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a live group and live tensors for the duration of the call; on success
+        // the shim stores a new tensor in `out`, which we own.
+        check(unsafe {
+            ffi::pipeline_sync_batch_norm(
+                self.group,
+                ptr(input),
+                ptr(weight),
+                ptr(bias),
+                ptr(running_mean),
+                ptr(running_var),
+                momentum,
+                eps,
+                &mut out,
+            )
+        })?;
+        Ok(unsafe { Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
     }
 
     /// Waits for every rank.

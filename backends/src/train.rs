@@ -137,6 +137,7 @@ pub fn train(
             .map_err(|e| fail("sharing the initial weights", e))?;
     }
     let bucket_bytes = (distributed.bucket_mb * 1e6) as usize;
+    let sync_batch_norm = group.filter(|_| distributed.sync_batch_norm);
     let mut order: Vec<usize> = train_samples.clone();
     let sums = || -> Result<(Tensor, Tensor), tch::TchError> {
         Ok((
@@ -219,7 +220,7 @@ pub fn train(
                 let idx = perm.f_narrow(0, begin, len)?;
                 let (xb, yb) = data.batch(&idx)?;
                 let (out, loss) = numerics.autocast(|| {
-                    let out = model.forward(&xb, true)?;
+                    let out = model.forward_synced(&xb, true, sync_batch_norm)?;
                     let loss = loss::compute(&manifest.loss, &out, &yb)?;
                     Ok((out, loss))
                 })?;

@@ -156,6 +156,15 @@ pub const RULES: &[Rule] = &[
         check: nccl_without_cuda,
     },
     Rule {
+        code: "pipeline::accelerator::sync_batch_norm_without_strategy",
+        keys: &["accelerator.sync-batch-norm", "accelerator.strategy"],
+        summary: "`sync-batch-norm` without a distributed strategy: one process already normalises over its whole batch.",
+        severity: Severity::Warning,
+        when: "check",
+        help: "remove `sync-batch-norm`, or write `strategy \"ddp\"` and start several processes",
+        check: sync_batch_norm_without_strategy,
+    },
+    Rule {
         code: "pipeline::accelerator::nondeterministic_op",
         keys: &["accelerator.deterministic"],
         summary: "`deterministic #true` with an operation libtorch has no deterministic kernel for (mostly CUDA scatter-type backward passes).",
@@ -348,6 +357,17 @@ fn nccl_without_cuda(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic
     vec![d
         .label_opt(a.span("backend"), "CUDA tensors only")
         .label_opt(a.span("device"), "the CPU")]
+}
+
+fn sync_batch_norm_without_strategy(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (a.distributed.sync_batch_norm, a.distributed.strategy) {
+        (true, Strategy::None) => vec![rule
+            .warning("`sync-batch-norm` has nothing to synchronise in a run of one process".into())
+            .label_opt(a.span("sync-batch-norm"), "no effect")
+            .label_opt(a.span("strategy"), "one process")],
+        _ => Vec::new(),
+    }
 }
 
 fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {

@@ -381,6 +381,10 @@ pub enum CommBackend {
 pub struct Distributed {
     pub strategy: Strategy,
     pub backend: CommBackend,
+    /// Batch-norm statistics over every process's share of the batch. Left out of the
+    /// serialised form (the cache key) when off, so that keys from before it stay valid.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sync_batch_norm: bool,
     /// Drop (instead of pad) the samples that do not divide among the processes.
     pub drop_remainder: bool,
     /// `Some(feature)`: the bucketed sampler, sorting by that feature.

@@ -557,6 +557,12 @@ pub const ACCELERATOR: Section = section(
             "The engine that carries the processes' collectives: `gloo` (CPU tensors), `nccl` (CUDA tensors, one GPU per process) or `auto` (NCCL when the device is CUDA, Gloo otherwise, as torch.distributed).",
         ),
         key(
+            "sync-batch-norm",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "Under `ddp` and `zero1`, batch-norm layers normalise with the statistics of the whole batch, all processes' shares of it (torch's SyncBatchNorm: one all-reduce per layer forward and backward), so that N processes with batch b train like one with batch N×b. Off, each process normalises its own share.",
+        ),
+        key(
             "shard-remainder",
             Ty::Choice(&["pad", "drop"]),
             Some(Val::Text("pad")),
