@@ -85,8 +85,12 @@ fn build_nccl(lib: &str, include: &Path) -> Result<PathBuf, String> {
     if !lib.join("libtorch_cuda.so").exists() {
         return Err("this libtorch has no CUDA support".into());
     }
-    // torch/lib → site-packages, where the CUDA wheels put `nvidia/<package>/include`.
+    // torch/lib → site-packages, where the CUDA wheels put `nvidia/<package>/include`;
+    // headers installed there later (scripts/setup.sh) rerun this script.
     let site = lib.join("../..");
+    if site.join("nvidia").is_dir() {
+        println!("cargo:rerun-if-changed={}", site.join("nvidia").display());
+    }
     let mut cuda_includes = Vec::new();
     for entry in std::fs::read_dir(site.join("nvidia"))
         .map_err(|e| format!("{}: {e}", site.join("nvidia").display()))?

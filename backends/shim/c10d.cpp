@@ -40,6 +40,9 @@ const char* pipeline_group_new(const char* host, int port, int rank, int world,
   });
 }
 
+// The layout of the groups this library makes (see group.h).
+int64_t pipeline_group_layout() { return PIPELINE_GROUP_LAYOUT; }
+
 // Shuts the backend down (NCCL's communicators and watchdog) and frees the group.
 void pipeline_group_free(PipelineGroup* group) {
   pipeline_guard([&] {

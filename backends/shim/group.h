@@ -10,3 +10,7 @@ struct PipelineGroup {
   c10::intrusive_ptr<c10d::Backend> backend;
   std::chrono::milliseconds timeout;
 };
+
+// The struct's layout as both libraries were compiled with it: bump the version when the
+// struct changes. `process_group.rs` refuses an NCCL library that disagrees.
+constexpr int64_t PIPELINE_GROUP_LAYOUT = 1 * 1000 + sizeof(PipelineGroup);

@@ -2,15 +2,20 @@
 // (libpipeline_nccl.so, see build.rs) because it links libtorch_cuda, which only runs that
 // use CUDA load; `process_group.rs` loads it when a group asks for NCCL.
 //
-// A collective's `wait` orders the current CUDA stream after it rather than blocking the
-// host (as torch.distributed does); a peer that dies or hangs is caught by NCCL's watchdog
-// after the group's timeout, which aborts the communicators and ends the process.
+// The collectives in c10d.cpp wait with the group's timeout, which under NCCL blocks the
+// host until the collective is done (as torch.distributed's blocking wait): a peer that
+// dies or hangs makes the wait abort the communicators and throw after that time, which
+// becomes an error naming the cause instead of a hang. The price is a host sync per
+// collective.
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <c10/cuda/CUDAFunctions.h>
 #include "group.h"
 #include "shim.h"
 
 extern "C" {
+
+// The layout of the groups this library expects (see group.h).
+int64_t pipeline_nccl_group_layout() { return PIPELINE_GROUP_LAYOUT; }
 
 // Gives `group` (made by `pipeline_group_new` without Gloo) an NCCL backend whose
 // tensors live on CUDA device `device`, and connects the processes now, so that a

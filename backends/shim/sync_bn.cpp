@@ -1,6 +1,7 @@
 // Batch normalisation whose statistics are those of the whole batch across the processes
-// of a group (torch.nn.SyncBatchNorm): the forward pass all-reduces each channel's sums,
-// the backward pass the sums its input gradient needs. A custom autograd function, so
+// of a group (torch.nn.SyncBatchNorm): the forward pass gathers each process's per-channel
+// mean, variance and count, the backward pass all-reduces the sums its input gradient
+// needs. A custom autograd function, so
 // that libtorch's autograd calls the backward pass.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -35,23 +36,32 @@ void all_reduce_sum(PipelineGroup* group, at::Tensor& t) {
 }
 
 struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
-  // Statistics in float32 whatever the input's type (as autocast runs batch-norm).
+  // Statistics in float32 at least, whatever the input's type (as autocast runs
+  // batch-norm). Each process's mean and variance are computed in two passes and combined
+  // with the counts (torch's batch_norm_gather_stats_with_counts): sums of squares would
+  // cancel catastrophically for features whose mean dwarfs their spread.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
                             const at::Tensor& weight, const at::Tensor& bias,
                             at::Tensor running_mean, at::Tensor running_var, double momentum,
                             double eps, int64_t group_address) {
     auto* group = reinterpret_cast<PipelineGroup*>(group_address);
-    auto x = input.to(at::kFloat);
+    auto x = input.to(at::promote_types(input.scalar_type(), at::kFloat));
     auto dims = reduced_dims(x);
     int64_t channels = x.size(1);
     double local = static_cast<double>(x.numel() / channels);
-    // Sums, sums of squares and the sample count, all in one all-reduce.
-    auto stats =
-        at::cat({x.sum(dims), (x * x).sum(dims), at::full({1}, local, x.options())}).contiguous();
-    all_reduce_sum(group, stats);
-    auto count = stats.narrow(0, 2 * channels, 1);
-    auto mean = stats.narrow(0, 0, channels) / count;
-    auto var = (stats.narrow(0, channels, channels) / count - mean * mean).clamp_min(0);
+    auto [local_var, local_mean] = at::var_mean(x, dims, std::optional<at::Scalar>(0));
+    auto mine = at::cat({local_mean, local_var, at::full({1}, local, x.options())}).contiguous();
+    int world = group->backend->getSize();
+    std::vector<std::vector<at::Tensor>> gathered(1);
+    for (int r = 0; r < world; r++) gathered[0].push_back(at::empty_like(mine));
+    std::vector<at::Tensor> inputs{mine};
+    group->backend->allgather(gathered, inputs)->wait(group->timeout);
+    auto all = at::stack(gathered[0]);  // (world, 2C + 1)
+    auto means = all.narrow(1, 0, channels), vars = all.narrow(1, channels, channels);
+    auto counts = all.narrow(1, 2 * channels, 1);
+    auto count = counts.sum(0);  // (1)
+    auto mean = (means * counts).sum(0) / count;
+    auto var = ((vars + (means - mean).pow(2)) * counts).sum(0) / count;
     auto invstd = (var + eps).rsqrt();
     {
       at::NoGradGuard no_grad;
@@ -63,7 +73,8 @@ struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
     ctx->save_for_backward({xhat, weight, invstd, count});
     ctx->saved_data["group"] = group_address;
     ctx->saved_data["dtype"] = static_cast<int64_t>(input.scalar_type());
-    auto out = xhat * per_channel(weight.to(at::kFloat), x) + per_channel(bias.to(at::kFloat), x);
+    auto out = xhat * per_channel(weight.to(x.scalar_type()), x) +
+               per_channel(bias.to(x.scalar_type()), x);
     return out.to(input.scalar_type());
   }
 
@@ -72,7 +83,7 @@ struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
     const auto &xhat = saved[0], &weight = saved[1], &invstd = saved[2], &count = saved[3];
     auto* group = reinterpret_cast<PipelineGroup*>(ctx->saved_data["group"].toInt());
     auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    auto dy = grads[0].to(at::kFloat);
+    auto dy = grads[0].to(xhat.scalar_type());
     auto dims = reduced_dims(dy);
     int64_t channels = dy.size(1);
     auto sum_dy = dy.sum(dims);
@@ -85,7 +96,7 @@ struct SyncBatchNorm : public torch::autograd::Function<SyncBatchNorm> {
     auto mean_dy = global.narrow(0, 0, channels) / count;
     auto mean_dy_xhat = global.narrow(0, channels, channels) / count;
     auto dx = (dy - per_channel(mean_dy, dy) - xhat * per_channel(mean_dy_xhat, dy)) *
-              per_channel(invstd * weight.to(at::kFloat), dy);
+              per_channel(invstd * weight.to(xhat.scalar_type()), dy);
     return {dx.to(dtype), grad_weight, grad_bias, at::Tensor(), at::Tensor(),
             at::Tensor(),  at::Tensor(),  at::Tensor()};
   }

@@ -132,23 +132,12 @@ pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
     }
 }
 
-/// The GPU of the process with `local_rank` on its machine (one GPU per process, as
-/// torchrun does); an error when the machine has fewer GPUs than processes.
-pub fn for_local_rank(spec: &AcceleratorSpec, local_rank: usize) -> Result<Device, Diagnostic> {
-    let count = Cuda::device_count().max(0) as usize;
-    if local_rank < count {
-        return Ok(Device::Cuda(local_rank));
-    }
-    Err(Diagnostic::error(
-        "pipeline::launch::no_gpu_for_process",
-        format!(
-            "process {local_rank} on this machine has no GPU of its own: there are {count} CUDA device(s), one per process"
-        ),
-    )
-    .label_opt(spec.span("device"), "one GPU per process")
-    .help(format!(
-        "start at most {count} process(es) per machine (`--nproc-per-node {count}`), or use `device \"cpu\"`"
-    )))
+/// The GPU of the process with `local_rank` on its machine: the local rank's among the
+/// GPUs it sees, as torchrun's processes take them; the only one when the scheduler shows
+/// each process its own (`srun --gpus-per-task 1`); shared round-robin when there are
+/// more processes than GPUs, which Gloo allows and NCCL refuses when the group forms.
+pub fn for_local_rank(local_rank: usize) -> Device {
+    Device::Cuda(local_rank % (Cuda::device_count().max(1) as usize))
 }
 
 /// How the device is named in messages and metadata.

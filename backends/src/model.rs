@@ -257,6 +257,8 @@ impl Model {
                 Built::Sigmoid => x.f_sigmoid()?,
                 Built::LogSoftmax => x.f_log_softmax(-1, None::<Kind>)?,
                 Built::Dropout(p) => x.f_dropout(*p, train)?,
+                // Batch-norm layers are built affine (with weights and biases), so a
+                // synchronised one always takes the first arm.
                 Built::BatchNorm { bn, eps, momentum } => {
                     match (sync.filter(|_| train), &bn.ws, &bn.bs) {
                         (Some(g), Some(ws), Some(bs)) => g.sync_batch_norm(

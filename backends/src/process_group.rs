@@ -26,6 +26,7 @@ mod ffi {
             out: *mut *mut c_void,
         ) -> *const c_char;
         pub fn pipeline_group_free(group: *mut c_void);
+        pub fn pipeline_group_layout() -> i64;
         pub fn pipeline_group_all_reduce(
             group: *mut c_void,
             tensors: *mut *mut c_void,
@@ -77,29 +78,42 @@ fn nccl() -> Result<UseNccl, String> {
             load_cuda()?;
             let path = nccl_library()?;
             let handle = open_library(&path)?;
-            // SAFETY: a live handle and a NUL-terminated name; the symbol has this type
-            // (`shim/nccl.cpp`).
-            let symbol = unsafe { libc::dlsym(handle, c"pipeline_group_use_nccl".as_ptr()) };
-            if symbol.is_null() {
-                return Err(format!("{}: {}", path.display(), dl_error()));
+            let symbol = |name: &std::ffi::CStr| {
+                // SAFETY: a live handle and a NUL-terminated name.
+                let symbol = unsafe { libc::dlsym(handle, name.as_ptr()) };
+                match symbol.is_null() {
+                    true => Err(format!("{}: {}", path.display(), dl_error())),
+                    false => Ok(symbol),
+                }
+            };
+            // SAFETY: the symbols have these types (`shim/nccl.cpp`).
+            let layout: unsafe extern "C" fn() -> i64 =
+                unsafe { std::mem::transmute(symbol(c"pipeline_nccl_group_layout")?) };
+            if unsafe { layout() != ffi::pipeline_group_layout() } {
+                return Err(format!(
+                    "{} comes from another build of pipeline (rebuild, or remove it)",
+                    path.display()
+                ));
             }
-            Ok(unsafe { std::mem::transmute::<*mut c_void, UseNccl>(symbol) })
+            Ok(unsafe {
+                std::mem::transmute::<*mut c_void, UseNccl>(symbol(c"pipeline_group_use_nccl")?)
+            })
         })
         .clone()
 }
 
-/// `libpipeline_nccl.so`: beside the executable when installed so, else where the build
-/// put it.
+/// `libpipeline_nccl.so`: where the build put it, else beside the executable (an
+/// installed copy).
 fn nccl_library() -> Result<PathBuf, String> {
     const NAME: &str = "libpipeline_nccl.so";
     let beside = std::env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.join(NAME)));
-    match (beside, option_env!("PIPELINE_NCCL_SHIM")) {
-        (Some(path), _) if path.exists() => Ok(path),
-        (_, Some(built)) if Path::new(built).exists() => Ok(PathBuf::from(built)),
-        (_, Some(built)) => Err(format!("{built} is missing (rebuild pipeline)")),
-        (_, None) => Err(format!(
+    match (option_env!("PIPELINE_NCCL_SHIM"), beside) {
+        (Some(built), _) if Path::new(built).exists() => Ok(PathBuf::from(built)),
+        (_, Some(path)) if path.exists() => Ok(path),
+        (Some(built), _) => Err(format!("{built} is missing (rebuild pipeline)")),
+        (None, _) => Err(format!(
             "this build of pipeline has no NCCL support: {}",
             option_env!("PIPELINE_NCCL_MISSING").unwrap_or("unknown reason")
         )),
@@ -128,7 +142,8 @@ pub struct ProcessGroup {
     group: *mut c_void,
     pub rank: usize,
     pub world: usize,
-    /// Where the collectives' tensors must be: the CPU for Gloo, the GPU for NCCL.
+    /// Where this group's own small tensors (metrics, flags) go: the CPU under Gloo, the
+    /// process's GPU under NCCL. Gradients stay where the model is.
     pub device: Device,
 }
 
@@ -139,7 +154,7 @@ unsafe impl Send for ProcessGroup {}
 impl ProcessGroup {
     /// Joins the group whose rank 0 serves the rendezvous at `host:port`, waiting at most
     /// `timeout` for the others; every collective then fails after `timeout` instead of
-    /// hanging when a peer is gone (under NCCL, its watchdog ends the process).
+    /// hanging when a peer is gone.
     pub fn join(
         host: &str,
         port: u16,
@@ -451,6 +466,97 @@ mod tests {
             assert_eq!(root, [7.0], "rank 0's value everywhere");
             assert_eq!((all0, all1), (vec![0.0, 0.0], vec![1.0, 1.0]));
             assert_eq!(part, [if rank == 0 { 3.0 } else { 300.0 }]);
+        }
+    }
+
+    /// Synchronised batch-norm on two ranks (8 rows each) gives the outputs, gradients
+    /// and running statistics of plain batch-norm over all 16 rows, also for features
+    /// whose mean dwarfs their spread (where sums of squares would cancel).
+    #[test]
+    fn sync_batch_norm_matches_batch_norm_over_the_whole_batch() {
+        fn inputs() -> (Tensor, Tensor, Tensor, Tensor, Tensor) {
+            let x = (Tensor::arange(48, (Kind::Float, Device::Cpu)).reshape([16, 3]) * 0.7).sin()
+                + Tensor::from_slice(&[300.0f32, 0.0, -5.0]);
+            let weight = Tensor::from_slice(&[1.5f32, 0.5, 2.0]).set_requires_grad(true);
+            let bias = Tensor::from_slice(&[0.1f32, -0.2, 0.3]).set_requires_grad(true);
+            (
+                x,
+                weight,
+                bias,
+                Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+                Tensor::ones([3], (Kind::Float, Device::Cpu)),
+            )
+        }
+        // Each row's loss weight, so that the rows' gradients differ.
+        fn loss(out: &Tensor, first_row: i64) -> Tensor {
+            let rows = out.size()[0];
+            let coeff =
+                (Tensor::arange_start(first_row, first_row + rows, (Kind::Float, Device::Cpu))
+                    * 0.3)
+                    .cos();
+            (out * coeff.unsqueeze(1)).sum(Kind::Float)
+        }
+        let values = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
+        let per_rank = in_group(2, move |g| {
+            let (x, w, b, rm, rv) = inputs();
+            let mine = x
+                .narrow(0, 8 * g.rank as i64, 8)
+                .detach()
+                .set_requires_grad(true);
+            let out = g
+                .sync_batch_norm(&mine, &w, &b, &rm, &rv, 0.1, 1e-5)
+                .unwrap();
+            loss(&out, 8 * g.rank as i64).backward();
+            [
+                values(&out),
+                values(&mine.grad()),
+                values(&w.grad()),
+                values(&b.grad()),
+                values(&rm),
+                values(&rv),
+            ]
+        });
+        let (x, w, b, rm, rv) = inputs();
+        let x = x.set_requires_grad(true);
+        let out = Tensor::batch_norm(
+            &x,
+            Some(&w),
+            Some(&b),
+            Some(&rm),
+            Some(&rv),
+            true,
+            0.1,
+            1e-5,
+            false,
+        );
+        loss(&out, 0).backward();
+        let close = |what: &str, got: &[f32], want: &[f32]| {
+            let worst = got
+                .iter()
+                .zip(want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                got.len() == want.len() && worst < 1e-3,
+                "{what}: {got:?} against {want:?}"
+            );
+        };
+        let joined = |k: usize| [per_rank[0][k].clone(), per_rank[1][k].clone()].concat();
+        close("output", &joined(0), &values(&out));
+        close("input gradient", &joined(1), &values(&x.grad()));
+        // The parameters' gradients are each rank's share: data parallelism sums (averages) them.
+        let summed = |k: usize| {
+            per_rank[0][k]
+                .iter()
+                .zip(&per_rank[1][k])
+                .map(|(a, b)| a + b)
+                .collect::<Vec<_>>()
+        };
+        close("weight gradient", &summed(2), &values(&w.grad()));
+        close("bias gradient", &summed(3), &values(&b.grad()));
+        for rank in &per_rank {
+            close("running mean", &rank[4], &values(&rm));
+            close("running variance", &rank[5], &values(&rv));
         }
     }
 

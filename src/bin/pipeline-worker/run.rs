@@ -38,18 +38,13 @@ pub fn run(args: &RunArgs) -> bool {
             )
         }
     };
-    let device = backends::device::resolve(&manifest.accelerator).and_then(|d| {
-        match (d, &rendezvous) {
-            // One GPU per process: the local rank's.
-            (backends::Device::Cuda(_), Some(r)) => {
-                backends::device::for_local_rank(&manifest.accelerator, r.local_rank)
-            }
-            (d, _) => Ok(d),
-        }
-    });
-    let device = match device {
-        Ok(d) => d,
-        Err(d) => return fail(d),
+    let device = match (
+        backends::device::resolve(&manifest.accelerator),
+        &rendezvous,
+    ) {
+        (Ok(backends::Device::Cuda(_)), Some(r)) => backends::device::for_local_rank(r.local_rank),
+        (Ok(d), _) => d,
+        (Err(d), _) => return fail(d),
     };
     // What can be refused before the processes meet (NCCL without CUDA, a strategy
     // without processes); the rules that need the data are decided once it is loaded.
