@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    println!("cargo:rerun-if-env-changed=PIPELINE_GLOO_INCLUDE");
     for file in [
         "shim/shim.h",
         "shim/optim.cpp",

@@ -135,8 +135,8 @@ fn reachable(file: &Path, dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
     let manifest = loaded.report().ok_or(())?;
     let mut keep = BTreeSet::new();
     for device in ["cpu", "cuda"] {
-        let prepared =
-            prepare::prepare(file, manifest, None, None, Some(dir), device).map_err(|d| {
+        let prepared = prepare::prepare(file, manifest, None, None, Some(dir), device, None)
+            .map_err(|d| {
                 eprintln!(
                     "{}",
                     pipeline_cli::render::human(&d, loaded.source.as_ref())

@@ -39,10 +39,14 @@ pub fn launch(args: &RunArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let addr = args
-        .master_addr
-        .clone()
-        .unwrap_or_else(|| "127.0.0.1".into());
+    let addr = match (&args.master_addr, args.node_rank) {
+        (Some(addr), _) => addr.clone(),
+        (None, 0) => "127.0.0.1".into(),
+        (None, _) => {
+            eprintln!("error: --node-rank {} needs --master-addr: the address of the machine started with --node-rank 0", args.node_rank);
+            return ExitCode::FAILURE;
+        }
+    };
     let port = match (args.master_port, nodes) {
         (Some(p), _) => p,
         (None, 1) => match free_port() {

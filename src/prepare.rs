@@ -7,6 +7,7 @@ use crate::cli::{CacheDir, RunArgs};
 use manifests::{suggest, AcceleratorSpec, DeviceSpec, Diagnostic, Manifest};
 use pipeline_core::fingerprint::Environment;
 use pipeline_core::freshness::{assess, Cache, StageState};
+use pipeline_core::launch::Rendezvous;
 use pipeline_core::Plan;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,13 +31,26 @@ pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
         })
 }
 
-/// What every stage key of this build shares, for a run on `device` (`cpu` or `cuda`).
-pub fn environment(device: &str) -> Environment {
+/// What every stage key of this build shares, for a run of `processes` on `device`
+/// (`cpu` or `cuda`).
+pub fn environment(device: &str, processes: u64) -> Environment {
     Environment {
         tool: concat!("pipeline ", env!("CARGO_PKG_VERSION")).into(),
         libtorch: env!("PIPELINE_LIBTORCH_VERSION").into(),
         device: device.into(),
+        processes,
     }
+}
+
+/// The number of processes `manifest`'s stages last ran with (1 when never run), for the
+/// commands that have no run's arguments (`status`, `cache gc`).
+fn last_processes(manifest: &Manifest, last: &cache::LastKeys) -> u64 {
+    manifest
+        .stages
+        .iter()
+        .filter_map(|s| last.get(s.name())?.1["environment"]["processes"].as_u64())
+        .max()
+        .unwrap_or(1)
 }
 
 /// The kind of device a run will use, when it can be known without loading libtorch:
@@ -115,6 +129,7 @@ pub fn prepare(
     force: Option<&str>,
     cache: Option<&CacheDir>,
     device: &str,
+    processes: Option<u64>,
 ) -> Result<Prepared, Diagnostic> {
     let plan = Plan::new(manifest);
     let order = order(manifest, &plan, stage)?;
@@ -130,10 +145,13 @@ pub fn prepare(
             (Some(cache), cache::HashMemo::load(&root))
         }
     };
+    let processes = processes
+        .or_else(|| Some(last_processes(manifest, &cache.as_ref()?.last)))
+        .unwrap_or(1);
     let states = assess(
         manifest,
         &order,
-        &environment(device),
+        &environment(device, processes),
         cache.as_ref(),
         &mut memo,
         &forced,
@@ -153,6 +171,11 @@ pub fn prepare_run(
     device: &str,
 ) -> Result<Prepared, Diagnostic> {
     let cache = (!args.no_cache).then_some(&args.cache);
+    // The environment of a process started by a launcher, else the launcher's arguments.
+    let processes = match Rendezvous::from_env(|k| std::env::var(k).ok()) {
+        Ok(Some(r)) => r.world as u64,
+        _ => (args.nproc_per_node * args.nnodes) as u64,
+    };
     prepare(
         &args.file,
         manifest,
@@ -160,5 +183,6 @@ pub fn prepare_run(
         args.force.as_deref(),
         cache,
         device,
+        Some(processes),
     )
 }

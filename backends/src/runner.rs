@@ -200,8 +200,13 @@ impl<'a> Context<'a> {
                     obs,
                 )?;
                 let metrics = training_metrics(&trained);
-                let weights = scratch.join(MODEL_OUTPUT);
-                checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
+                // The weights for the cache, which only rank 0 writes.
+                let mut store = Vec::new();
+                if self.session.rank() == 0 {
+                    let weights = scratch.join(MODEL_OUTPUT);
+                    checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
+                    store.push((MODEL_OUTPUT.into(), weights));
+                }
                 self.trained.insert(
                     index,
                     Trained {
@@ -212,7 +217,7 @@ impl<'a> Context<'a> {
                 Ok(Produced {
                     metrics,
                     outputs: Vec::new(),
-                    store: vec![(MODEL_OUTPUT.into(), weights)],
+                    store,
                 })
             }
             StageConfig::Eval(spec) => {
@@ -505,13 +510,13 @@ fn scratch_dir(cache: Option<&Cache>, run_dir: &RunDir, fingerprint: &str) -> Pa
     }
 }
 
-/// Loads the data, checks the model against it and creates the run directory.
 /// Where a process other than rank 0 keeps its run directory (removed after the run):
 /// only rank 0 writes next to the manifest.
 fn private_base(rank: usize) -> PathBuf {
     std::env::temp_dir().join(format!("pipeline-rank{rank}-{}", std::process::id()))
 }
 
+/// Loads the data, checks the model against it and creates the run directory.
 fn open<'a>(
     manifest: &'a Manifest,
     device: Device,
@@ -524,7 +529,12 @@ fn open<'a>(
     // The compatibility rules that need the device and the data, decided now.
     let facts = pipeline_core::compat::Facts {
         cuda: Some(device.is_cuda()),
-        train_samples: Some(data.splits.train.len() as u64),
+        // What each process trains on (uneven accumulation is per process).
+        train_samples: Some(pipeline_core::sampler::shard_len(
+            data.splits.train.len(),
+            world,
+            manifest.accelerator.distributed.drop_remainder,
+        ) as u64),
         world: Some(world),
         at_run: true,
     };

@@ -22,7 +22,7 @@ use manifests::{
     AcceleratorSpec, Diagnostic, Layer, Manifest, SplitName, StageSpec, Strategy, TrainSpec,
 };
 use pipeline_core::rng::Rng;
-use pipeline_core::sampler::Sampler;
+use pipeline_core::sampler::{batches_per_epoch, Sampler};
 use pipeline_core::schedule::LrSchedule;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
@@ -110,7 +110,7 @@ pub fn train(
             world,
         )
         .len() as u64;
-    let (batch, batches) = batches_per_epoch(manifest, stage, spec, n)?;
+    let (batch, batches) = batch_plan(manifest, stage, spec, n)?;
     // An optimizer step every `accumulate` batches, and one at the end of each epoch.
     let accumulate = accelerator.accumulate.max(1);
     let steps = batches.div_ceil(accumulate);
@@ -235,17 +235,18 @@ pub fn train(
                 if boundary {
                     lr = schedule.lr_at(step);
                     opt.set_lr(lr);
-                    if let Some(g) = group {
-                        let started = Instant::now();
-                        g.average(&mut opt.grads(), bucket_bytes)?;
-                        comm += started.elapsed();
-                    }
-                    // Unscaled (16-mixed) and clipped gradients: the only reasons to
-                    // touch them between backward and the step.
-                    let mut grads = match scaler.is_some() || clips {
+                    // Averaged (over processes), unscaled (16-mixed) and clipped
+                    // gradients: the only reasons to touch them between backward and
+                    // the step.
+                    let mut grads = match group.is_some() || scaler.is_some() || clips {
                         true => opt.grads(),
                         false => Vec::new(),
                     };
+                    if let Some(g) = group {
+                        let started = Instant::now();
+                        g.average(&mut grads, bucket_bytes)?;
+                        comm += started.elapsed();
+                    }
                     let finite = match &mut scaler {
                         Some(scaler) => scaler.unscale(&mut grads)?,
                         None => true,
@@ -312,7 +313,8 @@ pub fn train(
                 .help("lower `optimizer.lr`, add a warm-up (`schedule … warmup-epochs=2`), or scale the data (`scale \"standard\"`)"));
         }
         let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
-        let val: Option<Scores> = if val_indices.size()[0] > 0 {
+        // Validation is reported by rank 0 only; the others skip it.
+        let val: Option<Scores> = if val_indices.size()[0] > 0 && rank == 0 {
             Some(
                 evaluate(&model, numerics, &manifest.loss, data, &val_indices, 1024)
                     .map_err(|e| fail("validation", e))?,
@@ -364,19 +366,14 @@ pub fn train(
 
 /// The batch size and the number of batches per epoch for `n` samples per process; an
 /// error when there would be no batch, or a batch of one sample for batch-norm.
-fn batches_per_epoch(
+fn batch_plan(
     manifest: &Manifest,
     stage: &StageSpec,
     spec: &TrainSpec,
     n: u64,
 ) -> Result<(u64, u64), Diagnostic> {
     let name = stage.name();
-    let batch = spec.batch_size.min(n.max(1));
-    let batches = if spec.drop_last {
-        n / batch
-    } else {
-        n.div_ceil(batch)
-    };
+    let (batch, batches) = batches_per_epoch(n, spec.batch_size, spec.drop_last);
     if batches == 0 {
         return Err(Diagnostic::error(
             "pipeline::train::no_steps",

@@ -16,6 +16,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         tool: "test".into(),
         libtorch: "test".into(),
         device: "cpu".into(),
+        processes: 1,
     };
     let states = pipeline_core::freshness::assess(
         m,

@@ -282,12 +282,7 @@ fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnost
         let StageConfig::Train(t) = &stage.config else {
             continue;
         };
-        let batch = t.batch_size.min(n.max(1));
-        let batches = if t.drop_last {
-            n / batch
-        } else {
-            n.div_ceil(batch)
-        };
+        let (batch, batches) = crate::sampler::batches_per_epoch(n, t.batch_size, t.drop_last);
         if batches % k != 0 {
             diags.push(
                 rule.warning(format!(

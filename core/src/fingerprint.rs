@@ -8,16 +8,18 @@
 //! | key format version | changing this table must invalidate every entry |
 //! | tool version, libtorch version | kernels and numerics may change between versions |
 //! | device kind (`cpu`, `cuda`), precision | numerics differ between them |
+//! | the number of processes (when more than one) | each process sees its share of every batch |
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does |
-//! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism); `eval`: data, loss |
+//! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
 //! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
 //! formatting of the manifest, comments, how a value was written (property, child node,
 //! `--set`, or left to its default), data file paths (content counts, not location),
-//! `accelerator.threads` (speed only), how often a `train` stage saves resumable snapshots
+//! `accelerator.threads`, `bucket-mb`, `timeout` and `backend` (speed only), how often a
+//! `train` stage saves resumable snapshots
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
 
@@ -37,6 +39,18 @@ pub struct Environment {
     pub libtorch: String,
     /// `cpu` or `cuda`, as resolved for the run.
     pub device: String,
+    /// Processes training together: with N, each sees 1/N of every batch of the epoch.
+    /// Left out of the key for one process, so that keys from before it stay valid.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub processes: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 
 /// Everything a stage's outputs depend on.
@@ -228,6 +242,7 @@ pub fn explain_change(
     changed("accelerator.precision", &old.precision, &new.precision);
     let (a, b) = (&old.environment, &new.environment);
     changed("the device", &a.device, &b.device);
+    changed("the number of processes", &a.processes, &b.processes);
     changed("libtorch", &a.libtorch, &b.libtorch);
     changed("pipeline", &a.tool, &b.tool);
     changed("the cache key format", &old.version, &new.version);
@@ -300,6 +315,7 @@ checkpoint needs="train"
             tool: "t".into(),
             libtorch: "2.13.0".into(),
             device: "cpu".into(),
+            processes: 1,
         };
         let all = fingerprints(m, &plan.order, &env, |p| {
             Ok::<_, ()>(format!("hash of {}", p.display()))
@@ -376,9 +392,18 @@ checkpoint needs="train"
         let mut d = c[0].key.clone();
         d.inputs.insert("data".into(), "another hash".into());
         d.environment.device = "cuda".into();
+        d.environment.processes = 2;
         assert_eq!(
             explain_change(&c[0].key, &d, &files),
-            ["data file d.csv changed", "the device changed cpu → cuda"]
+            [
+                "data file d.csv changed",
+                "the device changed cpu → cuda",
+                "the number of processes changed 1 → 2"
+            ]
         );
+        // One process leaves the key as it was before processes were counted.
+        assert!(serde_json::to_value(&c[0].key).unwrap()["environment"]
+            .get("processes")
+            .is_none());
     }
 }

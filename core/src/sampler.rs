@@ -97,6 +97,19 @@ impl Sampler {
     }
 }
 
+/// The batch size and the number of batches of an epoch of `n` samples (per process):
+/// batches of `batch_size` (smaller when there are fewer samples), the last one partial
+/// or, with `drop_last`, left out.
+pub fn batches_per_epoch(n: u64, batch_size: u64, drop_last: bool) -> (u64, u64) {
+    let batch = batch_size.min(n.max(1));
+    let batches = if drop_last {
+        n / batch
+    } else {
+        n.div_ceil(batch)
+    };
+    (batch, batches)
+}
+
 /// Samples per process of a split of `n` among `world` processes: padded up to a
 /// multiple of `world`, or the remainder dropped.
 pub fn shard_len(n: usize, world: usize, drop: bool) -> usize {
