@@ -275,7 +275,11 @@ impl<'a> Context<'a> {
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
                 let path = match &spec.path {
-                    Some(p) => manifest.resolve(p),
+                    Some(p) => {
+                        let path = manifest.resolve(&p.value);
+                        pipeline_core::outputs::may_replace(manifest, index, &path)?;
+                        path
+                    }
                     None => self
                         .run_dir
                         .path

@@ -5,7 +5,7 @@
 //! ```text
 //! text ──parse──▶ RawManifest (spanned KDL nodes)          kdl, in manifests::lower
 //!      ──lower──▶ Manifest (typed specs, defaults, spans)  manifests::lower
-//!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs, compat.rs
+//!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs, compat.rs, outputs.rs
 //!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
 //!                 + a fingerprint per stage                fingerprint.rs
 //!                 + fresh (cached) or stale, and why       freshness.rs
@@ -22,6 +22,7 @@ pub mod compat;
 pub mod fingerprint;
 pub mod freshness;
 pub mod launch;
+pub mod outputs;
 pub mod plan;
 pub mod report;
 pub mod rng;
@@ -68,6 +69,7 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
     let mut diagnostics = lowered.diagnostics;
     if let Some(manifest) = &lowered.manifest {
         diagnostics.extend(check(manifest));
+        diagnostics.extend(outputs::check(manifest, Some(path)));
     }
     Checked {
         manifest: lowered.manifest,

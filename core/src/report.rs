@@ -112,10 +112,13 @@ pub fn cached_result(
         let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
         result.outputs = match &spec.path {
             Some(path) => {
-                let path = manifest.resolve(path);
-                let meta_path = path.with_extension("json");
-                restore(weights, &path)?;
-                restore(metadata, &meta_path)?;
+                let path = manifest.resolve(&path.value);
+                let meta_path = crate::outputs::metadata_path(&path);
+                if !same_content(weights, &path) || !same_content(metadata, &meta_path) {
+                    crate::outputs::may_replace(manifest, index, &path)?;
+                    restore(weights, &path)?;
+                    restore(metadata, &meta_path)?;
+                }
                 vec![path, meta_path]
             }
             None => vec![weights.to_path_buf(), metadata.to_path_buf()],
@@ -124,13 +127,17 @@ pub fn cached_result(
     Ok(result)
 }
 
-/// Copies `from` (in the cache) to `to` unless `to` already has the same content.
-fn restore(from: &Path, to: &Path) -> Result<(), Diagnostic> {
-    let same = to.is_file()
+/// Whether regular file `to` holds what `from` (in the cache) holds.
+fn same_content(from: &Path, to: &Path) -> bool {
+    std::fs::symlink_metadata(to).is_ok_and(|m| m.is_file())
         && std::fs::metadata(from).ok().map(|m| m.len())
             == std::fs::metadata(to).ok().map(|m| m.len())
-        && cache::hash_file(from).ok() == cache::hash_file(to).ok();
-    if same {
+        && cache::hash_file(from).ok() == cache::hash_file(to).ok()
+}
+
+/// Copies `from` (in the cache) to `to` unless `to` already has the same content.
+fn restore(from: &Path, to: &Path) -> Result<(), Diagnostic> {
+    if same_content(from, to) {
         return Ok(());
     }
     cache::write_atomic_with(to, |tmp| std::fs::copy(from, tmp).map(drop)).map_err(|e| {

@@ -669,7 +669,10 @@ impl<'a> Reader<'a> {
                 batch_size: f.int("batch-size") as u64,
             }),
             _ => StageConfig::Checkpoint(CheckpointSpec {
-                path: f.opt_text("path").map(PathBuf::from),
+                path: f.opt_text("path").map(|p| Spanned {
+                    value: PathBuf::from(p),
+                    span: f.span("path"),
+                }),
             }),
         };
         StageSpec {

@@ -466,7 +466,7 @@ pub struct EvalSpec {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckpointSpec {
-    pub path: Option<PathBuf>,
+    pub path: Option<Spanned<PathBuf>>,
 }
 
 /// What a stage does, with its kind-specific settings.
