@@ -1,6 +1,6 @@
 //! A numeric CSV reader (plain or gzip) that names the file and line of every problem.
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use manifests::Column;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -25,13 +25,17 @@ pub enum CsvError {
     Label(String),
 }
 
+fn is_gzip(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// The file's text: gzip is read member after member (what `cat a.gz b.gz`, pigz and
+/// bgzip write), and anything after the last member that is not one is an error.
 fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
     let file = File::open(path)?;
-    let gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    let reader: Box<dyn Read> = if gz {
-        Box::new(GzDecoder::new(file))
+    let reader: Box<dyn Read> = if is_gzip(path) {
+        Box::new(MultiGzDecoder::new(file))
     } else {
         Box::new(file)
     };
@@ -52,7 +56,10 @@ pub fn read(path: &Path, header: bool, label: &Column) -> Result<CsvTable, CsvEr
         let number = i + 1;
         let line = line.map_err(|e| CsvError::Line {
             line: number,
-            message: format!("cannot read: {e}"),
+            message: match is_gzip(path) {
+                true => format!("cannot read: the gzip data is damaged, or has bytes after its end that are not gzip ({e})"),
+                false => format!("cannot read: {e}"),
+            },
         })?;
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
@@ -156,6 +163,34 @@ mod tests {
         assert_eq!(t.lines, vec![2, 3]);
         let t = read(&path, true, &Column::First).unwrap();
         assert_eq!(t.labels, vec![1.0, 3.0]);
+    }
+
+    fn gzip(text: &str) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(text.as_bytes()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn reads_every_member_of_a_gzip_file_and_refuses_trailing_garbage() {
+        // `cat a.gz b.gz`: two members, one file.
+        let mut bytes = gzip("1,2,0\n3,4,1\n");
+        bytes.extend(gzip("5,6,0\n"));
+        let path = write("members.csv.gz", "");
+        std::fs::write(&path, &bytes).unwrap();
+        let t = read(&path, false, &Column::Last).unwrap();
+        assert_eq!(t.labels, vec![0.0, 1.0, 0.0], "the second member is read too");
+        assert_eq!(t.lines, vec![1, 2, 3]);
+
+        bytes.extend_from_slice(b"garbage after the end");
+        std::fs::write(&path, &bytes).unwrap();
+        let CsvError::Line { line, message } = read(&path, false, &Column::Last).unwrap_err()
+        else {
+            panic!("expected an error naming the line")
+        };
+        assert_eq!(line, 4);
+        assert!(message.starts_with("cannot read: the gzip data is damaged, or has bytes after its end that are not gzip"), "{message}");
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct Dataset {
     origin: Origin,
 }
 
+/// Class labels must be below this (2^53).
+const MAX_CLASS_INDEX: f64 = 9_007_199_254_740_992.0;
+
 fn data_error(code: &'static str, spec: &DataSpec, message: String, help: &str) -> Diagnostic {
     Diagnostic::error(code, message)
         .label_opt(spec.source.span, "data file")
@@ -98,9 +101,7 @@ fn read_arrays(
         }
         DataFormat::Npy => {
             let labels_path = manifest.resolve(Path::new(&spec.labels));
-            if !labels_path.is_file() {
-                return Err(missing_input(manifest, "labels", &labels_path, None));
-            }
+            regular_input(manifest, "labels", &labels_path)?;
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
             let labels =
                 arrays::read_npy(&labels_path).map_err(|e| array_error(&labels_path, e))?;
@@ -118,22 +119,43 @@ fn read_arrays(
     })
 }
 
+/// Refuses an input file that is missing or is not a regular file (a FIFO or a device
+/// would block or never end); links to regular files are followed.
+pub fn regular_input(manifest: &Manifest, role: &str, path: &Path) -> Result<(), Diagnostic> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(not_regular_input(manifest, role, path)),
+        Err(_) => Err(missing_input(manifest, role, path, None)),
+    }
+}
+
+fn not_regular_input(manifest: &Manifest, role: &str, path: &Path) -> Diagnostic {
+    let span = match role {
+        "init" => None,
+        _ => manifest.data.source.span,
+    };
+    Diagnostic::error(
+        "pipeline::data::not_a_file",
+        format!("{} is not a regular file (a FIFO, a device or a directory), so it cannot be read as {role}", path.display()),
+    )
+    .label_opt(span, "this file")
+    .help("name a regular file: copy the data into one first")
+}
+
 impl Dataset {
     /// Loads the manifest's data. `classification` asks for class-index labels.
     pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        if !path.is_file() {
-            return Err(missing_input(manifest, "data", &path, None));
-        }
+        regular_input(manifest, "data", &path)?;
         let (features, labels, origin) = read_arrays(&path, spec.format, spec, manifest)?;
         let n = features.size().first().copied().unwrap_or(0);
-        if n == 0 || features.dim() < 2 {
+        if n == 0 || features.dim() < 2 || features.size()[1..].contains(&0) {
             return Err(data_error(
                 "pipeline::data::bad_shape",
                 spec,
                 format!(
-                    "{}: features must be an array of shape (samples, …), found {:?}",
+                    "{}: features must be an array of shape (samples, …) with at least one sample and one feature, found {:?}",
                     path.display(),
                     features.size()
                 ),
@@ -200,10 +222,13 @@ impl Dataset {
                     "store labels as a 1-D array",
                 ));
             }
+            // Whole numbers from 0 that an int64 holds exactly (beyond 2^53 a double
+            // no longer tells neighbouring integers apart; no model has that many classes).
             let bad = labels
                 .lt(0.0)
                 .logical_or(&labels.frac().ne(0.0))
-                .logical_or(&labels.isfinite().logical_not());
+                .logical_or(&labels.isfinite().logical_not())
+                .logical_or(&labels.ge(MAX_CLASS_INDEX));
             if let Some(i) = first_index(&bad) {
                 let value = labels.double_value(&[i as i64]);
                 return Err(data_error(

@@ -11,6 +11,57 @@ use pipeline_core::shapes;
 use tch::nn::{self, Init};
 use tch::{Device, Kind, TchError, Tensor};
 
+/// `bytes` for people: `1.2 GB`.
+fn show_bytes(bytes: u128) -> String {
+    let b = bytes as f64;
+    match bytes {
+        b2 if b2 >= 1 << 40 => format!("{:.1} TB", b / (1u64 << 40) as f64),
+        b2 if b2 >= 1 << 30 => format!("{:.1} GB", b / (1u64 << 30) as f64),
+        _ => format!("{:.1} MB", b / (1u64 << 20) as f64),
+    }
+}
+
+/// The memory the CPU can still give (`MemAvailable` of /proc/meminfo).
+fn available_memory() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuses a model whose parameters alone cannot fit in memory, before allocating any:
+/// on the CPU, against the memory available now; on CUDA (whose memory libtorch does
+/// not report before a context exists), against 1 TB, more than any single GPU has.
+fn fits_in_memory(
+    spec: &ModelSpec,
+    shapes: &[Vec<i64>],
+    device: Device,
+    kind: Kind,
+) -> Result<(), Diagnostic> {
+    let values = shapes::parameter_count(&spec.layers, shapes);
+    // Initialised in fp32, then converted.
+    let bytes = values.saturating_mul(kind.elt_size_in_bytes().max(4) as u128);
+    let (limit, what) = match device {
+        Device::Cpu => match available_memory() {
+            Some(m) => (m, format!("this machine has {} available", show_bytes(m))),
+            None => return Ok(()),
+        },
+        _ => (1 << 40, "no GPU has as much".to_string()),
+    };
+    if bytes <= limit {
+        return Ok(());
+    }
+    Err(Diagnostic::error(
+        "pipeline::model::too_large",
+        format!(
+            "the model's parameters need {} ({values} values); {what}",
+            show_bytes(bytes)
+        ),
+    )
+    .label_opt(spec.span, "this model")
+    .help("make the layers smaller (`linear`'s and `conv2d`'s output sizes, `embedding`'s count)"))
+}
+
 #[derive(Debug)]
 enum Built {
     Linear(nn::Linear),
@@ -71,6 +122,7 @@ impl Model {
         kind: Kind,
     ) -> Result<Model, Diagnostic> {
         let shapes = shapes::infer(&spec.layers, input)?;
+        fits_in_memory(spec, &shapes, device, kind)?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut layers = Vec::with_capacity(spec.layers.len());

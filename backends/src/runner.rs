@@ -243,7 +243,24 @@ impl<'a> Context<'a> {
                         )
                     })
                 })?;
-                if scores.samples > 0 && !scores.loss.is_finite() {
+                if scores.samples == 0 {
+                    return Err(Diagnostic::error(
+                        "pipeline::eval::empty_split",
+                        format!(
+                            "stage `{}`: the `{}` split has no samples ({} in all)",
+                            stage.name(),
+                            spec.split.value.as_str(),
+                            data.splits.train.len() + data.splits.val.len() + data.splits.test.len()
+                        ),
+                    )
+                    .label_opt(spec.split.span.or(stage.name.span), "evaluates on no sample")
+                    .help(format!(
+                        "give the `{}` split a larger fraction in `data` (`split … {}=0.2`), or evaluate on another split",
+                        spec.split.value.as_str(),
+                        spec.split.value.as_str()
+                    )));
+                }
+                if !scores.loss.is_finite() {
                     return Err(Diagnostic::error(
                         "pipeline::eval::not_finite",
                         format!("stage `{}`: the loss on the `{}` split is {}", stage.name(), spec.split.value.as_str(), scores.loss),

@@ -4,8 +4,8 @@
 //!
 //! A snapshot holds the weights (and batch-norm statistics), the optimizer's and the loss
 //! scaler's state, the random generators' state and the epoch's running loss sums, in one safetensors file,
-//! plus `snapshot.json`: the position (epoch, step), the last epoch's record and the
-//! file's blake3. The learning rate and the data order need no saving: both are functions
+//! plus `snapshot.json`: the position (epoch, step), the last epoch's record, the
+//! file's blake3 and a checksum of all three. The learning rate and the data order need no saving: both are functions
 //! of the step and the seed. The JSON is renamed into place after the tensors, so it always
 //! names a complete file; the checksum catches a file torn by a power loss (snapshots are
 //! not fsynced: they only need to survive the process).
@@ -41,6 +41,17 @@ pub struct Position {
     pub counted: i64,
     /// The record of the last finished epoch, if any.
     pub last: Option<EpochRecord>,
+}
+
+impl Position {
+    /// Whether this position can be reached in a training of `epochs` epochs of
+    /// `batches` batches (the key of a stage covers both, so a snapshot beside it that
+    /// does not fit was not written by it).
+    pub fn fits(&self, epochs: u64, batches: u64) -> bool {
+        (1..=epochs).contains(&self.epoch)
+            && self.step_in_epoch < batches
+            && self.last.as_ref().map_or(self.epoch == 1, |l| l.epoch + 1 == self.epoch)
+    }
 }
 
 /// The running sums of an epoch, on the device.
@@ -105,6 +116,18 @@ struct Index {
     file: String,
     blake3: String,
     position: Position,
+    /// blake3 of the three fields above (as canonical JSON), so that an edited or torn
+    /// position is never trusted: resuming from a wrong position would store wrong
+    /// weights as the stage's result.
+    #[serde(default)]
+    checksum: String,
+}
+
+impl Index {
+    fn checksum(&self) -> String {
+        let fields = serde_json::json!([self.file, self.blake3, self.position]);
+        cache::hash_bytes(fields.to_string().as_bytes())
+    }
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Diagnostic {
@@ -182,11 +205,13 @@ impl Snapshots {
         replace(&path, |tmp| {
             Tensor::write_safetensors(&named, tmp).map_err(|e| crate::error::short_message(&e))
         })?;
-        let index = Index {
+        let mut index = Index {
             blake3: cache::hash_file(&path).map_err(|e| io_error(&path, e))?,
             file: file.clone(),
             position: position.clone(),
+            checksum: String::new(),
         };
+        index.checksum = index.checksum();
         let json = serde_json::to_vec_pretty(&index).expect("snapshots serialise");
         replace(&self.dir.join("snapshot.json"), |tmp| {
             fs::write(tmp, &json).map_err(|e| e.to_string())
@@ -208,6 +233,9 @@ impl Snapshots {
         Some((|| {
             let index: Index = serde_json::from_slice(&text)
                 .map_err(|e| format!("snapshot.json is unreadable: {e}"))?;
+            if index.checksum != index.checksum() {
+                return Err("snapshot.json does not match its checksum".into());
+            }
             let path = self.dir.join(&index.file);
             let hash = cache::hash_file(&path).map_err(|e| format!("{}: {e}", index.file))?;
             if hash != index.blake3 {

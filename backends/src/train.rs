@@ -72,6 +72,7 @@ pub fn train(
     )?;
     if let Some(init) = &spec.init {
         let path = manifest.resolve(&init.value);
+        crate::data::regular_input(manifest, "init", &path).map_err(|d| d.label_opt(init.span, "starting weights"))?;
         model.vs.load(&path).map_err(|e| {
             torch_error("pipeline::train::bad_init", &format!("stage `{name}`: cannot start from {}", path.display()), &e)
                 .label_opt(init.span, "starting weights")
@@ -154,7 +155,15 @@ pub fn train(
         counted: 0,
         last: None,
     };
-    let mut restored = snapshots.and_then(Snapshots::load);
+    let mut restored = snapshots.and_then(Snapshots::load).map(|r| {
+        r.and_then(|r| match r.position.fits(spec.epochs, batches) {
+            true => Ok(r),
+            false => Err(format!(
+                "its position (epoch {}, batch {}) is outside this stage's {} epochs of {batches} batches",
+                r.position.epoch, r.position.step_in_epoch, spec.epochs
+            )),
+        })
+    });
     if let Some(g) = group {
         restored = agree_on_snapshots(g, restored, name, obs)
             .map_err(|e| fail("comparing the processes' snapshots", e))?;
@@ -212,6 +221,12 @@ pub fn train(
         let mut lr = manifest.optimizer.lr;
         let mut comm = std::time::Duration::ZERO;
         let steps_before = step;
+        // The samples of the accumulation window that batch `s` belongs to.
+        let window_samples = |s: u64| {
+            let start = s / accumulate * accumulate;
+            let end = (start + accumulate).min(batches);
+            (end * batch).min(n) - start * batch
+        };
         for s in first..batches {
             let begin = (s * batch) as i64;
             let len = (batch as i64).min(n as i64 - begin);
@@ -224,9 +239,12 @@ pub fn train(
                     let loss = loss::compute(&manifest.loss, &out, &yb)?;
                     Ok((out, loss))
                 })?;
+                // Each micro-batch weighs by its samples, so that the step's gradient
+                // is the mean over the union of the accumulated micro-batches (a short
+                // last batch counts for what it holds).
                 let mut backward = match accumulate {
                     1 => loss.shallow_clone(),
-                    k => loss.f_div_scalar(k as f64)?,
+                    _ => loss.f_div_scalar(window_samples(s) as f64 / len as f64)?,
                 };
                 if let Some(scaler) = &scaler {
                     backward = scaler.scale(&backward)?;

@@ -298,8 +298,20 @@ fn exported(report: &RunReport) -> Vec<(String, Tensor)> {
 
 #[test]
 fn accumulating_four_batches_equals_one_batch_four_times_bigger() {
+    accumulation_equals_one_bigger_batch(256);
+}
+
+/// 250 samples: the last step of each epoch accumulates 3 batches of 8 and one of 2,
+/// which must weigh like the last batch of 26 of the big-batch run (by samples, not
+/// by micro-batches).
+#[test]
+fn accumulating_a_short_last_batch_weighs_it_by_its_samples() {
+    accumulation_equals_one_bigger_batch(250);
+}
+
+fn accumulation_equals_one_bigger_batch(samples: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let rows: String = (0..256)
+    let rows: String = (0..samples)
         .map(|i| {
             let (a, b) = ((i % 13) as f64 / 13.0, (i % 7) as f64 / 7.0);
             format!("{a},{b},{}\n", usize::from(a + b > 0.9))

@@ -170,6 +170,45 @@ pub fn infer(layers: &[LayerSpec], input: &[i64]) -> Result<Vec<Shape>, Diagnost
     Ok(shapes)
 }
 
+/// The number of values the model's parameters and buffers hold, for the shapes
+/// [`infer`] gave (`shapes[i]` is layer `i`'s input). Counted in `u128` so that no
+/// manifest overflows it: a model too large for memory is refused before any
+/// allocation, with how much it would need.
+pub fn parameter_count(layers: &[LayerSpec], shapes: &[Shape]) -> u128 {
+    let dim = |d: i64| d.max(0) as u128;
+    layers
+        .iter()
+        .zip(shapes)
+        .map(|(spec, x)| {
+            let last = dim(*x.last().unwrap_or(&1));
+            let first = dim(*x.first().unwrap_or(&1));
+            match &spec.layer {
+                Layer::Linear { out, bias } => last * dim(*out) + u128::from(*bias) * dim(*out),
+                Layer::Conv2d {
+                    out, kernel, bias, ..
+                } => {
+                    first * dim(*out) * dim(*kernel) * dim(*kernel)
+                        + u128::from(*bias) * dim(*out)
+                }
+                // weight, bias, running mean and variance
+                Layer::BatchNorm { .. } => 4 * first,
+                Layer::LayerNorm { .. } => 2 * last,
+                Layer::Embedding { count, dim: d } => dim(*count) * dim(*d),
+                Layer::MaxPool { .. }
+                | Layer::AvgPool { .. }
+                | Layer::Flatten
+                | Layer::Reshape { .. }
+                | Layer::Relu
+                | Layer::Gelu
+                | Layer::Tanh
+                | Layer::Sigmoid
+                | Layer::LogSoftmax
+                | Layer::Dropout { .. } => 0,
+            }
+        })
+        .fold(0u128, u128::saturating_add)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -435,6 +435,7 @@ impl<'a> Reader<'a> {
                 DataFormat::Csv
             }
         };
+        self.keys_for_format(f, format);
         let split_f = f.section_fields("split");
         let get = |key: &str, fallback: f64| split_f.map_or(fallback, |s| s.float(key));
         let split = SplitSpec {
@@ -482,6 +483,47 @@ impl<'a> Reader<'a> {
             },
             split,
             span: f.span,
+        }
+    }
+
+    /// Keys written in `data` that the format does not read are errors, never ignored
+    /// (CSV with `labels "y.csv"` would otherwise train on the last column).
+    fn keys_for_format(&mut self, f: &Fields, format: DataFormat) {
+        let (name, unused): (&str, &[(&str, &str)]) = match format {
+            DataFormat::Csv => (
+                "CSV",
+                &[
+                    ("labels", "the label is a column of the CSV file: write `label \"name\"` (or its index, `first`, `last`); a separate labels file is not read for CSV"),
+                    ("features", "every CSV column but the `label` one is a feature"),
+                ],
+            ),
+            DataFormat::Npy => (
+                "NPY",
+                &[
+                    ("header", "only CSV files have a header"),
+                    ("label", "name the labels file: `labels \"labels.npy\"`"),
+                    ("features", "the features are the array in `source`"),
+                ],
+            ),
+            DataFormat::Npz | DataFormat::Safetensors => (
+                if format == DataFormat::Npz { "NPZ" } else { "safetensors" },
+                &[
+                    ("header", "only CSV files have a header"),
+                    ("label", "name the labels array: `labels \"y\"`"),
+                ],
+            ),
+        };
+        for (key, help) in unused {
+            if f.value(key).is_some() {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::data::key_not_for_format",
+                        format!("`data.{key}` does not apply to {name} data"),
+                    )
+                    .label_opt(f.span(key), format!("not read for {name}"))
+                    .help(*help),
+                );
+            }
         }
     }
 
