@@ -264,3 +264,51 @@ impl Snapshots {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checksum is recomputed from the parsed index, so every float must read back
+    /// as the float written (serde_json's `float_roundtrip`); otherwise a good snapshot
+    /// would now and then be refused as edited.
+    #[test]
+    fn an_index_read_back_has_the_checksum_it_was_written_with() {
+        let mut bits: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..2000 {
+            bits = bits.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let x = f64::from_bits(bits >> 2) % 10.0;
+            let record = EpochRecord {
+                stage: "train".into(),
+                epoch: 2,
+                epochs: 5,
+                loss: x,
+                accuracy: Some(x / 7.0),
+                val_loss: None,
+                val_accuracy: None,
+                lr: x * 1e-3,
+                seconds: x / 3.0,
+                samples_per_second: x * 1234.5,
+                comm_seconds: Some(x / 11.0),
+                steps: 23,
+            };
+            let mut index = Index {
+                file: "snapshot-46.safetensors".into(),
+                blake3: "ab".repeat(32),
+                position: Position {
+                    epoch: 3,
+                    step_in_epoch: 0,
+                    step: 46,
+                    seen: 0,
+                    counted: 0,
+                    last: Some(record),
+                },
+                checksum: String::new(),
+            };
+            index.checksum = index.checksum();
+            let text = serde_json::to_vec_pretty(&index).unwrap();
+            let back: Index = serde_json::from_slice(&text).unwrap();
+            assert_eq!(back.checksum(), index.checksum, "loss {x:e}");
+        }
+    }
+}
