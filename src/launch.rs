@@ -126,6 +126,16 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                         None => "was killed by a signal".into(),
                     };
                     eprintln!("error: worker rank {rank} {what}; stopping the others");
+                    // A peer that hangs makes the healthy ones time out: name it.
+                    for (other, child) in children.iter_mut() {
+                        let state = match child.try_wait() {
+                            Ok(None) => stopped_state(child.id()),
+                            _ => None,
+                        };
+                        if let Some(state) = state {
+                            eprintln!("  worker rank {other} was {state}: the others timed out waiting for it");
+                        }
+                    }
                     stop(children);
                     return ExitCode::from(code.map_or(1, |c| c.clamp(1, 255) as u8));
                 }
@@ -141,6 +151,19 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How a process that does not run is held, from `/proc/PID/stat` (Linux): stopped by a
+/// signal (SIGSTOP, SIGTSTP, Ctrl-Z) or by a debugger; `None` when it runs or sleeps.
+fn stopped_state(pid: u32) -> Option<&'static str> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    match state {
+        "T" => Some("stopped by a signal (SIGSTOP or Ctrl-Z)"),
+        "t" => Some("stopped by a debugger"),
+        _ => None,
     }
 }
 

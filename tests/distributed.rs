@@ -372,6 +372,48 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_mid_stage() {
 }
 
 #[test]
+fn a_worker_that_hangs_is_named_when_the_others_time_out() {
+    let dir = project();
+    let slow = DDP
+        .replace("max-norm=1.0", "max-norm=1.0 timeout=3")
+        .replace("epochs=3 batch-size=16", "epochs=50 batch-size=16");
+    std::fs::write(dir.path().join("ddp.kdl"), &slow).unwrap();
+    let job = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "ddp.kdl", "--nproc-per-node", "2", "--no-cache"])
+        .current_dir(dir.path())
+        .env_remove("PIPELINE_CACHE_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once training has started (its metrics file exists), stop rank 1 as SIGSTOP does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pid = loop {
+        assert!(std::time::Instant::now() < deadline, "training never started");
+        let started = std::fs::read_dir(dir.path().join(".pipeline/runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|r| r.path().join("metrics.jsonl").is_file());
+        if let (true, Some(pid)) = (started, worker_pid(dir.path(), 1)) {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    let out = job.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let log = text(&out.stderr);
+    assert!(
+        log.contains("error: worker rank 0 exited with code 1; stopping the others\n  worker rank 1 was stopped by a signal (SIGSTOP or Ctrl-Z): the others timed out waiting for it"),
+        "{log}"
+    );
+}
+
+#[test]
 fn digits_on_two_processes_reaches_the_accuracy_of_one() {
     let dir = digits_project();
     let accuracy = |extra: &[&str]| {

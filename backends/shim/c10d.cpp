@@ -4,9 +4,27 @@
 // process group is in nccl.cpp, a library of its own; the collectives here serve both.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <c10/util/Logging.h>
 #include <cstdlib>
+#include <mutex>
 #include "group.h"
 #include "shim.h"
+
+// c10d logs its retries and timeouts itself, each with a C++ backtrace, before it throws;
+// the exception's message is what a user is shown (as a diagnostic), so those lines are
+// silenced: only fatal ones are left. `TORCH_CPP_LOG_LEVEL` set by hand (for debugging)
+// is honoured as PyTorch honours it.
+static void quiet_c10_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) {
+      c10::initLogging();
+    } else {
+      FLAGS_caffe2_log_level = 3;  // c10::GLOG_FATAL
+      c10::UpdateLoggingLevelsFromFlags();
+    }
+  });
+}
 
 
 extern "C" {
@@ -18,6 +36,7 @@ extern "C" {
 const char* pipeline_group_new(const char* host, int port, int rank, int world,
                                int64_t timeout_ms, bool gloo, PipelineGroup** out) {
   return pipeline_guard([&] {
+    quiet_c10_logging();
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(port);
