@@ -291,7 +291,7 @@ mod tests {
         for theirs in [
             "notes",
             "notes.1",
-            &format!("{FP}"),
+            FP,
             &format!("{FP}.x"),
             &format!("{FP}.1.run.2"),
             &format!("{}.1", &FP[1..]),

@@ -55,6 +55,12 @@ pub enum Lookup {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// The outputs an entry must hold, by its key (see [`Store::requiring`]).
+    required: fn(&Value) -> &'static [&'static str],
+}
+
+fn nothing_required(_key: &Value) -> &'static [&'static str] {
+    &[]
 }
 
 /// Holds a stage's lock until dropped.
@@ -164,7 +170,18 @@ fn is_snapshot(dir: &Path, depth: u32) -> bool {
 
 impl Store {
     pub fn new(root: impl Into<PathBuf>) -> Store {
-        Store { root: root.into() }
+        Store {
+            root: root.into(),
+            required: nothing_required,
+        }
+    }
+
+    /// Every lookup of this store also requires the outputs `required` names for the
+    /// entry's key (the outputs of the stage kind the key is for: `pipeline-core` knows
+    /// them), so that an entry without them is corrupt, however it was written.
+    pub fn requiring(mut self, required: fn(&Value) -> &'static [&'static str]) -> Store {
+        self.required = required;
+        self
     }
 
     fn entry_dir(&self, fingerprint: &str) -> PathBuf {
@@ -279,6 +296,7 @@ impl Store {
         }
         if let Some(absent) = required
             .iter()
+            .chain((self.required)(&entry["key"]))
             .find(|r| !outputs.iter().any(|(n, _)| n == *r))
         {
             return Lookup::Corrupt(format!("output {absent} is not in the entry"));
@@ -648,6 +666,22 @@ mod tests {
             store.get_requiring(FP2, &["model.safetensors"]),
             Lookup::Miss
         ));
+        // The same rule, known to the store by the entry's key.
+        let strict = store.clone().requiring(|key| match key["kind"].as_str() {
+            Some("train") => &["model.safetensors"],
+            _ => &[],
+        });
+        assert!(
+            matches!(strict.get(FP), Lookup::Hit(_)),
+            "kind unknown: no rule"
+        );
+        strict
+            .put(FP, &json!({"kind": "train"}), &json!({}), &[])
+            .unwrap_err();
+        let Lookup::Corrupt(why) = strict.get(FP) else {
+            panic!("expected corruption")
+        };
+        assert_eq!(why, "output model.safetensors is not in the entry");
 
         // No tag: not an entry the store wrote.
         fs::remove_file(store.root().join("entries").join(FP).join(TAG)).unwrap();

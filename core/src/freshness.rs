@@ -172,6 +172,17 @@ pub fn required_outputs(kind: StageKind) -> &'static [&'static str] {
     }
 }
 
+/// [`required_outputs`] for the stage kind a stored key is for (`spec.stage.kind`), for
+/// [`cache::Store::requiring`]: every lookup, by whichever crate, then needs them.
+pub fn required_outputs_of_key(key: &serde_json::Value) -> &'static [&'static str] {
+    match key["spec"]["stage"]["kind"].as_str() {
+        Some("train") => required_outputs(StageKind::Train),
+        Some("eval") => required_outputs(StageKind::Eval),
+        Some("checkpoint") => required_outputs(StageKind::Checkpoint),
+        _ => &[],
+    }
+}
+
 /// The trained weights a `train` stage stores.
 pub const MODEL_OUTPUT: &str = "model.safetensors";
 /// The weights and metadata a `checkpoint` stage stores.
