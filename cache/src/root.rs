@@ -201,7 +201,8 @@ fn foreign_content(root: &Path) -> io::Result<Option<String>> {
     let holds = |what: String| Ok(Some(format!("it holds {what} and no {TAG_FILE}")));
     for (name, is_dir) in names(root)? {
         let ours = ROOT_NAMES.contains(&name.as_str()) && (is_dir != name.contains('.'))
-            || is_atomic_temp(&name, |n| n == "hashes.json");
+            // Another process writing the tag or the memo right now.
+            || is_atomic_temp(&name, |n| n == "hashes.json" || n == TAG_FILE);
         if !ours {
             return holds(name + if is_dir { "/" } else { "" });
         }
@@ -357,6 +358,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(state(&root), RootState::Legacy);
+        // Another process tagging it at this very moment.
+        fs::write(root.join(".CACHEDIR.TAG.77.tmp"), "").unwrap();
+        assert_eq!(state(&root), RootState::Legacy);
+        fs::remove_file(root.join(".CACHEDIR.TAG.77.tmp")).unwrap();
         ensure(&root).unwrap();
         assert_eq!(state(&root), RootState::Ours);
         assert!(fs::read_to_string(root.join(TAG_FILE))

@@ -119,7 +119,10 @@ pub(crate) fn adopt_entries(root: &Path) -> io::Result<()> {
             && e.path().join("entry.json").is_file()
             && !e.path().join(TAG).exists()
         {
-            fs::write(e.path().join(TAG), tag_text(&name, NO_CHECKSUM))?;
+            crate::atomic::write_atomic(
+                &e.path().join(TAG),
+                tag_text(&name, NO_CHECKSUM).as_bytes(),
+            )?;
         }
     }
     Ok(())

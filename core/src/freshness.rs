@@ -189,6 +189,28 @@ pub const MODEL_OUTPUT: &str = "model.safetensors";
 pub const CHECKPOINT_OUTPUT: &str = "checkpoint.safetensors";
 pub const CHECKPOINT_METADATA: &str = "checkpoint.json";
 
+/// The input files of `manifest`'s stages that are not regular files (a FIFO, a device, a
+/// directory), found without opening them, each as the located diagnostic `run` and
+/// `status` give; for `pipeline check`, which reads no data. Missing files are not
+/// reported here.
+pub fn input_file_problems(manifest: &Manifest) -> Vec<Diagnostic> {
+    let mut seen = BTreeSet::new();
+    let mut problems = Vec::new();
+    for index in 0..manifest.stages.len() {
+        for (role, path) in stage_inputs(manifest, index) {
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            if let Err(e) = cache::require_regular(&path) {
+                if e.kind() == std::io::ErrorKind::InvalidInput {
+                    problems.push(unreadable_input(manifest, index, &role, e));
+                }
+            }
+        }
+    }
+    problems
+}
+
 /// The manifest key that names the input file of `role` (see [`stage_inputs`]).
 pub fn input_key(role: &str) -> &'static str {
     match role {
@@ -354,8 +376,12 @@ mod tests {
     #[test]
     fn devices_and_fifos_as_inputs_are_refused_naming_the_key() {
         let dir = TempDir::new("devices");
-        let err = assess_all(&manifest(dir.path(), "/dev/zero", None), None).unwrap_err();
+        let zero = manifest(dir.path(), "/dev/zero", None);
+        let err = assess_all(&zero, None).unwrap_err();
         assert_eq!(err.code, "pipeline::data::not_a_file");
+        let problems = input_file_problems(&zero);
+        assert_eq!(problems.len(), 1, "one file, named once");
+        assert_eq!(problems[0].message, err.message);
         assert_eq!(
             err.message,
             "data.source: /dev/zero is a character device, not a regular file"
@@ -372,6 +398,7 @@ mod tests {
             // Would block forever in open(2) if it were opened.
             let m = manifest(dir.path(), "d.csv", Some("w.fifo"));
             let err = assess_all(&m, None).unwrap_err();
+            assert_eq!(input_file_problems(&m).len(), 1);
             assert_eq!(err.code, "pipeline::train::init_not_a_file");
             assert_eq!(
                 err.message,
