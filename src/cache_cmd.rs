@@ -1,6 +1,12 @@
 //! `pipeline cache ls | gc | verify`: look into the stage cache and tidy it.
+//!
+//! Every command first makes sure the directory is a cache pipeline made (its
+//! `CACHEDIR.TAG`, see `cache/src/root.rs`) and refuses any other, and the store removes
+//! only entries, snapshots and temporary directories it can show it wrote: a user's files
+//! are never deleted, even with the cache pointed at their directory.
 
-use cache::{recorded_stages, EntryInfo, Lookup, Store};
+use cache::{recorded_stages, EntryInfo, Lookup, RootState, Store};
+use manifests::Override;
 use pipeline_cli::cli::{CacheCommand, CacheDir};
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, summary};
@@ -10,6 +16,19 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
+    if let CacheCommand::Gc {
+        keep,
+        older_than: None,
+        max_size: None,
+        ..
+    } = command
+    {
+        if keep.is_empty() {
+            eprintln!("error: say what to remove: the manifests whose entries to keep, `--older-than DAYS` or `--max-size SIZE`");
+            eprintln!("  help: `pipeline cache gc pipeline.kdl` keeps what pipeline.kdl uses now and removes the rest");
+            return false;
+        }
+    }
     let base = match command {
         CacheCommand::Gc { keep, .. } => keep
             .first()
@@ -17,7 +36,35 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             .unwrap_or(Path::new("")),
         _ => Path::new(""),
     };
-    let store = Store::new(prepare::cache_root(dir, base));
+    let store = Store::new(prepare::cache_root(dir, base))
+        .requiring(pipeline_core::freshness::required_outputs_of_key);
+    match store.check_root() {
+        Err(e) => {
+            eprintln!(
+                "{}",
+                pipeline_cli::render::human(&prepare::not_a_cache(e), None)
+            );
+            return false;
+        }
+        Ok(RootState::Absent) if !matches!(command, CacheCommand::Ls { .. }) => {
+            println!(
+                "{}: no cache there yet, nothing to do",
+                store.root().display()
+            );
+            return true;
+        }
+        // An earlier pipeline's cache: tagged now, so that its entries can be tidied.
+        Ok(RootState::Legacy) => {
+            if let Err(e) = store.ensure_root() {
+                eprintln!(
+                    "error: cannot mark {} as a pipeline cache: {e}",
+                    store.root().display()
+                );
+                return false;
+            }
+        }
+        Ok(_) => {}
+    }
     let entries = match store.list() {
         Ok(e) => e,
         Err(e) => {
@@ -32,10 +79,19 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
         CacheCommand::Ls { json } => ls(&store, &entries, *json),
         CacheCommand::Gc {
             keep,
+            set,
             older_than,
             max_size,
             dry_run,
-        } => gc(&store, entries, keep, *older_than, *max_size, *dry_run, dir),
+        } => gc(
+            &store,
+            entries,
+            (keep, set),
+            *older_than,
+            *max_size,
+            *dry_run,
+            dir,
+        ),
         CacheCommand::Verify { remove } => verify(&store, &entries, *remove),
     }
 }
@@ -129,9 +185,10 @@ fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
     true
 }
 
-/// The fingerprints the stages of `file` have now, on either kind of device.
-fn reachable(file: &Path, dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
-    let loaded = Loaded::read(file, &[]);
+/// The fingerprints the stages of `file` (with the `--set` overrides `set`) have now, on
+/// either kind of device.
+fn reachable(file: &Path, set: &[Override], dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
+    let loaded = Loaded::read(file, set);
     let manifest = loaded.report().ok_or(())?;
     let mut keep = BTreeSet::new();
     for device in ["cpu", "cuda"] {
@@ -150,20 +207,15 @@ fn reachable(file: &Path, dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
 fn gc(
     store: &Store,
     mut entries: Vec<EntryInfo>,
-    keep_files: &[PathBuf],
+    (keep_files, set): (&[PathBuf], &[Override]),
     older_than: Option<f64>,
     max_size: Option<u64>,
     dry_run: bool,
     dir: &CacheDir,
 ) -> bool {
-    if keep_files.is_empty() && older_than.is_none() && max_size.is_none() {
-        eprintln!("error: say what to remove: the manifests whose entries to keep, `--older-than DAYS` or `--max-size SIZE`");
-        eprintln!("  help: `pipeline cache gc pipeline.kdl` keeps what pipeline.kdl uses now and removes the rest");
-        return false;
-    }
     let mut keep = BTreeSet::new();
     for file in keep_files {
-        match reachable(file, dir) {
+        match reachable(file, set, dir) {
             Ok(k) => keep.extend(k),
             Err(()) => return false,
         }
@@ -189,7 +241,7 @@ fn gc(
     for e in &doomed {
         if !dry_run {
             let removed = match e.kind.as_str() {
-                "snapshot" => std::fs::remove_dir_all(store.snapshot_dir(&e.fingerprint)),
+                "snapshot" => store.remove_snapshot(&e.fingerprint),
                 _ => store.remove(&e.fingerprint),
             };
             if let Err(err) = removed {

@@ -108,7 +108,7 @@ pub struct RunArgs {
     pub master_addr: Option<String>,
     /// The port node 0 serves the rendezvous on [default: a free port on one machine,
     /// 29500 on several].
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = parse_port)]
     pub master_port: Option<u16>,
     #[command(flatten)]
     pub cache: CacheDir,
@@ -118,8 +118,8 @@ pub struct RunArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CacheDir {
     /// The cache directory [default: $PIPELINE_CACHE_DIR, or .pipeline/cache next to the
-    /// manifest].
-    #[arg(long = "cache-dir", value_name = "DIR", global = true)]
+    /// manifest]. An empty one counts as unset.
+    #[arg(long = "cache-dir", value_name = "DIR", global = true, value_parser = parse_dir)]
     pub dir: Option<PathBuf>,
 }
 
@@ -135,8 +135,12 @@ pub enum CacheCommand {
         /// Keep the entries these manifests' stages would use now.
         #[arg(value_name = "FILE")]
         keep: Vec<PathBuf>,
-        /// Remove entries not used for this many days.
-        #[arg(long, value_name = "DAYS")]
+        /// Override a value of the manifests, as given to `run` (repeatable): the entries
+        /// a run with `--set` made are kept only when gc is given the same.
+        #[arg(long = "set", value_name = "PATH=VALUE", value_parser = Override::parse)]
+        set: Vec<Override>,
+        /// Remove entries not used for this many days (0 or more; fractions allowed).
+        #[arg(long, value_name = "DAYS", value_parser = parse_days, allow_negative_numbers = true)]
         older_than: Option<f64>,
         /// Remove the least recently used entries until the cache is at most this size,
         /// e.g. `500M`, `2G`.
@@ -152,6 +156,39 @@ pub enum CacheCommand {
         #[arg(long)]
         remove: bool,
     },
+}
+
+/// A directory argument; an empty one (`--cache-dir ""`) is unset, as an empty
+/// `PIPELINE_CACHE_DIR` is, never the current directory.
+fn parse_dir(text: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(text))
+}
+
+/// A number of days: finite and not negative.
+pub fn parse_days(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(days) if days.is_finite() && days >= 0.0 => Ok(days),
+        _ => Err(format!(
+            "`{text}` is not a number of days: give 0 or more, such as 30 or 0.5"
+        )),
+    }
+}
+
+/// A TCP port other than 0 (which asks the system for any free port: the other
+/// processes could not know which).
+pub fn parse_port(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<u16>() {
+        Ok(0) => Err(
+            "port 0 cannot be a rendezvous port: the other processes must know \
+             the port, so give one from 1 to 65535, or leave --master-port out on one \
+             machine to use a free one"
+                .into(),
+        ),
+        Ok(port) => Ok(port),
+        Err(_) => Err(format!(
+            "`{text}` is not a port: give a number from 1 to 65535"
+        )),
+    }
 }
 
 /// `500M`, `2G`, `1.5G`, `4096` (bytes) → bytes.
@@ -174,4 +211,32 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         return Err(format!("`{text}` is not a size such as 500M or 2G"));
     }
     Ok((n * scale as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_are_finite_and_not_negative() {
+        assert_eq!(parse_days("0"), Ok(0.0));
+        assert_eq!(parse_days("1.5"), Ok(1.5));
+        for bad in [
+            "-1", "-0.5", "NaN", "nan", "inf", "-inf", "infinity", "", "soon",
+        ] {
+            let err = parse_days(bad).unwrap_err();
+            assert_eq!(
+                err,
+                format!("`{bad}` is not a number of days: give 0 or more, such as 30 or 0.5")
+            );
+        }
+    }
+
+    #[test]
+    fn port_zero_is_refused() {
+        assert_eq!(parse_port("29500"), Ok(29500));
+        assert!(parse_port("0").unwrap_err().starts_with("port 0 cannot be"));
+        assert!(parse_port("65536").is_err());
+        assert!(parse_port("-1").is_err());
+    }
 }

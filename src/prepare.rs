@@ -16,11 +16,18 @@ use std::path::{Path, PathBuf};
 pub const CACHE_DIR_ENV: &str = "PIPELINE_CACHE_DIR";
 
 /// The cache directory: `--cache-dir`, else `$PIPELINE_CACHE_DIR`, else `.pipeline/cache`
-/// in `base` (the manifest's directory).
+/// in `base` (the manifest's directory). An empty `--cache-dir ""` or
+/// `PIPELINE_CACHE_DIR=` counts as unset (it would otherwise make the current directory
+/// the cache).
 pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
     dir.dir
         .clone()
-        .or_else(|| std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from))
+        .filter(|d| !d.as_os_str().is_empty())
+        .or_else(|| {
+            std::env::var_os(CACHE_DIR_ENV)
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| {
             let base = if base.as_os_str().is_empty() {
                 Path::new(".")
@@ -107,6 +114,20 @@ pub fn forced(
     }
 }
 
+/// The diagnostic for a cache directory that pipeline did not make.
+pub fn not_a_cache(e: cache::NotACache) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::cache::not_a_cache",
+        format!("{} is not a pipeline cache: {}", e.root.display(), e.why),
+    )
+    .help(format!(
+        "pipeline writes only into a cache directory it made (one with its {}), and deletes \
+         nothing elsewhere: give a new or empty directory with --cache-dir DIR or \
+         {CACHE_DIR_ENV}=DIR, or leave both unset for .pipeline/cache next to the manifest",
+        cache::TAG_FILE
+    ))
+}
+
 /// A run, ready to execute.
 pub struct Prepared {
     pub order: Vec<usize>,
@@ -138,8 +159,11 @@ pub fn prepare(
         None => (None, cache::HashMemo::none()),
         Some(dir) => {
             let root = cache_root(dir, &manifest.base_dir);
+            let store = cache::Store::new(&root)
+                .requiring(pipeline_core::freshness::required_outputs_of_key);
+            store.check_root().map_err(not_a_cache)?;
             let cache = Cache {
-                store: cache::Store::new(&root),
+                store,
                 last: cache::LastKeys::load(&root, file),
             };
             (Some(cache), cache::HashMemo::load(&root))

@@ -1,5 +1,10 @@
 //! blake3 content hashes, as lowercase hex.
+//!
+//! Only regular files are hashed: a FIFO, a device (`/dev/zero`, `/dev/urandom`), a socket
+//! or a directory is refused before it is opened (opening a FIFO blocks until a writer
+//! comes; a device never ends). A symbolic link to a regular file is followed.
 
+use std::fs;
 use std::io;
 use std::path::Path;
 
@@ -7,8 +12,47 @@ pub fn hash_bytes(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
-/// Hashes a file's content (memory-mapped, multi-threaded for large files).
+/// What a file that is not a regular one is, in words (`a FIFO`, `a character device`).
+fn kind(meta: &fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "a special file"
+}
+
+/// `Ok` when `path` is a regular file (after following links); otherwise an error of kind
+/// `InvalidInput` that says what it is, without opening it.
+pub fn require_regular(path: &Path) -> io::Result<fs::Metadata> {
+    let meta = fs::metadata(path)?;
+    if meta.is_file() {
+        return Ok(meta);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} is {}, not a regular file", path.display(), kind(&meta)),
+    ))
+}
+
+/// Hashes a regular file's content (memory-mapped, multi-threaded for large files).
 pub fn hash_file(path: &Path) -> io::Result<String> {
+    require_regular(path)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_mmap_rayon(path)?;
     Ok(hasher.finalize().to_hex().to_string())
@@ -20,13 +64,61 @@ mod tests {
 
     #[test]
     fn file_and_bytes_hash_alike() {
-        let path = std::env::temp_dir().join(format!("pipeline-hash-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("abc");
         std::fs::write(&path, b"abc").unwrap();
         assert_eq!(hash_file(&path).unwrap(), hash_bytes(b"abc"));
         assert_eq!(
             hash_bytes(b"abc"),
             "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
         );
-        std::fs::remove_file(path).unwrap();
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(&path, &link).unwrap();
+            assert_eq!(
+                hash_file(&link).unwrap(),
+                hash_bytes(b"abc"),
+                "links are followed"
+            );
+        }
+    }
+
+    #[test]
+    fn directories_and_devices_are_refused_without_being_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = hash_file(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err
+            .to_string()
+            .contains("is a directory, not a regular file"));
+        #[cfg(unix)]
+        for (device, what) in [
+            ("/dev/zero", "a character device"),
+            ("/dev/urandom", "a character device"),
+        ] {
+            let err = hash_file(Path::new(device)).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("{device} is {what}, not a regular file")
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("mkfifo is unavailable: skipped");
+            return;
+        }
+        // Opening it would block this test forever; the refusal comes first.
+        let err = hash_file(&fifo).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("is a FIFO (named pipe), not a regular file"));
     }
 }

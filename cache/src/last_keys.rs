@@ -71,13 +71,19 @@ impl LastKeys {
             json!({ "fingerprint": fingerprint, "key": key }),
         );
         match &self.file {
-            Some(file) => write_atomic(
-                file,
-                &serde_json::to_vec_pretty(
-                    &json!({ "manifest": self.manifest, "stages": self.stages }),
+            Some(file) => {
+                // `<root>/manifests/<name>.json`: nothing is written into a non-cache.
+                if let Some(root) = file.parent().and_then(Path::parent) {
+                    crate::root::ensure(root)?;
+                }
+                write_atomic(
+                    file,
+                    &serde_json::to_vec_pretty(
+                        &json!({ "manifest": self.manifest, "stages": self.stages }),
+                    )
+                    .expect("JSON values serialise"),
                 )
-                .expect("JSON values serialise"),
-            ),
+            }
             None => Ok(()),
         }
     }

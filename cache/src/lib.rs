@@ -4,17 +4,23 @@
 //!
 //! Invariant: a file this crate writes is either absent or complete. Every write goes
 //! to a temporary file in the same directory, is synced, and is renamed into place.
+//!
+//! Invariant: the cache never writes into a directory it did not make, and never deletes
+//! what it cannot show it wrote (`root.rs`: a `CACHEDIR.TAG` of pipeline's at the root, a
+//! tag in every entry, and only names it gives things itself).
 
 mod atomic;
 mod hash;
 mod last_keys;
 mod memo;
+mod root;
 mod run_dir;
 mod store;
 
 pub use atomic::{write_atomic, write_atomic_with};
-pub use hash::{hash_bytes, hash_file};
+pub use hash::{hash_bytes, hash_file, require_regular};
 pub use last_keys::{recorded_stages, LastKeys};
 pub use memo::HashMemo;
+pub use root::{is_fingerprint, NotACache, RootState, LAYOUT, TAG_FILE, TAG_SIGNATURE};
 pub use run_dir::{MetricsLog, RunDir};
 pub use store::{Entry, EntryInfo, Lock, Lookup, Store};

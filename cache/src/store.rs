@@ -3,18 +3,29 @@
 //! every output.
 //!
 //! ```text
-//! <root>/entries/<fingerprint>/entry.json     key, metrics, outputs with blake3 and size
+//! <root>/CACHEDIR.TAG                           marks the root as pipeline's (root.rs)
+//! <root>/entries/<fingerprint>/entry.tag        marks the entry as pipeline's; checksum of entry.json
+//! <root>/entries/<fingerprint>/entry.json       key, metrics, outputs with blake3 and size
 //! <root>/entries/<fingerprint>/outputs/<name>
-//! <root>/tmp/…                                  entries being written
+//! <root>/tmp/<fingerprint>.<pid>…               entries being written or removed
 //! <root>/locks/<fingerprint>.lock              held while a stage with that key runs
 //! <root>/snapshots/<fingerprint>/               resumable state of an unfinished train stage
 //! ```
 //!
 //! An entry is written under `tmp/` and renamed into `entries/` only when complete, so a
-//! crash leaves no partial entry in place. A hit needs every output present with the
-//! right checksum; anything else is reported as corrupt and is never used.
+//! crash leaves no partial entry in place. A hit needs a tag naming the fingerprint, an
+//! `entry.json` matching the tag's checksum, every output it lists present with the right
+//! size and checksum, and every output the caller requires; anything else is reported as
+//! corrupt (the reason in words) and is never used.
+//!
+//! The store writes only into a root that [`crate::root`] accepts, and removes only what
+//! it can show it wrote: an entry is a directory named by a fingerprint that holds an
+//! `entry.tag` naming it; a snapshot is a directory named by a fingerprint in
+//! `snapshots/` that holds only the files a snapshot is made of; and `tmp/` is tidied of
+//! the names the store and the runner give their temporary directories, nothing else.
 
-use crate::hash::hash_file;
+use crate::hash::{hash_bytes, hash_file};
+use crate::root::{self, is_fingerprint, is_tmp_name, NotACache, RootState};
 use serde_json::{json, Value};
 use std::fs::{self, File};
 use std::io;
@@ -44,6 +55,12 @@ pub enum Lookup {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// The outputs an entry must hold, by its key (see [`Store::requiring`]).
+    required: fn(&Value) -> &'static [&'static str],
+}
+
+fn nothing_required(_key: &Value) -> &'static [&'static str] {
+    &[]
 }
 
 /// Holds a stage's lock until dropped.
@@ -52,18 +69,156 @@ pub struct Lock {
     _file: File,
 }
 
+/// The file in an entry's directory that shows the store wrote it.
+const TAG: &str = "entry.tag";
+const TAG_HEADER: &str = "pipeline cache entry";
+/// The checksum line of an entry adopted from an earlier pipeline, which had none.
+const NO_CHECKSUM: &str = "none (written by an earlier pipeline)";
+
+fn tag_text(fingerprint: &str, checksum: &str) -> String {
+    format!("{TAG_HEADER}\nfingerprint {fingerprint}\nentry.json blake3 {checksum}\n")
+}
+
+/// The checksum of `entry.json` named by the tag in `dir` if it is an entry for
+/// `fingerprint`; `None` when `dir` is not one (no tag, another fingerprint, a link…).
+fn tagged_checksum(dir: &Path, fingerprint: &str) -> Option<String> {
+    if !fs::symlink_metadata(dir).ok()?.is_dir() {
+        return None;
+    }
+    let text = fs::read_to_string(dir.join(TAG)).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != TAG_HEADER || lines.next()?.strip_prefix("fingerprint ")? != fingerprint {
+        return None;
+    }
+    Some(
+        lines
+            .next()?
+            .strip_prefix("entry.json blake3 ")?
+            .to_string(),
+    )
+}
+
+fn is_entry(dir: &Path, fingerprint: &str) -> bool {
+    is_fingerprint(fingerprint) && tagged_checksum(dir, fingerprint).is_some()
+}
+
+/// Whether `name` is a plain file name (an output's name cannot climb out of `outputs/`).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
+}
+
+/// Tags the entries of a cache written before tags existed, so that they can be
+/// replaced and removed; they have no checksum, so lookups report them corrupt and the
+/// next run that needs one rebuilds it.
+pub(crate) fn adopt_entries(root: &Path) -> io::Result<()> {
+    for e in fs::read_dir(root.join("entries")).into_iter().flatten() {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if is_fingerprint(&name)
+            && e.file_type()?.is_dir()
+            && e.path().join("entry.json").is_file()
+            && !e.path().join(TAG).exists()
+        {
+            crate::atomic::write_atomic(
+                &e.path().join(TAG),
+                tag_text(&name, NO_CHECKSUM).as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is a file a snapshot is made of (`backends/src/snapshot.rs`).
+fn is_snapshot_file(name: &str) -> bool {
+    let numbered = |n: &str, ext: &str| {
+        n.strip_prefix("snapshot-")
+            .and_then(|n| n.strip_suffix(ext))
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    matches!(name, "snapshot.json" | "snapshot.tmp" | "snapshot.tag")
+        || numbered(name, ".safetensors")
+        || numbered(name, ".tmp")
+}
+
+/// `rank-R-of-W`, a distributed run's per-process snapshot directory.
+fn is_rank_dir(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix("rank-")
+        .and_then(|n| n.split_once("-of-"))
+        .is_some_and(|(r, w)| digits(r) && digits(w))
+}
+
+/// Whether `dir` holds only what snapshots are made of (files, or per-process
+/// directories of them), so that removing it removes nothing else.
+fn is_snapshot(dir: &Path, depth: u32) -> bool {
+    let Ok(meta) = fs::symlink_metadata(dir) else {
+        return false;
+    };
+    meta.is_dir()
+        && fs::read_dir(dir).is_ok_and(|d| {
+            d.into_iter().all(|e| {
+                e.is_ok_and(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    match e.file_type() {
+                        Ok(t) if t.is_file() => is_snapshot_file(&name),
+                        Ok(t) if t.is_dir() => {
+                            depth == 0 && is_rank_dir(&name) && is_snapshot(&e.path(), 1)
+                        }
+                        _ => false,
+                    }
+                })
+            })
+        })
+}
+
 impl Store {
     pub fn new(root: impl Into<PathBuf>) -> Store {
-        Store { root: root.into() }
+        Store {
+            root: root.into(),
+            required: nothing_required,
+        }
+    }
+
+    /// Every lookup of this store also requires the outputs `required` names for the
+    /// entry's key (the outputs of the stage kind the key is for: `pipeline-core` knows
+    /// them), so that an entry without them is corrupt, however it was written.
+    pub fn requiring(mut self, required: fn(&Value) -> &'static [&'static str]) -> Store {
+        self.required = required;
+        self
     }
 
     fn entry_dir(&self, fingerprint: &str) -> PathBuf {
         self.root.join("entries").join(fingerprint)
     }
 
+    /// What the root is, without writing anything: `Err` when it is not a cache
+    /// pipeline made (see [`crate::root`]).
+    pub fn check_root(&self) -> Result<RootState, NotACache> {
+        root::check(&self.root)
+    }
+
+    /// Makes the root a cache if it is not one yet (creates and tags it, or adopts an
+    /// earlier pipeline's cache); refuses a directory pipeline did not make.
+    pub fn ensure_root(&self) -> io::Result<()> {
+        root::ensure(&self.root)
+    }
+
+    /// A temporary path in `tmp/` for `fingerprint` (see [`root::is_tmp_name`]).
+    fn tmp_path(&self, fingerprint: &str, what: &str) -> io::Result<PathBuf> {
+        let dir = self.root.join("tmp");
+        fs::create_dir_all(&dir)?;
+        let pid = std::process::id();
+        Ok(dir.join(match what {
+            "" => format!("{fingerprint}.{pid}"),
+            _ => format!("{fingerprint}.{what}.{pid}"),
+        }))
+    }
+
     /// Waits for and takes the lock of `fingerprint`, so two runs never compute the same
     /// stage at once; the second finds the first one's entry when it gets the lock.
     pub fn lock(&self, fingerprint: &str) -> io::Result<Lock> {
+        check_fingerprint(fingerprint)?;
+        self.ensure_root()?;
         let dir = self.root.join("locks");
         fs::create_dir_all(&dir)?;
         let file = File::options()
@@ -75,21 +230,56 @@ impl Store {
         Ok(Lock { _file: file })
     }
 
-    /// Looks `fingerprint` up, verifying every output's size and checksum.
+    /// Looks `fingerprint` up, verifying the entry's tag and checksum and every output's
+    /// size and checksum.
     pub fn get(&self, fingerprint: &str) -> Lookup {
+        self.get_requiring(fingerprint, &[])
+    }
+
+    /// [`Store::get`], and the entry must hold every output in `required` (a stage kind's
+    /// outputs: an entry without them is corrupt, never served).
+    pub fn get_requiring(&self, fingerprint: &str, required: &[&str]) -> Lookup {
+        if !is_fingerprint(fingerprint) {
+            return Lookup::Miss;
+        }
         let dir = self.entry_dir(fingerprint);
-        let text = match fs::read_to_string(dir.join("entry.json")) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !dir.exists() => return Lookup::Miss,
+        if fs::symlink_metadata(&dir).is_err() {
+            return Lookup::Miss;
+        }
+        let Some(checksum) = tagged_checksum(&dir, fingerprint) else {
+            return Lookup::Corrupt(format!(
+                "{} has no {TAG} naming it: pipeline did not write it",
+                dir.display()
+            ));
+        };
+        if checksum == NO_CHECKSUM {
+            return Lookup::Corrupt(
+                "it was written by an earlier pipeline, without a checksum".into(),
+            );
+        }
+        let bytes = match fs::read(dir.join("entry.json")) {
+            Ok(b) => b,
             Err(e) => return Lookup::Corrupt(format!("entry.json is unreadable: {e}")),
         };
-        let entry: Value = match serde_json::from_str(&text) {
+        if hash_bytes(&bytes) != checksum {
+            return Lookup::Corrupt("entry.json does not match its checksum".into());
+        }
+        let entry: Value = match serde_json::from_slice(&bytes) {
             Ok(v) => v,
             Err(e) => return Lookup::Corrupt(format!("entry.json is not valid JSON: {e}")),
         };
+        if entry["fingerprint"].as_str() != Some(fingerprint) {
+            return Lookup::Corrupt("entry.json names another fingerprint".into());
+        }
+        let Some(listed) = entry["outputs"].as_array() else {
+            return Lookup::Corrupt("entry.json lists no outputs".into());
+        };
         let mut outputs = Vec::new();
-        for output in entry["outputs"].as_array().into_iter().flatten() {
+        for output in listed {
             let name = output["name"].as_str().unwrap_or_default().to_string();
+            if !is_plain_name(&name) {
+                return Lookup::Corrupt(format!("entry.json names an output {name:?}"));
+            }
             let path = dir.join("outputs").join(&name);
             match (fs::metadata(&path), hash_file(&path)) {
                 (Ok(meta), Ok(hash))
@@ -98,11 +288,21 @@ impl Store {
                 {
                     outputs.push((name, path));
                 }
-                (Err(_), _) | (_, Err(_)) => {
+                (Err(e), _) | (_, Err(e)) if e.kind() == io::ErrorKind::NotFound => {
                     return Lookup::Corrupt(format!("output {name} is missing"))
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    return Lookup::Corrupt(format!("output {name} is unreadable: {e}"))
                 }
                 _ => return Lookup::Corrupt(format!("output {name} does not match its checksum")),
             }
+        }
+        if let Some(absent) = required
+            .iter()
+            .chain((self.required)(&entry["key"]))
+            .find(|r| !outputs.iter().any(|(n, _)| n == *r))
+        {
+            return Lookup::Corrupt(format!("output {absent} is not in the entry"));
         }
         Lookup::Hit(Entry {
             fingerprint: fingerprint.to_string(),
@@ -113,7 +313,8 @@ impl Store {
     }
 
     /// Stores the files `outputs` (name → source path) under `fingerprint`, atomically.
-    /// An entry that exists already is replaced (it was found corrupt, or was forced).
+    /// An entry that exists already is replaced (it was found corrupt, or was forced);
+    /// anything else in its place is left alone and the store refuses.
     pub fn put(
         &self,
         fingerprint: &str,
@@ -121,36 +322,54 @@ impl Store {
         metrics: &Value,
         outputs: &[(String, PathBuf)],
     ) -> io::Result<Entry> {
-        let tmp = self
-            .root
-            .join("tmp")
-            .join(format!("{fingerprint}.{}", std::process::id()));
+        check_fingerprint(fingerprint)?;
+        self.ensure_root()?;
+        let tmp = self.tmp_path(fingerprint, "")?;
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(tmp.join("outputs"))?;
+        let dir = self.entry_dir(fingerprint);
+        let replaced = self.tmp_path(fingerprint, "replaced")?;
         let result = (|| {
             let mut listed = Vec::new();
             for (name, source) in outputs {
+                if !is_plain_name(name) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("an output's name must be a file name, not {name:?}"),
+                    ));
+                }
+                crate::hash::require_regular(source)?;
                 let target = tmp.join("outputs").join(name);
                 fs::copy(source, &target)?;
                 File::open(&target)?.sync_all()?;
                 listed.push(json!({ "name": name, "size": fs::metadata(&target)?.len(), "blake3": hash_file(&target)? }));
             }
             let entry = json!({ "fingerprint": fingerprint, "key": key, "metrics": metrics, "outputs": listed });
-            fs::write(
-                tmp.join("entry.json"),
-                serde_json::to_vec_pretty(&entry).map_err(io::Error::other)?,
-            )?;
+            let bytes = serde_json::to_vec_pretty(&entry).map_err(io::Error::other)?;
+            fs::write(tmp.join("entry.json"), &bytes)?;
             File::open(tmp.join("entry.json"))?.sync_all()?;
-            let dir = self.entry_dir(fingerprint);
+            fs::write(tmp.join(TAG), tag_text(fingerprint, &hash_bytes(&bytes)))?;
+            File::open(tmp.join(TAG))?.sync_all()?;
             fs::create_dir_all(dir.parent().expect("entries/ has a parent"))?;
-            if dir.exists() {
-                fs::remove_dir_all(&dir)?;
+            if fs::symlink_metadata(&dir).is_ok() {
+                if !is_entry(&dir, fingerprint) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!(
+                            "{} exists and was not written by pipeline (it has no {TAG}): \
+                             move it out of the cache",
+                            dir.display()
+                        ),
+                    ));
+                }
+                fs::rename(&dir, &replaced)?;
             }
             fs::rename(&tmp, &dir)
         })();
         if result.is_err() {
             let _ = fs::remove_dir_all(&tmp);
         }
+        let _ = fs::remove_dir_all(&replaced);
         result?;
         match self.get(fingerprint) {
             Lookup::Hit(entry) => Ok(entry),
@@ -159,15 +378,16 @@ impl Store {
         }
     }
 
-    /// Every fingerprint in the store.
+    /// Every entry in the store (directories named by a fingerprint, tagged as entries).
     pub fn fingerprints(&self) -> io::Result<Vec<String>> {
         let dir = self.root.join("entries");
         if !dir.exists() {
             return Ok(Vec::new());
         }
-        let mut all: Vec<String> = fs::read_dir(dir)?
+        let mut all: Vec<String> = fs::read_dir(&dir)?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| is_entry(&dir.join(name), name))
             .collect();
         all.sort();
         Ok(all)
@@ -179,9 +399,11 @@ impl Store {
 
     /// Marks an entry as used now (its `entry.json` mtime), for `cache gc --older-than`.
     pub fn touch(&self, fingerprint: &str) {
-        let file = self.entry_dir(fingerprint).join("entry.json");
-        if let Ok(f) = File::options().write(true).open(file) {
-            let _ = f.set_modified(SystemTime::now());
+        let dir = self.entry_dir(fingerprint);
+        if is_entry(&dir, fingerprint) {
+            if let Ok(f) = File::options().write(true).open(dir.join("entry.json")) {
+                let _ = f.set_modified(SystemTime::now());
+            }
         }
     }
 
@@ -211,13 +433,15 @@ impl Store {
     }
 
     /// Removes an entry: renamed out of `entries/` first, so a reader never sees half.
+    /// Refuses anything that is not an entry the store wrote.
     pub fn remove(&self, fingerprint: &str) -> io::Result<()> {
-        let doomed = self
-            .root
-            .join("tmp")
-            .join(format!("{fingerprint}.removed.{}", std::process::id()));
-        fs::create_dir_all(self.root.join("tmp"))?;
-        fs::rename(self.entry_dir(fingerprint), &doomed)?;
+        let dir = self.entry_dir(fingerprint);
+        if !is_entry(&dir, fingerprint) {
+            return Err(not_ours(&dir, "a cache entry"));
+        }
+        self.ensure_root()?;
+        let doomed = self.tmp_path(fingerprint, "removed")?;
+        fs::rename(dir, &doomed)?;
         fs::remove_dir_all(doomed)
     }
 
@@ -226,12 +450,16 @@ impl Store {
         self.root.join("snapshots").join(fingerprint)
     }
 
-    /// The snapshots of unfinished stages, as entries (kind `snapshot`).
+    /// The snapshots of unfinished stages, as entries (kind `snapshot`): directories of
+    /// `snapshots/` named by a fingerprint that hold only snapshot files.
     pub fn snapshots(&self) -> Vec<EntryInfo> {
         let mut all: Vec<EntryInfo> = fs::read_dir(self.root.join("snapshots"))
             .into_iter()
             .flatten()
             .flatten()
+            .filter(|e| {
+                is_fingerprint(&e.file_name().to_string_lossy()) && is_snapshot(&e.path(), 0)
+            })
             .map(|e| EntryInfo {
                 fingerprint: e.file_name().to_string_lossy().into_owned(),
                 kind: "snapshot".into(),
@@ -243,8 +471,26 @@ impl Store {
         all
     }
 
-    /// Removes what crashed writers left in `tmp/` more than `age` ago; returns the count.
+    /// Removes the snapshots of `fingerprint`; refuses a directory that holds anything
+    /// but snapshot files.
+    pub fn remove_snapshot(&self, fingerprint: &str) -> io::Result<()> {
+        let dir = self.snapshot_dir(fingerprint);
+        if !(is_fingerprint(fingerprint) && is_snapshot(&dir, 0)) {
+            return Err(not_ours(&dir, "a snapshot"));
+        }
+        self.ensure_root()?;
+        let doomed = self.tmp_path(fingerprint, "removed")?;
+        fs::rename(dir, &doomed)?;
+        fs::remove_dir_all(doomed)
+    }
+
+    /// Removes what crashed writers left in `tmp/` more than `age` ago (only the names
+    /// the store and the runner give what they write there, and only in a tagged root);
+    /// returns the count.
     pub fn clean_tmp(&self, age: Duration) -> usize {
+        if self.check_root() != Ok(RootState::Ours) {
+            return 0;
+        }
         let now = SystemTime::now();
         let mut removed = 0;
         for entry in fs::read_dir(self.root.join("tmp"))
@@ -252,16 +498,44 @@ impl Store {
             .flatten()
             .flatten()
         {
+            if !is_tmp_name(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
             let old = entry
                 .metadata()
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| now.duration_since(t).unwrap_or_default() > age);
-            if old && fs::remove_dir_all(entry.path()).is_ok() {
-                removed += 1;
-            }
+            let path = entry.path();
+            let gone = match entry.file_type() {
+                Ok(t) if t.is_dir() => old && fs::remove_dir_all(&path).is_ok(),
+                Ok(_) => old && fs::remove_file(&path).is_ok(),
+                Err(_) => false,
+            };
+            removed += usize::from(gone);
         }
         removed
     }
+}
+
+fn check_fingerprint(fingerprint: &str) -> io::Result<()> {
+    if is_fingerprint(fingerprint) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{fingerprint:?} is not a fingerprint (64 lowercase hex digits)"),
+        ))
+    }
+}
+
+fn not_ours(path: &Path, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} is not {what} pipeline wrote: left alone",
+            path.display()
+        ),
+    )
 }
 
 /// One entry as `cache ls` shows it.
@@ -300,6 +574,9 @@ impl Entry {
 mod tests {
     use super::*;
 
+    const FP: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const FP2: &str = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
     fn setup() -> (tempfile::TempDir, Store, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path().join("cache"));
@@ -308,72 +585,239 @@ mod tests {
         (dir, store, file)
     }
 
+    fn put(store: &Store, fp: &str, file: &Path) -> Entry {
+        store
+            .put(
+                fp,
+                &json!({"lr": 0.1}),
+                &json!({"loss": 0.5}),
+                &[("weights".into(), file.to_path_buf())],
+            )
+            .unwrap()
+    }
+
     #[test]
     fn an_entry_round_trips_and_misses_are_misses() {
         let (_dir, store, file) = setup();
-        assert!(matches!(store.get("abc"), Lookup::Miss));
-        let put = store
-            .put(
-                "abc",
-                &json!({"lr": 0.1}),
-                &json!({"loss": 0.5}),
-                &[("weights".into(), file)],
-            )
-            .unwrap();
-        let Lookup::Hit(got) = store.get("abc") else {
+        assert!(matches!(store.get(FP), Lookup::Miss));
+        let put = put(&store, FP, &file);
+        let Lookup::Hit(got) = store.get(FP) else {
             panic!("expected a hit")
         };
         assert_eq!(got, put);
         assert_eq!(got.key, json!({"lr": 0.1}));
         assert_eq!(fs::read(&got.outputs[0].1).unwrap(), b"some weights");
-        assert_eq!(store.fingerprints().unwrap(), ["abc"]);
+        assert_eq!(store.fingerprints().unwrap(), [FP]);
         assert_eq!(
             fs::read_dir(store.root().join("tmp")).unwrap().count(),
             0,
             "nothing left in tmp/"
         );
+        assert_eq!(store.check_root(), Ok(RootState::Ours));
+        assert!(matches!(store.get("abc"), Lookup::Miss));
+        assert!(store.put("abc", &json!({}), &json!({}), &[]).is_err());
     }
 
     #[test]
     fn corrupt_or_missing_outputs_are_reported_never_used() {
         let (_dir, store, file) = setup();
-        let entry = store
-            .put(
-                "abc",
-                &json!({}),
-                &json!({}),
-                &[("weights".into(), file.clone())],
-            )
-            .unwrap();
+        let entry = put(&store, FP, &file);
         fs::write(&entry.outputs[0].1, b"some weighTs").unwrap();
-        let Lookup::Corrupt(why) = store.get("abc") else {
+        let Lookup::Corrupt(why) = store.get(FP) else {
             panic!("expected corruption")
         };
         assert_eq!(why, "output weights does not match its checksum");
         fs::remove_file(&entry.outputs[0].1).unwrap();
-        let Lookup::Corrupt(why) = store.get("abc") else {
+        let Lookup::Corrupt(why) = store.get(FP) else {
             panic!("expected corruption")
         };
         assert_eq!(why, "output weights is missing");
-        store
-            .put("abc", &json!({}), &json!({}), &[("weights".into(), file)])
-            .unwrap();
+        put(&store, FP, &file);
         assert!(
-            matches!(store.get("abc"), Lookup::Hit(_)),
+            matches!(store.get(FP), Lookup::Hit(_)),
             "a rebuilt entry replaces the corrupt one"
         );
-        fs::write(store.root().join("entries/abc/entry.json"), b"{").unwrap();
-        assert!(matches!(store.get("abc"), Lookup::Corrupt(_)));
+        let json = store.root().join("entries").join(FP).join("entry.json");
+        fs::write(&json, b"{").unwrap();
+        let Lookup::Corrupt(why) = store.get(FP) else {
+            panic!("expected corruption")
+        };
+        assert_eq!(why, "entry.json does not match its checksum");
+    }
+
+    #[test]
+    fn entry_json_is_checksummed_and_required_outputs_must_be_there() {
+        let (_dir, store, file) = setup();
+        put(&store, FP, &file);
+        let json = store.root().join("entries").join(FP).join("entry.json");
+        // Valid JSON, other metrics: refused.
+        let edited = fs::read_to_string(&json).unwrap().replace("0.5", "0.01");
+        fs::write(&json, edited).unwrap();
+        let Lookup::Corrupt(why) = store.get(FP) else {
+            panic!("expected corruption")
+        };
+        assert_eq!(why, "entry.json does not match its checksum");
+
+        // An entry listing no outputs, but a kind that requires one.
+        store.put(FP, &json!({}), &json!({}), &[]).unwrap();
+        assert!(matches!(store.get(FP), Lookup::Hit(_)));
+        let Lookup::Corrupt(why) = store.get_requiring(FP, &["model.safetensors"]) else {
+            panic!("expected corruption")
+        };
+        assert_eq!(why, "output model.safetensors is not in the entry");
+        assert!(matches!(
+            store.get_requiring(FP2, &["model.safetensors"]),
+            Lookup::Miss
+        ));
+        // The same rule, known to the store by the entry's key.
+        let strict = store.clone().requiring(|key| match key["kind"].as_str() {
+            Some("train") => &["model.safetensors"],
+            _ => &[],
+        });
+        assert!(
+            matches!(strict.get(FP), Lookup::Hit(_)),
+            "kind unknown: no rule"
+        );
+        strict
+            .put(FP, &json!({"kind": "train"}), &json!({}), &[])
+            .unwrap_err();
+        let Lookup::Corrupt(why) = strict.get(FP) else {
+            panic!("expected corruption")
+        };
+        assert_eq!(why, "output model.safetensors is not in the entry");
+
+        // No tag: not an entry the store wrote.
+        fs::remove_file(store.root().join("entries").join(FP).join(TAG)).unwrap();
+        let Lookup::Corrupt(why) = store.get(FP) else {
+            panic!("expected corruption")
+        };
+        assert!(why.ends_with("has no entry.tag naming it: pipeline did not write it"));
+        assert!(store.fingerprints().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_store_deletes_only_what_it_wrote() {
+        let (dir, store, file) = setup();
+        put(&store, FP, &file);
+        // A user's directories among the entries, in tmp/ and in snapshots/.
+        let entries = store.root().join("entries");
+        fs::create_dir_all(entries.join("photos")).unwrap();
+        fs::write(entries.join("photos/x.jpg"), "jpg").unwrap();
+        fs::create_dir_all(entries.join(FP2)).unwrap();
+        fs::write(entries.join(FP2).join("mine.txt"), "mine").unwrap();
+        let tmp = store.root().join("tmp");
+        fs::create_dir_all(tmp.join("notes")).unwrap();
+        fs::write(tmp.join("notes/draft.txt"), "draft").unwrap();
+        fs::write(tmp.join("draft.txt"), "draft").unwrap();
+        fs::create_dir_all(tmp.join(format!("{FP}.12.run"))).unwrap();
+        fs::create_dir_all(tmp.join(format!("{FP2}.removed.7"))).unwrap();
+        let snapshots = store.root().join("snapshots");
+        fs::create_dir_all(snapshots.join(FP).join("rank-0-of-2")).unwrap();
+        fs::write(snapshots.join(FP).join("rank-0-of-2/snapshot.json"), "{}").unwrap();
+        fs::write(
+            snapshots
+                .join(FP)
+                .join("rank-0-of-2/snapshot-12.safetensors"),
+            "t",
+        )
+        .unwrap();
+        fs::create_dir_all(snapshots.join(FP2)).unwrap();
+        fs::write(snapshots.join(FP2).join("thesis.pdf"), "pdf").unwrap();
+
+        assert_eq!(store.fingerprints().unwrap(), [FP]);
+        let listed: Vec<_> = store
+            .snapshots()
+            .into_iter()
+            .map(|s| s.fingerprint)
+            .collect();
+        assert_eq!(listed, [FP]);
+        assert!(store.remove("photos").is_err());
+        let err = store.remove(FP2).unwrap_err().to_string();
+        assert!(
+            err.ends_with("is not a cache entry pipeline wrote: left alone"),
+            "{err}"
+        );
+        assert!(store.remove_snapshot(FP2).is_err());
+        assert_eq!(store.clean_tmp(Duration::ZERO), 2, "only the store's names");
+        // Replacing an entry over a directory the store did not write is refused.
+        let err = store
+            .put(
+                FP2,
+                &json!({}),
+                &json!({}),
+                &[("weights".into(), file.clone())],
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exists and was not written by pipeline"),
+            "{err}"
+        );
+
+        store.remove_snapshot(FP).unwrap();
+        store.remove(FP).unwrap();
+        for survivor in [
+            entries.join("photos/x.jpg"),
+            entries.join(FP2).join("mine.txt"),
+            tmp.join("notes/draft.txt"),
+            tmp.join("draft.txt"),
+            snapshots.join(FP2).join("thesis.pdf"),
+        ] {
+            assert!(survivor.is_file(), "{} survives", survivor.display());
+        }
+        assert!(!entries.join(FP).exists() && !snapshots.join(FP).exists());
+        drop(dir);
+    }
+
+    #[test]
+    fn nothing_is_written_into_or_removed_from_a_directory_that_is_not_a_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("tmp/notes")).unwrap();
+        fs::write(dir.path().join("tmp/notes/draft.txt"), "draft").unwrap();
+        let file = dir.path().join("w");
+        fs::write(&file, "w").unwrap();
+        let store = Store::new(dir.path());
+        let err = store
+            .put(FP, &json!({}), &json!({}), &[("w".into(), file)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a pipeline cache (it holds "), "{err}");
+        assert!(store.lock(FP).is_err());
+        assert_eq!(store.clean_tmp(Duration::ZERO), 0);
+        assert!(!dir.path().join("entries").exists() && !dir.path().join("locks").exists());
+        assert!(dir.path().join("tmp/notes/draft.txt").is_file());
+    }
+
+    #[test]
+    fn a_cache_from_before_tags_is_adopted_and_its_entries_rebuilt() {
+        let (_dir, store, file) = setup();
+        put(&store, FP, &file);
+        // What an earlier pipeline left: no tags.
+        fs::remove_file(store.root().join(crate::root::TAG_FILE)).unwrap();
+        fs::remove_file(store.root().join("entries").join(FP).join(TAG)).unwrap();
+        assert_eq!(store.check_root(), Ok(RootState::Legacy));
+        store.ensure_root().unwrap();
+        assert_eq!(store.check_root(), Ok(RootState::Ours));
+        assert_eq!(store.fingerprints().unwrap(), [FP], "the entry is adopted");
+        let Lookup::Corrupt(why) = store.get(FP) else {
+            panic!("an entry without a checksum is not served")
+        };
+        assert_eq!(
+            why,
+            "it was written by an earlier pipeline, without a checksum"
+        );
+        put(&store, FP, &file);
+        assert!(matches!(store.get(FP), Lookup::Hit(_)), "and is rebuilt");
     }
 
     #[test]
     fn locks_exclude_each_other() {
         let (_dir, store, _) = setup();
-        let held = store.lock("abc").unwrap();
+        let held = store.lock(FP).unwrap();
         let other = store.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let waiter = std::thread::spawn(move || {
-            let _lock = other.lock("abc").unwrap();
+            let _lock = other.lock(FP).unwrap();
             tx.send(()).unwrap();
         });
         assert!(

@@ -217,8 +217,8 @@ pub fn explain_change(
     let mut reasons = Vec::new();
     diff_values(
         "",
-        &by_section(&old.spec),
-        &by_section(&new.spec),
+        &as_written(&old.spec),
+        &as_written(&new.spec),
         &mut reasons,
     );
     for (role, hash) in &new.inputs {
@@ -249,26 +249,112 @@ pub fn explain_change(
     reasons
 }
 
-/// The spec with the stage's own settings under its kind (`train`, `eval`, …), so that
-/// paths read like the manifest: `train.epochs`, `optimizer.lr`.
-fn by_section(spec: &Value) -> Value {
+/// The spec as a user writes the manifest, so that every path of a difference is a key
+/// of the manifest (`accelerator.strategy`, `schedule.min-lr`, `data.label`): the stage's
+/// own settings under its kind (`train`, `eval`, …), the accelerator's `distributed`
+/// settings at the accelerator's level under their own names and values (`sampler
+/// "bucketed"`, `shard-remainder "drop"`), a schedule's parameters beside its kind, a
+/// label column as written, and the model's layers by position (see [`diff_model`]).
+fn as_written(spec: &Value) -> Value {
     let mut spec = spec.clone();
-    if let Some(map) = spec.as_object_mut() {
-        if let Some(mut stage) = map.remove("stage") {
-            let kind = stage.as_object_mut().and_then(|s| s.remove("kind"));
-            let name = kind
-                .as_ref()
-                .and_then(Value::as_str)
-                .unwrap_or("stage")
-                .to_string();
-            map.insert(name, stage);
+    let Some(map) = spec.as_object_mut() else {
+        return spec;
+    };
+    if let Some(mut stage) = map.remove("stage") {
+        let kind = stage.as_object_mut().and_then(|s| s.remove("kind"));
+        let name = kind
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or("stage")
+            .to_string();
+        map.insert(name, stage);
+    }
+    if let Some(acc) = map.get_mut("accelerator").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(distributed)) = acc.remove("distributed") {
+            for (k, v) in distributed {
+                let (key, value) = match (k.as_str(), v) {
+                    ("drop_remainder", Value::Bool(drop)) => {
+                        ("shard-remainder", json!(if drop { "drop" } else { "pad" }))
+                    }
+                    ("bucketed", Value::Bool(b)) => {
+                        ("sampler", json!(if b { "bucketed" } else { "distributed" }))
+                    }
+                    ("timeout_seconds", v) => ("timeout", v),
+                    (k, v) => (k, v),
+                };
+                acc.insert(key.replace('_', "-"), value);
+            }
+        }
+        // Left out of the key when off (so that older keys stay valid): off when absent.
+        acc.entry("sync-batch-norm").or_insert(json!(false));
+    }
+    if let Some(schedule) = map.get_mut("schedule").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(kind)) = schedule.remove("kind") {
+            for (k, v) in kind {
+                schedule.insert(k, v);
+            }
+        }
+    }
+    if let Some(data) = map.get_mut("data").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(column)) = data.get("label") {
+            if let Some(v) = column.values().next() {
+                let v = v.clone();
+                data.insert("label".into(), v);
+            }
         }
     }
     spec
 }
 
+/// The differences between two models, layer by layer: `model layer 3 (linear): out
+/// changed 8 → 16`, `model layer 2 changed relu → gelu`, `model changed 5 layers → 6
+/// layers`.
+fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
+    let layers = |v: &Value| -> Vec<Value> {
+        v["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| l.get("layer").unwrap_or(l).clone())
+            .collect()
+    };
+    let (a, b) = (layers(old), layers(new));
+    if a.len() != b.len() {
+        out.push(format!(
+            "model changed {} layers → {} layers",
+            a.len(),
+            b.len()
+        ));
+        return;
+    }
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let (kx, ky) = (
+            x["kind"].as_str().unwrap_or("?"),
+            y["kind"].as_str().unwrap_or("?"),
+        );
+        if kx != ky {
+            out.push(format!("model layer {} changed {kx} → {ky}", i + 1));
+            continue;
+        }
+        let mut changes = Vec::new();
+        diff_values("", x, y, &mut changes);
+        for change in changes {
+            out.push(format!("model layer {} ({kx}): {change}", i + 1));
+        }
+    }
+}
+
+/// A value as a difference shows it: JSON, with `unset` for an absent one.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Null => "unset".into(),
+        v => v.to_string(),
+    }
+}
+
 fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
     match (old, new) {
+        _ if path == "model" => diff_model(old, new, out),
         (Value::Object(a), Value::Object(b)) => {
             let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             for k in keys {
@@ -286,7 +372,12 @@ fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
             }
         }
         (a, b) if a == b => {}
-        (a, b) => out.push(format!("{} changed {} → {}", path.replace('_', "-"), a, b)),
+        (a, b) => out.push(format!(
+            "{} changed {} → {}",
+            path.replace('_', "-"),
+            shown(a),
+            shown(b)
+        )),
     }
 }
 
@@ -405,5 +496,194 @@ checkpoint needs="train"
         assert!(serde_json::to_value(&c[0].key).unwrap()["environment"]
             .get("processes")
             .is_none());
+    }
+    /// Whether a reason's key (`accelerator.strategy` in `accelerator.strategy changed …`)
+    /// is a key of the manifest's schema, or names a model layer.
+    fn names_a_manifest_key(reason: &str) -> bool {
+        use manifests::schema::{Ty, SECTIONS, STAGES};
+        if reason.starts_with("model layer ") || reason.starts_with("model changed ") {
+            return true;
+        }
+        let path = reason.split(' ').next().unwrap();
+        let mut parts = path.split('.');
+        let first = parts.next().unwrap();
+        let Some(mut section) = SECTIONS.iter().chain(STAGES).find(|s| s.name == first) else {
+            return false;
+        };
+        let mut rest: Vec<&str> = parts.collect();
+        while let Some(name) = (!rest.is_empty()).then(|| rest.remove(0)) {
+            let Some(key) = section.keys.iter().find(|k| k.name == name) else {
+                return false;
+            };
+            match (&key.ty, rest.is_empty()) {
+                (_, true) => return true,
+                (Ty::Section(inner), false) => section = inner,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn every_reason_names_a_key_as_the_manifest_writes_it() {
+        let files = BTreeMap::from([("data".to_string(), PathBuf::from("d.csv"))]);
+        let why = |a: &str, b: &str| -> Vec<String> {
+            let (a, b) = (keys(a), keys(b));
+            explain_change(&a[0].key, &b[0].key, &files)
+        };
+        let acc = |body: &str| match body.contains("strategy") {
+            true => format!("{BASE}accelerator {{ {body} }}\n"),
+            false => format!("{BASE}accelerator {{ strategy \"ddp\"; {body} }}\n"),
+        };
+        let cases: &[(&str, &str, &[&str])] = &[
+            (
+                "",
+                "strategy \"zero1\"",
+                &["accelerator.strategy changed \"ddp\" → \"zero1\""],
+            ),
+            (
+                "",
+                "sync-batch-norm #true",
+                &["accelerator.sync-batch-norm changed false → true"],
+            ),
+            (
+                "",
+                "shard-remainder \"drop\"",
+                &["accelerator.shard-remainder changed \"pad\" → \"drop\""],
+            ),
+            (
+                "",
+                "sampler \"bucketed\"; bucket-by 0",
+                &[
+                    "accelerator.bucket-by changed unset → 0",
+                    "accelerator.sampler changed \"distributed\" → \"bucketed\"",
+                ],
+            ),
+            (
+                "sampler \"bucketed\"; bucket-by 0",
+                "sampler \"bucketed\"; bucket-by 1; buckets 8",
+                &[
+                    "accelerator.bucket-by changed 0 → 1",
+                    "accelerator.buckets changed 4 → 8",
+                ],
+            ),
+            (
+                "",
+                "max-norm 1.0",
+                &["accelerator.max-norm changed unset → 1.0"],
+            ),
+            (
+                "max-norm 1.0",
+                "max-norm 1.0; norm-type 1.0",
+                &["accelerator.norm-type changed 2.0 → 1.0"],
+            ),
+            (
+                "",
+                "clip-value 0.5",
+                &["accelerator.clip-value changed unset → 0.5"],
+            ),
+            (
+                "",
+                "accumulate 2",
+                &["accelerator.accumulate changed 1 → 2"],
+            ),
+            (
+                "",
+                "deterministic #true",
+                &["accelerator.deterministic changed false → true"],
+            ),
+        ];
+        for (a, b, expected) in cases {
+            assert_eq!(why(&acc(a), &acc(b)), *expected, "{a} → {b}");
+        }
+        // Speed-only keys are not in the key, so they never show.
+        assert!(why(&acc(""), &acc("bucket-mb 50; timeout 60; backend \"gloo\"")).is_empty());
+        assert_eq!(
+            why(
+                BASE,
+                &BASE.replace("optimizer", "accelerator { strategy \"ddp\"; }\noptimizer")
+            ),
+            ["accelerator.strategy changed \"none\" → \"ddp\""]
+        );
+
+        let other: &[(&str, &str, &[&str])] = &[
+            (
+                "train\n",
+                "train batch-size=64 drop-last=#true\n",
+                &[
+                    "train.batch-size changed 32 → 64",
+                    "train.drop-last changed false → true",
+                ],
+            ),
+            (
+                "loss \"cross-entropy\"",
+                "loss \"cross-entropy\" label-smoothing=0.1",
+                &["loss.label-smoothing changed 0.0 → 0.1"],
+            ),
+            (
+                "lr=0.001",
+                "lr=0.001 weight-decay=0.01",
+                &["optimizer.weight-decay changed 0.0 → 0.01"],
+            ),
+            (
+                "data { source \"d.csv\"; }",
+                "data { source \"d.csv\"; label 0; split train=0.5 test=0.5; }",
+                &[
+                    "data.label changed \"last\" → 0",
+                    "data.split.test changed 0.2 → 0.5",
+                    "data.split.train changed 0.8 → 0.5",
+                ],
+            ),
+            (
+                "data { source \"d.csv\"; }",
+                "data { source \"d.csv\"; label \"y\"; }",
+                &["data.label changed \"last\" → \"y\""],
+            ),
+            (
+                "train\n",
+                "train\nschedule \"cosine\" min-lr=0.0001 warmup-epochs=2\n",
+                &[
+                    "schedule.kind changed \"constant\" → \"cosine\"",
+                    "schedule.min-lr changed unset → 0.0001",
+                    "schedule.warmup-epochs changed 0 → 2",
+                ],
+            ),
+            (
+                "train\n",
+                "train\nschedule \"step\" step-size=5 gamma=0.5\n",
+                &[
+                    "schedule.gamma changed unset → 0.5",
+                    "schedule.kind changed \"constant\" → \"step\"",
+                    "schedule.step-size changed unset → 5",
+                ],
+            ),
+            (
+                "linear 8; relu;",
+                "linear 16; gelu;",
+                &[
+                    "model layer 1 (linear): out changed 8 → 16",
+                    "model layer 2 changed relu → gelu",
+                ],
+            ),
+            (
+                "relu;",
+                "relu; dropout 0.1;",
+                &["model changed 3 layers → 4 layers"],
+            ),
+        ];
+        for (from, to, expected) in other {
+            let changed = BASE.replace(from, to);
+            assert_ne!(changed, BASE, "{from} is in BASE");
+            let reasons = why(BASE, &changed);
+            assert_eq!(reasons, *expected, "{from} → {to}");
+            for r in &reasons {
+                assert!(names_a_manifest_key(r), "{r}");
+            }
+        }
+        for (a, b, _) in cases {
+            for r in why(&acc(a), &acc(b)) {
+                assert!(names_a_manifest_key(&r), "{r}");
+            }
+        }
     }
 }

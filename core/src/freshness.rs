@@ -8,7 +8,7 @@
 
 use crate::fingerprint::{explain_change, fingerprints, stage_inputs, Environment, Fingerprint};
 use cache::{Entry, HashMemo, LastKeys, Lookup, Store};
-use manifests::{Diagnostic, Manifest, StageConfig};
+use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
 use miette::SourceSpan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -64,7 +64,10 @@ pub fn assess(
         let freshness = match cache {
             None => Freshness::Stale(vec!["the cache is off (--no-cache)".into()]),
             Some(_) if forced.contains(&index) => Freshness::Stale(vec!["forced (--force)".into()]),
-            Some(Cache { store, last }) => match store.get(&fingerprint.hash) {
+            Some(Cache { store, last }) => match store.get_requiring(
+                &fingerprint.hash,
+                required_outputs(manifest.stages[index].kind()),
+            ) {
                 Lookup::Hit(entry) => Freshness::Fresh(entry),
                 Lookup::Corrupt(why) => {
                     Freshness::Stale(vec![format!("the cache entry is unusable: {why}")])
@@ -159,11 +162,63 @@ pub fn output_name(config: &StageConfig) -> &'static str {
     }
 }
 
+/// The outputs an entry of a stage of `kind` must hold to be served: an entry without
+/// one of them is corrupt (and rebuilt), whatever its `entry.json` says.
+pub fn required_outputs(kind: StageKind) -> &'static [&'static str] {
+    match kind {
+        StageKind::Train => &[MODEL_OUTPUT],
+        StageKind::Eval => &[],
+        StageKind::Checkpoint => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
+    }
+}
+
+/// [`required_outputs`] for the stage kind a stored key is for (`spec.stage.kind`), for
+/// [`cache::Store::requiring`]: every lookup, by whichever crate, then needs them.
+pub fn required_outputs_of_key(key: &serde_json::Value) -> &'static [&'static str] {
+    match key["spec"]["stage"]["kind"].as_str() {
+        Some("train") => required_outputs(StageKind::Train),
+        Some("eval") => required_outputs(StageKind::Eval),
+        Some("checkpoint") => required_outputs(StageKind::Checkpoint),
+        _ => &[],
+    }
+}
+
 /// The trained weights a `train` stage stores.
 pub const MODEL_OUTPUT: &str = "model.safetensors";
 /// The weights and metadata a `checkpoint` stage stores.
 pub const CHECKPOINT_OUTPUT: &str = "checkpoint.safetensors";
 pub const CHECKPOINT_METADATA: &str = "checkpoint.json";
+
+/// The input files of `manifest`'s stages that are not regular files (a FIFO, a device, a
+/// directory), found without opening them, each as the located diagnostic `run` and
+/// `status` give; for `pipeline check`, which reads no data. Missing files are not
+/// reported here.
+pub fn input_file_problems(manifest: &Manifest) -> Vec<Diagnostic> {
+    let mut seen = BTreeSet::new();
+    let mut problems = Vec::new();
+    for index in 0..manifest.stages.len() {
+        for (role, path) in stage_inputs(manifest, index) {
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            if let Err(e) = cache::require_regular(&path) {
+                if e.kind() == std::io::ErrorKind::InvalidInput {
+                    problems.push(unreadable_input(manifest, index, &role, e));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// The manifest key that names the input file of `role` (see [`stage_inputs`]).
+pub fn input_key(role: &str) -> &'static str {
+    match role {
+        "labels" => "data.labels",
+        "init" => "train.init",
+        _ => "data.source",
+    }
+}
 
 fn unreadable_input(
     manifest: &Manifest,
@@ -179,14 +234,32 @@ fn unreadable_input(
     if e.kind() == std::io::ErrorKind::NotFound {
         return missing_input(manifest, role, path, init_span);
     }
-    let span = if role == "init" {
-        init_span
-    } else {
-        manifest.data.source.span
+    let span = match role {
+        "init" => init_span,
+        "labels" => manifest.data.span.or(manifest.data.source.span),
+        _ => manifest.data.source.span,
     };
+    let key = input_key(role);
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        // A FIFO, a device, a directory: refused before it is opened (cache::hash_file).
+        return Diagnostic::error(
+            if role == "init" {
+                "pipeline::train::init_not_a_file"
+            } else {
+                "pipeline::data::not_a_file"
+            },
+            format!("{key}: {e}"),
+        )
+        .label_opt(span, "not a regular file")
+        .help(format!(
+            "name a regular file in `{key}` (a link to one is fine): pipeline hashes its \
+             inputs for the cache and reads them again to train, so a pipe or a device \
+             cannot be one; copy the data into a file first"
+        ));
+    }
     Diagnostic::error(
         "pipeline::data::unreadable",
-        format!("cannot read {}: {e}", path.display()),
+        format!("{key}: cannot read {}: {e}", path.display()),
     )
     .label_opt(span, "this file")
     .help("check the file's permissions")
@@ -232,5 +305,152 @@ pub fn missing_input(
         } else {
             relative
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    /// A fresh directory for one test (core has no tempfile), removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir = std::env::temp_dir()
+                .join(format!("pipeline-freshness-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn manifest(dir: &Path, data: &str, init: Option<&str>) -> Manifest {
+        let init = init.map_or(String::new(), |i| format!(" init=\"{i}\""));
+        let text = format!(
+            "data {{ source \"{data}\"; format \"csv\"; }}\nmodel {{ linear 3; }}\n\
+             loss \"cross-entropy\"\noptimizer \"adam\"\ntrain{init}\n\
+             eval \"test\" needs=\"train\"\ncheckpoint needs=\"train\"\n"
+        );
+        let checked = crate::load(&text, &dir.join("m.kdl"), &[]);
+        checked
+            .valid()
+            .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
+            .clone()
+    }
+
+    fn environment() -> Environment {
+        Environment {
+            tool: "t".into(),
+            libtorch: "2.13.0".into(),
+            device: "cpu".into(),
+            processes: 1,
+        }
+    }
+
+    fn assess_all(m: &Manifest, cache: Option<&Cache>) -> Result<Vec<StageState>, Diagnostic> {
+        let order = crate::Plan::new(m).order;
+        assess(
+            m,
+            &order,
+            &environment(),
+            cache,
+            &mut HashMemo::none(),
+            &BTreeSet::new(),
+        )
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_and_fifos_as_inputs_are_refused_naming_the_key() {
+        let dir = TempDir::new("devices");
+        let zero = manifest(dir.path(), "/dev/zero", None);
+        let err = assess_all(&zero, None).unwrap_err();
+        assert_eq!(err.code, "pipeline::data::not_a_file");
+        let problems = input_file_problems(&zero);
+        assert_eq!(problems.len(), 1, "one file, named once");
+        assert_eq!(problems[0].message, err.message);
+        assert_eq!(
+            err.message,
+            "data.source: /dev/zero is a character device, not a regular file"
+        );
+        assert_eq!(err.labels.len(), 1, "points at data.source");
+
+        std::fs::write(dir.path().join("d.csv"), "1,0\n").unwrap();
+        let fifo = dir.path().join("w.fifo");
+        if std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            // Would block forever in open(2) if it were opened.
+            let m = manifest(dir.path(), "d.csv", Some("w.fifo"));
+            let err = assess_all(&m, None).unwrap_err();
+            assert_eq!(input_file_problems(&m).len(), 1);
+            assert_eq!(err.code, "pipeline::train::init_not_a_file");
+            assert_eq!(
+                err.message,
+                format!(
+                    "train.init: {} is a FIFO (named pipe), not a regular file",
+                    fifo.display()
+                )
+            );
+            assert!(err.help.as_deref().unwrap().contains("name a regular file"));
+        }
+    }
+
+    #[test]
+    fn an_entry_without_the_outputs_its_kind_requires_is_rebuilt_never_served() {
+        let dir = TempDir::new("required");
+        std::fs::write(dir.path().join("d.csv"), "1,0\n").unwrap();
+        let m = manifest(dir.path(), "d.csv", None);
+        let cache = Cache {
+            store: Store::new(dir.path().join("cache")),
+            last: LastKeys::none(),
+        };
+        let states = assess_all(&m, Some(&cache)).unwrap();
+        // Entries that list no outputs (valid, checksummed): eval needs none, the others do.
+        for s in &states {
+            cache
+                .store
+                .put(&s.fingerprint.hash, &json!({}), &json!({}), &[])
+                .unwrap();
+        }
+        let reasons: Vec<(String, Option<Vec<String>>)> = assess_all(&m, Some(&cache))
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let name = m.stages[s.index].name().to_string();
+                match s.freshness {
+                    Freshness::Fresh(_) => (name, None),
+                    Freshness::Stale(why) => (name, Some(why)),
+                }
+            })
+            .collect();
+        let unusable = |what: &str| {
+            Some(vec![format!(
+                "the cache entry is unusable: output {what} is not in the entry"
+            )])
+        };
+        assert_eq!(
+            reasons,
+            [
+                ("train".to_string(), unusable(MODEL_OUTPUT)),
+                ("test".to_string(), None),
+                ("checkpoint".to_string(), unusable(CHECKPOINT_OUTPUT)),
+            ]
+        );
     }
 }
