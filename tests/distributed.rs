@@ -389,7 +389,10 @@ fn a_worker_that_hangs_is_named_when_the_others_time_out() {
     // Once training has started (its metrics file exists), stop rank 1 as SIGSTOP does.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let pid = loop {
-        assert!(std::time::Instant::now() < deadline, "training never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "training never started"
+        );
         let started = std::fs::read_dir(dir.path().join(".pipeline/runs"))
             .into_iter()
             .flatten()

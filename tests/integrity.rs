@@ -103,7 +103,9 @@ fn a_model_too_large_for_memory_is_refused_before_allocating() {
     );
     let log = failing_run(dir.path());
     assert!(
-        log.contains("× the model's parameters need 3.6 TB (1000006000002 values); this machine has"),
+        log.contains(
+            "× the model's parameters need 3.6 TB (1000006000002 values); this machine has"
+        ),
         "{log}"
     );
 }
@@ -124,7 +126,10 @@ fn an_edited_snapshot_position_is_not_trusted() {
     let text_of = std::fs::read_to_string(dir.path().join("digits.kdl")).unwrap();
     std::fs::write(
         dir.path().join("digits.kdl"),
-        text_of.replace("    batch-size 64\n", "    batch-size 64\n    snapshot-every-steps 5\n"),
+        text_of.replace(
+            "    batch-size 64\n",
+            "    batch-size 64\n    snapshot-every-steps 5\n",
+        ),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))

@@ -17,7 +17,12 @@ fn check_refuses_paths_that_overwrite_inputs_each_other_or_devices() {
     // The manifest itself, under the path the user gave.
     let out = pipeline(
         &dir,
-        &["check", "overwrites.kdl", "--set", "over-manifest.path=overwrites.kdl"],
+        &[
+            "check",
+            "overwrites.kdl",
+            "--set",
+            "over-manifest.path=overwrites.kdl",
+        ],
     );
     assert!(
         text(&out.stderr).contains("stage `over-manifest` would overwrite the manifest itself with its weights: overwrites.kdl"),
@@ -60,10 +65,15 @@ fn a_file_pipeline_did_not_write_is_never_replaced() {
     assert_eq!(out.status.code(), Some(1));
     let log = text(&out.stderr);
     assert!(
-        log.contains("× stage `export`: will not replace model.safetensors: pipeline did not write it"),
+        log.contains(
+            "× stage `export`: will not replace model.safetensors: pipeline did not write it"
+        ),
         "{log}"
     );
-    assert_eq!(std::fs::read(&mine).unwrap(), b"my own weights, from elsewhere");
+    assert_eq!(
+        std::fs::read(&mine).unwrap(),
+        b"my own weights, from elsewhere"
+    );
 
     // Its metadata's place is guarded too.
     std::fs::remove_file(&mine).unwrap();
@@ -112,16 +122,21 @@ fn a_file_pipeline_did_not_write_is_never_replaced() {
 fn a_link_from_the_path_to_an_input_is_refused() {
     let dir = project();
     // A link to the data at the checkpoint's path: the rules follow it to the data.
-    std::os::unix::fs::symlink(dir.path().join("tiny.csv"), dir.path().join("model.safetensors"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("tiny.csv"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
     let before = std::fs::read(dir.path().join("tiny.csv")).unwrap();
     let out = run(dir.path(), &["--no-cache"]);
     assert_eq!(out.status.code(), Some(1));
     let log = text(&out.stderr);
     assert!(log.contains("overwrite the data file"), "{log}");
     assert_eq!(std::fs::read(dir.path().join("tiny.csv")).unwrap(), before);
-    assert!(std::fs::symlink_metadata(dir.path().join("model.safetensors"))
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(
+        std::fs::symlink_metadata(dir.path().join("model.safetensors"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }

@@ -56,7 +56,9 @@ impl View for CpuView<'_> {
         }
         // SAFETY: a contiguous CPU tensor holds `len` bytes at data_ptr, and it outlives
         // the borrow (the view borrows the tensor).
-        Cow::Borrowed(unsafe { std::slice::from_raw_parts(self.tensor.data_ptr() as *const u8, len) })
+        Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(self.tensor.data_ptr() as *const u8, len)
+        })
     }
     fn data_len(&self) -> usize {
         self.tensor.numel() * self.tensor.kind().elt_size_in_bytes()
@@ -132,7 +134,13 @@ pub fn write_weights(model: &Model, path: &Path, kind: Kind) -> Result<(), Diagn
 /// to run), padded to 8 bytes as the format asks; the tensor data is unchanged.
 fn with_metadata(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     let bad = || std::io::Error::other("the safetensors writer produced no header");
-    let len = u64::from_le_bytes(bytes.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
+    let len = u64::from_le_bytes(
+        bytes
+            .get(..8)
+            .ok_or_else(bad)?
+            .try_into()
+            .map_err(|_| bad())?,
+    );
     let end = 8 + usize::try_from(len).map_err(|_| bad())?;
     let mut header: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(bytes.get(8..end).ok_or_else(bad)?)?;

@@ -180,7 +180,11 @@ mod tests {
         let path = write("members.csv.gz", "");
         std::fs::write(&path, &bytes).unwrap();
         let t = read(&path, false, &Column::Last).unwrap();
-        assert_eq!(t.labels, vec![0.0, 1.0, 0.0], "the second member is read too");
+        assert_eq!(
+            t.labels,
+            vec![0.0, 1.0, 0.0],
+            "the second member is read too"
+        );
         assert_eq!(t.lines, vec![1, 2, 3]);
 
         bytes.extend_from_slice(b"garbage after the end");

@@ -7,7 +7,7 @@
 use crate::arrays;
 use crate::csv::{self, CsvError};
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
-use pipeline_core::freshness::missing_input;
+use pipeline_core::freshness::regular_input;
 use pipeline_core::split::Splits;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
@@ -101,7 +101,7 @@ fn read_arrays(
         }
         DataFormat::Npy => {
             let labels_path = manifest.resolve(Path::new(&spec.labels));
-            regular_input(manifest, "labels", &labels_path)?;
+            regular_input(manifest, "labels", &labels_path, None)?;
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
             let labels =
                 arrays::read_npy(&labels_path).map_err(|e| array_error(&labels_path, e))?;
@@ -119,35 +119,12 @@ fn read_arrays(
     })
 }
 
-/// Refuses an input file that is missing or is not a regular file (a FIFO or a device
-/// would block or never end); links to regular files are followed.
-pub fn regular_input(manifest: &Manifest, role: &str, path: &Path) -> Result<(), Diagnostic> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(not_regular_input(manifest, role, path)),
-        Err(_) => Err(missing_input(manifest, role, path, None)),
-    }
-}
-
-fn not_regular_input(manifest: &Manifest, role: &str, path: &Path) -> Diagnostic {
-    let span = match role {
-        "init" => None,
-        _ => manifest.data.source.span,
-    };
-    Diagnostic::error(
-        "pipeline::data::not_a_file",
-        format!("{} is not a regular file (a FIFO, a device or a directory), so it cannot be read as {role}", path.display()),
-    )
-    .label_opt(span, "this file")
-    .help("name a regular file: copy the data into one first")
-}
-
 impl Dataset {
     /// Loads the manifest's data. `classification` asks for class-index labels.
     pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        regular_input(manifest, "data", &path)?;
+        regular_input(manifest, "data", &path, None)?;
         let (features, labels, origin) = read_arrays(&path, spec.format, spec, manifest)?;
         let n = features.size().first().copied().unwrap_or(0);
         if n == 0 || features.dim() < 2 || features.size()[1..].contains(&0) {

@@ -13,12 +13,12 @@ use tch::{Device, Kind, TchError, Tensor};
 
 /// `bytes` for people: `1.2 GB`.
 fn show_bytes(bytes: u128) -> String {
-    let b = bytes as f64;
-    match bytes {
-        b2 if b2 >= 1 << 40 => format!("{:.1} TB", b / (1u64 << 40) as f64),
-        b2 if b2 >= 1 << 30 => format!("{:.1} GB", b / (1u64 << 30) as f64),
-        _ => format!("{:.1} MB", b / (1u64 << 20) as f64),
-    }
+    let (unit, scale) = match bytes {
+        b if b >= 1 << 40 => ("TB", 1u64 << 40),
+        b if b >= 1 << 30 => ("GB", 1 << 30),
+        _ => ("MB", 1 << 20),
+    };
+    format!("{:.1} {unit}", bytes as f64 / scale as f64)
 }
 
 /// The memory the CPU can still give (`MemAvailable` of /proc/meminfo).

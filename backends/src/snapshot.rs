@@ -50,7 +50,10 @@ impl Position {
     pub fn fits(&self, epochs: u64, batches: u64) -> bool {
         (1..=epochs).contains(&self.epoch)
             && self.step_in_epoch < batches
-            && self.last.as_ref().map_or(self.epoch == 1, |l| l.epoch + 1 == self.epoch)
+            && self
+                .last
+                .as_ref()
+                .map_or(self.epoch == 1, |l| l.epoch + 1 == self.epoch)
     }
 }
 
@@ -276,7 +279,9 @@ mod tests {
     fn an_index_read_back_has_the_checksum_it_was_written_with() {
         let mut bits: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..2000 {
-            bits = bits.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            bits = bits
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let x = f64::from_bits(bits >> 2) % 10.0;
             let record = EpochRecord {
                 stage: "train".into(),

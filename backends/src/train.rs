@@ -72,7 +72,7 @@ pub fn train(
     )?;
     if let Some(init) = &spec.init {
         let path = manifest.resolve(&init.value);
-        crate::data::regular_input(manifest, "init", &path).map_err(|d| d.label_opt(init.span, "starting weights"))?;
+        pipeline_core::freshness::regular_input(manifest, "init", &path, init.span)?;
         model.vs.load(&path).map_err(|e| {
             torch_error("pipeline::train::bad_init", &format!("stage `{name}`: cannot start from {}", path.display()), &e)
                 .label_opt(init.span, "starting weights")

@@ -231,6 +231,30 @@ fn unreadable_input(
         StageConfig::Train(t) => t.init.as_ref().and_then(|i| i.span),
         _ => None,
     };
+    input_error(manifest, role, path, init_span, e)
+}
+
+/// `Ok` when the input file of `role` (as in [`stage_inputs`]) at `path` is a regular
+/// file (links followed), else the diagnostic `run` and `status` give; for readers that
+/// open inputs themselves (the data loader, `init`), since opening a FIFO blocks.
+pub fn regular_input(
+    manifest: &Manifest,
+    role: &str,
+    path: &Path,
+    init_span: Option<SourceSpan>,
+) -> Result<(), Diagnostic> {
+    cache::require_regular(path)
+        .map(drop)
+        .map_err(|e| input_error(manifest, role, path, init_span, e))
+}
+
+fn input_error(
+    manifest: &Manifest,
+    role: &str,
+    path: &Path,
+    init_span: Option<SourceSpan>,
+    e: std::io::Error,
+) -> Diagnostic {
     if e.kind() == std::io::ErrorKind::NotFound {
         return missing_input(manifest, role, path, init_span);
     }

@@ -200,7 +200,9 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
             if input.span != out.span {
                 d = d.label_opt(input.span, "read from here");
             }
-            diags.push(d.help("write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`"));
+            diags.push(d.help(
+                "write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`",
+            ));
         } else if let Some(kind) = not_regular(&out.path) {
             diags.push(
                 Diagnostic::error(
@@ -213,7 +215,9 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
                     ),
                 )
                 .label_opt(out.span, "not a regular file")
-                .help("write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`"),
+                .help(
+                    "write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`",
+                ),
             );
         }
     }
@@ -222,17 +226,21 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
 
 /// What `path` is when it exists and is not a regular file ("a directory", …).
 fn not_regular(path: &Path) -> Option<&'static str> {
-    let t = fs::symlink_metadata(path).ok()?.file_type();
     use std::os::unix::fs::FileTypeExt;
-    Some(match () {
-        _ if t.is_file() => return None,
-        _ if t.is_dir() => "a directory",
-        _ if t.is_symlink() => "a symbolic link",
-        _ if t.is_fifo() => "a FIFO",
-        _ if t.is_char_device() || t.is_block_device() => "a device",
-        _ if t.is_socket() => "a socket",
-        _ => "not a regular file",
-    })
+    let t = fs::symlink_metadata(path).ok()?.file_type();
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else {
+        Some("a socket")
+    }
 }
 
 /// Whether a safetensors file carries [`WRITTEN_BY`] in its header.
@@ -290,10 +298,7 @@ pub fn may_replace(manifest: &Manifest, index: usize, weights: &Path) -> Result<
     let inputs = inputs(manifest, None);
     let metadata = metadata_path(weights);
     for (path, ours) in [
-        (
-            weights,
-            weights_written_by_pipeline as fn(&Path) -> bool,
-        ),
+        (weights, weights_written_by_pipeline as fn(&Path) -> bool),
         (metadata.as_path(), metadata_written_by_pipeline),
     ] {
         if fs::symlink_metadata(path).is_err() {
@@ -322,7 +327,10 @@ mod tests {
             normal(Path::new("a/b"), Path::new("./../b/./x.csv")),
             PathBuf::from("a/b/x.csv")
         );
-        assert_eq!(normal(Path::new(""), Path::new("../x")), PathBuf::from("../x"));
+        assert_eq!(
+            normal(Path::new(""), Path::new("../x")),
+            PathBuf::from("../x")
+        );
     }
 
     #[test]

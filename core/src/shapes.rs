@@ -187,8 +187,7 @@ pub fn parameter_count(layers: &[LayerSpec], shapes: &[Shape]) -> u128 {
                 Layer::Conv2d {
                     out, kernel, bias, ..
                 } => {
-                    first * dim(*out) * dim(*kernel) * dim(*kernel)
-                        + u128::from(*bias) * dim(*out)
+                    first * dim(*out) * dim(*kernel) * dim(*kernel) + u128::from(*bias) * dim(*out)
                 }
                 // weight, bias, running mean and variance
                 Layer::BatchNorm { .. } => 4 * first,

@@ -33,7 +33,10 @@ fn a_labels_file_with_csv_data_is_refused_not_ignored() {
         )]
     );
     let src = manifest(r#"source "x.csv.gz"; features "x""#);
-    assert_eq!(diags(&src)[0].1, "`data.features` does not apply to CSV data");
+    assert_eq!(
+        diags(&src)[0].1,
+        "`data.features` does not apply to CSV data"
+    );
 }
 
 #[test]
