@@ -194,7 +194,7 @@ fn wrong_types_name_what_was_expected() {
         one(&src),
         (
             "pipeline::manifest::wrong_type",
-            "`train.epochs` must be an integer ≥ 1, found \"ten\"".into(),
+            "`train.epochs` must be an integer from 1 to 1000000, found \"ten\"".into(),
             "epochs=\"ten\"".into()
         )
     );
