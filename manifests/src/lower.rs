@@ -393,6 +393,7 @@ impl<'a> Reader<'a> {
             .into_iter()
             .filter_map(|k| Some((k, acc_f.span(k)?)))
             .collect(),
+            from_set: acc_f.set.clone(),
         };
 
         let mut stages = Vec::new();

@@ -49,6 +49,9 @@ pub(crate) struct Fields {
     /// The node, or `None` when the section was not written.
     pub span: Option<SourceSpan>,
     pub name_span: Option<SourceSpan>,
+    /// The keys given with `--set`, with the `PATH=VALUE` given: they have no span in
+    /// the file, and diagnostics say where they came from instead.
+    pub set: BTreeMap<&'static str, String>,
 }
 
 impl Fields {
@@ -343,7 +346,9 @@ impl<'a> Reader<'a> {
             }
         }
 
-        // `--set` overrides aimed at this node replace what the file says.
+        // `--set` overrides aimed at this node replace what the file says. The value is not
+        // in the file, so it has no span: a label would point at the text it replaced.
+        let mut set = BTreeMap::new();
         let depth = path.len();
         for i in 0..self.pending.len() {
             let p = &self.pending[i];
@@ -355,12 +360,12 @@ impl<'a> Reader<'a> {
             self.pending[i].used = true;
             match section.key(&name) {
                 Some(key) if !matches!(key.ty, Ty::Section(_)) => {
-                    let span = raws.get(key.name).and_then(|r| r.1);
                     let values = vec![RawEntry {
                         raw: Raw::Set(ov),
-                        span,
+                        span: None,
                     }];
-                    raws.insert(key.name, (values, span));
+                    raws.insert(key.name, (values, None));
+                    set.insert(key.name, ov.to_string());
                 }
                 Some(key) => self.diags.push(
                     Diagnostic::error(
@@ -394,6 +399,7 @@ impl<'a> Reader<'a> {
             values: BTreeMap::new(),
             span: node.map(KdlNode::span),
             name_span: node.map(|n| n.name().span()),
+            set,
         };
 
         for key in section.keys {

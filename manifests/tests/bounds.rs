@@ -174,3 +174,22 @@ fn a_manifest_over_the_size_limit_is_refused_at_once() {
         )
     );
 }
+
+#[test]
+fn a_value_from_set_has_no_span_in_the_file_and_is_recorded() {
+    let src = format!("{BASE}accelerator {{ device \"auto\"; precision \"32\"; }}\n");
+    let overrides = [
+        Override::parse("accelerator.device=cpu").unwrap(),
+        Override::parse("accelerator.precision=16-mixed").unwrap(),
+    ];
+    let lowered = lower(&src, "test", Path::new(""), &overrides);
+    let a = lowered.manifest.unwrap().accelerator;
+    assert_eq!(a.span("device"), None);
+    assert_eq!(a.span("precision"), None);
+    assert_eq!(a.from_set("device"), Some("accelerator.device=cpu"));
+    assert_eq!(
+        a.from_set("precision"),
+        Some("accelerator.precision=16-mixed")
+    );
+    assert_eq!(a.from_set("strategy"), None);
+}
