@@ -124,6 +124,10 @@ struct Indexed<'a> {
 }
 
 impl SourceCode for Indexed<'_> {
+    // What miette's own `SourceCode for str` answers, found through the index: the lines
+    // around the span with their line break; `line_count` the number of line breaks from
+    // the start of the text through the last line (miette merges snippets by it); with no
+    // context before, the data starts at the span and `column` is its byte column.
     fn read_span<'b>(
         &'b self,
         span: &SourceSpan,
@@ -139,15 +143,22 @@ impl SourceCode for Indexed<'_> {
         let last = self.lines.line_of(end.saturating_sub(1).max(span.offset()));
         let from = first.saturating_sub(before);
         let to = (last + after).min(self.lines.starts.len() - 1);
-        let start = self.lines.starts[from];
-        let stop = self.lines.bounds(to).1;
+        let (start, column) = if before == 0 {
+            (span.offset(), span.offset() - self.lines.starts[first])
+        } else {
+            (self.lines.starts[from], 0)
+        };
+        let (stop, line_count) = match self.lines.starts.get(to + 1) {
+            Some(next) => (*next, to + 1),
+            None => (text.len(), to),
+        };
         Ok(Box::new(MietteSpanContents::new_named(
             self.name.to_string(),
             &text.as_bytes()[start..stop],
             (start, stop - start).into(),
             from,
-            0,
-            to - from + 1,
+            column,
+            line_count,
         )))
     }
 }
