@@ -1,4 +1,6 @@
 //! `pipeline check FILE...`: every problem in every file, exit 1 if any is an error.
+//! With `--json`, one document `{"ok", "diagnostics": [...]}` on stdout whatever happens
+//! (an unreadable file is a diagnostic like any other; a bad command line: `main.rs`).
 
 use manifests::{has_errors, Override};
 use pipeline_cli::load::Loaded;
@@ -16,12 +18,7 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
     if json {
         let diagnostics: Vec<_> = loaded
             .iter()
-            .flat_map(|l| {
-                l.checked
-                    .diagnostics
-                    .iter()
-                    .map(|d| render::json(d, l.source.as_ref()))
-            })
+            .flat_map(|l| render::json_all(&l.checked.diagnostics, l.source.as_ref()))
             .collect();
         println!("{}", json!({ "ok": ok, "diagnostics": diagnostics }));
     } else {

@@ -1,7 +1,9 @@
 //! `pipeline explain [KEY]`: the documentation of every manifest key, from the schema
 //! (type, default, allowed values) and the compatibility rules (what it interacts with).
+//! Paths follow the manifest: `accelerator.precision`, `data.split.seed`, `model` (every
+//! layer), `model.linear`, `model.conv2d.kernel`.
 
-use manifests::schema::{Key, Section, Ty, Val, LAYERS, SECTIONS, STAGES};
+use manifests::schema::{Children, Key, Section, Ty, Val, LAYERS, SECTIONS, SPLIT, STAGES};
 use manifests::suggest;
 use pipeline_core::compat::RULES;
 
@@ -36,11 +38,13 @@ fn wrapped(text: &str) -> String {
     out
 }
 
-fn key_text(section: &Section, key: &Key) -> String {
-    let path = format!("{}.{}", section.name, key.name);
+/// The documentation of `key` of a section at `path` (`accelerator`, `data.split`,
+/// `model.linear`).
+fn key_text(path: &str, key: &Key) -> String {
+    let path = format!("{path}.{}", key.name);
     let mut out = path.clone() + &wrapped(key.doc);
     let wants = match &key.ty {
-        Ty::Section(s) => format!("a `{}` block", s.name),
+        Ty::Section(s) => format!("a `{}` block (`pipeline explain {path}`)", s.name),
         ty => ty.describe(),
     };
     out += &wrapped(&format!("value: {wants}; default: {}", default_text(key)));
@@ -53,53 +57,119 @@ fn key_text(section: &Section, key: &Key) -> String {
     out + "\n"
 }
 
-fn section_text(section: &Section) -> String {
-    let mut out = format!("{}: {}\n", section.name, section.doc);
+/// The documentation of a section at `path`, and of each of its keys.
+fn section_text(section: &Section, path: &str) -> String {
+    let mut out = format!("{path}: {}\n", section.doc);
+    if section.children == Children::Layers {
+        let names: Vec<&str> = LAYERS.iter().map(|l| l.name).collect();
+        out += &wrapped(&format!(
+            "Its children are layers, applied in order: {}. Each is documented below.",
+            names.join(", ")
+        ));
+        out += "\n";
+        for layer in LAYERS {
+            out += "\n";
+            out += &section_text(layer, &format!("{path}.{}", layer.name));
+        }
+        return out;
+    }
     for key in section.keys {
         out += "\n";
-        out += &key_text(section, key);
+        out += &key_text(path, key);
     }
     out
 }
 
-fn all_sections() -> impl Iterator<Item = &'static Section> {
-    SECTIONS
-        .iter()
-        .copied()
-        .chain(STAGES.iter().copied())
-        .chain(LAYERS.iter())
+/// Sections and stage kinds: the nodes at the top of a manifest.
+fn top_level() -> impl Iterator<Item = &'static Section> {
+    SECTIONS.iter().copied().chain(STAGES.iter().copied())
 }
 
-/// Prints the documentation of `what` (a section, `section.key`, or everything).
+/// What `explain` can show: a section (at its path) or one key.
+enum Topic {
+    Section(&'static Section, String),
+    Key(String, &'static Key),
+}
+
+/// `what` resolved through the schema: `accelerator`, `accelerator.precision`,
+/// `data.split`, `data.split.seed`, `model`, `model.linear`, `model.linear.out`; a layer
+/// alone (`linear`) is `model.linear`. The error says what is wrong and what is near.
+fn resolve(what: &str) -> Result<Topic, (String, String)> {
+    let mut parts = what.split('.');
+    let first = parts.next().unwrap_or_default();
+    let (mut section, mut path): (&'static Section, String) =
+        match top_level().find(|s| s.name == first) {
+            Some(s) => (s, first.to_string()),
+            None => match LAYERS.iter().find(|l| l.name == first) {
+                Some(l) => (l, format!("model.{first}")),
+                None => {
+                    let mut names: Vec<&str> = top_level().map(|s| s.name).collect();
+                    names.extend(LAYERS.iter().map(|l| l.name));
+                    return Err((
+                        format!("`{first}` is not a section, stage kind or layer"),
+                        suggest::help_for(first, "section", &names),
+                    ));
+                }
+            },
+        };
+    while let Some(part) = parts.next() {
+        if section.children == Children::Layers {
+            match LAYERS.iter().find(|l| l.name == part) {
+                Some(layer) => {
+                    path = format!("{path}.{part}");
+                    section = layer;
+                    continue;
+                }
+                None => {
+                    let names: Vec<&str> = LAYERS.iter().map(|l| l.name).collect();
+                    return Err((
+                        format!("`{path}` has no layer `{part}`"),
+                        suggest::help_for(part, "layer", &names),
+                    ));
+                }
+            }
+        }
+        let Some(key) = section.key(part) else {
+            return Err((
+                format!("`{path}` has no key `{part}`"),
+                suggest::help_for(part, "key", &section.key_names()),
+            ));
+        };
+        match (&key.ty, parts.clone().next()) {
+            (Ty::Section(sub), _) => {
+                path = format!("{path}.{part}");
+                section = sub;
+            }
+            (_, None) => return Ok(Topic::Key(path, key)),
+            (_, Some(next)) => {
+                return Err((
+                    format!("`{path}.{part}` is a value, it has no key `{next}`"),
+                    format!("see `pipeline explain {path}.{part}`"),
+                ))
+            }
+        }
+    }
+    Ok(Topic::Section(section, path))
+}
+
+/// Prints the documentation of `what` (a section, a layer, a key, or everything).
 pub fn run(what: Option<&str>) -> bool {
     let Some(what) = what else {
-        let texts: Vec<String> = all_sections().map(section_text).collect();
+        let texts: Vec<String> = top_level()
+            .map(|s| section_text(s, s.name))
+            .chain([section_text(&SPLIT, "data.split")])
+            .collect();
         print!("{}", texts.join("\n"));
         return true;
     };
-    let (name, key) = match what.split_once('.') {
-        Some((s, k)) => (s, Some(k)),
-        None => (what, None),
-    };
-    let Some(section) = all_sections().find(|s| s.name == name) else {
-        let names: Vec<&str> = all_sections().map(|s| s.name).collect();
-        eprintln!("error: `{name}` is not a section, stage kind or layer");
-        eprintln!("  help: {}", suggest::help_for(name, "section", &names));
-        return false;
-    };
-    match key {
-        None => print!("{}", section_text(section)),
-        Some(k) => match section.key(k) {
-            Some(key) => print!("{}", key_text(section, key)),
-            None => {
-                eprintln!("error: `{}` has no key `{k}`", section.name);
-                eprintln!(
-                    "  help: {}",
-                    suggest::help_for(k, "key", &section.key_names())
-                );
-                return false;
-            }
-        },
+    match resolve(what) {
+        Ok(Topic::Section(section, path)) => print!("{}", section_text(section, &path)),
+        Ok(Topic::Key(path, key)) => print!("{}", key_text(&path, key)),
+        Err((error, help)) => {
+            eprintln!("error: {error}");
+            eprintln!("  help: {help}");
+            return false;
+        }
     }
     true
 }

@@ -45,11 +45,13 @@ impl Loaded {
         }
     }
 
-    /// Prints every diagnostic to stderr; returns the manifest if it has no errors.
+    /// Prints the diagnostics to stderr (the first [`render::SHOWN`], then a count);
+    /// returns the manifest if it has no errors.
     pub fn report(&self) -> Option<&Manifest> {
-        for d in &self.checked.diagnostics {
-            eprintln!("{}", render::human(d, self.source.as_ref()));
-        }
+        eprint!(
+            "{}",
+            render::human_report(&self.checked.diagnostics, self.source.as_ref())
+        );
         self.checked.valid()
     }
 }

@@ -1,6 +1,8 @@
 //! `pipeline status FILE`: each stage fresh (in the cache) or stale, with the reasons in
 //! words. Never loads libtorch; `auto` devices count as CUDA when an NVIDIA driver is
-//! present.
+//! present. With `--json`, one document on stdout whatever happens: the stages with
+//! `"ok": true` (and the manifest's warnings), or `render::json_failure`'s
+//! `{"ok": false, "diagnostics": [...]}`.
 
 use manifests::Override;
 use pipeline_cli::cli::CacheDir;
@@ -13,6 +15,10 @@ use std::path::Path;
 pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) -> bool {
     let loaded = Loaded::read(file, overrides);
     let Some(manifest) = loaded.report() else {
+        if json {
+            let failure = render::json_failure(&loaded.checked.diagnostics, loaded.source.as_ref());
+            println!("{failure}");
+        }
         return false;
     };
     let device = prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
@@ -21,6 +27,14 @@ pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) ->
         Ok(p) => p,
         Err(d) => {
             eprintln!("{}", render::human(&d, loaded.source.as_ref()));
+            if json {
+                let mut diagnostics = loaded.checked.diagnostics.clone();
+                diagnostics.push(d);
+                println!(
+                    "{}",
+                    render::json_failure(&diagnostics, loaded.source.as_ref())
+                );
+            }
             return false;
         }
     };
@@ -45,9 +59,16 @@ pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) ->
                 })
             })
             .collect();
+        let warnings = render::json_all(&loaded.checked.diagnostics, loaded.source.as_ref());
         println!(
             "{}",
-            json!({ "pipeline": manifest.name, "cache": root, "stages": stages })
+            json!({
+                "ok": true,
+                "pipeline": manifest.name,
+                "cache": root,
+                "stages": stages,
+                "diagnostics": warnings,
+            })
         );
     } else {
         let mut rows = vec![["stage", "kind", "status", "why"]

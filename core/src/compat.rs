@@ -9,7 +9,8 @@
 //! generated from this table ([`markdown`]); a test keeps it current.
 
 use manifests::{
-    CommBackend, DeviceSpec, Diagnostic, Manifest, Precision, Severity, StageConfig, Strategy,
+    AcceleratorSpec, CommBackend, DeviceSpec, Diagnostic, Manifest, Precision, Severity,
+    StageConfig, Strategy,
 };
 
 /// What the rules may know beyond the manifest.
@@ -191,6 +192,27 @@ pub fn rule(code: &str) -> &'static Rule {
         .expect("every rule code is in the table")
 }
 
+/// Points a diagnostic at the entry of an accelerator key.
+trait Entry {
+    /// A label on `key` where the file writes it; a value given with `--set` is not in
+    /// the file, so the message says which `--set` gave it instead (`(float16: from --set
+    /// accelerator.precision=16-mixed)`); nothing for a default.
+    fn entry(self, a: &AcceleratorSpec, key: &str, text: impl Into<String>) -> Self;
+}
+
+impl Entry for Diagnostic {
+    fn entry(mut self, a: &AcceleratorSpec, key: &str, text: impl Into<String>) -> Diagnostic {
+        match (a.span(key), a.from_set(key)) {
+            (Some(span), _) => self.label(span, text),
+            (None, Some(set)) => {
+                self.message += &format!(" ({}: from --set {set})", text.into());
+                self
+            }
+            (None, None) => self,
+        }
+    }
+}
+
 impl Rule {
     fn error(&self, message: String) -> Diagnostic {
         Diagnostic::error(self.code, message).help(self.help)
@@ -218,8 +240,8 @@ fn fp16_on_cpu(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
         _ => return Vec::new(),
     };
     vec![d
-        .label_opt(a.span("precision"), "float16")
-        .label_opt(a.span("device"), "the CPU")]
+        .entry(a, "precision", "float16")
+        .entry(a, "device", "the CPU")]
 }
 
 fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
@@ -229,7 +251,7 @@ fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic>
             .warning(format!(
                 "`device \"cuda:{n}\"`, but this machine has no NVIDIA driver: a run here would stop"
             ))
-            .label_opt(a.span("device"), "CUDA requested here")],
+            .entry(a, "device", "CUDA requested here")],
         // At run time `device::resolve` reports it, with what libtorch found.
         _ => Vec::new(),
     }
@@ -245,8 +267,8 @@ fn loss_scale_without_fp16(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnost
             "a dynamic loss scaler does nothing useful with precision `{}`",
             a.precision.as_str()
         ))
-        .label_opt(a.span("loss-scale"), "loss scaler")
-        .label_opt(a.span("precision"), "no float16 gradients to protect")]
+        .entry(a, "loss-scale", "loss scaler")
+        .entry(a, "precision", "no float16 gradients to protect")]
 }
 
 fn two_clippings(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
@@ -254,18 +276,18 @@ fn two_clippings(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
     match (a.clipping.max_norm, a.clipping.value) {
         (Some(_), Some(_)) => vec![rule
             .error("gradients are clipped both by norm and by value".into())
-            .label_opt(a.span("max-norm"), "by norm")
-            .label_opt(a.span("clip-value"), "by value")],
+            .entry(a, "max-norm", "by norm")
+            .entry(a, "clip-value", "by value")],
         _ => Vec::new(),
     }
 }
 
 fn norm_type_without_max_norm(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
-    match (a.span("norm-type"), a.clipping.max_norm) {
-        (Some(span), None) => vec![rule
+    match (a.is_given("norm-type"), a.clipping.max_norm) {
+        (true, None) => vec![rule
             .warning("`norm-type` is set but nothing clips by norm".into())
-            .label(span, "no effect without `max-norm`")],
+            .entry(a, "norm-type", "no effect without `max-norm`")],
         _ => Vec::new(),
     }
 }
@@ -290,7 +312,7 @@ fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnost
                     stage.name(),
                     batches % k
                 ))
-                .label_opt(m.accelerator.span("accumulate"), format!("{k} micro-batches per step"))
+                .entry(&m.accelerator, "accumulate", format!("{k} micro-batches per step"))
                 .label_opt(stage.name.span, format!("{batches} batches of {batch}")),
             );
         }
@@ -308,7 +330,7 @@ fn strategy_with_one_process(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Di
     match facts.world {
         Some(1) => vec![rule
             .error(format!("`strategy \"{name}\"` in a run of one process"))
-            .label_opt(m.accelerator.span("strategy"), "needs several processes")],
+            .entry(&m.accelerator, "strategy", "needs several processes")],
         _ => Vec::new(),
     }
 }
@@ -318,8 +340,8 @@ fn clip_value_with_sharded_state(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Di
     match (a.distributed.strategy, a.clipping.value) {
         (Strategy::Zero1, Some(_)) => vec![rule
             .error("clipping by value with sharded optimizer state".into())
-            .label_opt(a.span("clip-value"), "by value")
-            .label_opt(a.span("strategy"), "sharded optimizer state")],
+            .entry(a, "clip-value", "by value")
+            .entry(a, "strategy", "sharded optimizer state")],
         _ => Vec::new(),
     }
 }
@@ -329,7 +351,7 @@ fn bucketed_sampler_without_key(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Dia
     match (d.bucketed, d.bucket_by) {
         (true, None) => vec![rule
             .error("`sampler \"bucketed\"` has nothing to sort the samples by".into())
-            .label_opt(m.accelerator.span("sampler"), "needs `bucket-by`")],
+            .entry(&m.accelerator, "sampler", "needs `bucket-by`")],
         _ => Vec::new(),
     }
 }
@@ -350,8 +372,8 @@ fn nccl_without_cuda(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic
         _ => return Vec::new(),
     };
     vec![d
-        .label_opt(a.span("backend"), "CUDA tensors only")
-        .label_opt(a.span("device"), "the CPU")]
+        .entry(a, "backend", "CUDA tensors only")
+        .entry(a, "device", "the CPU")]
 }
 
 fn sync_batch_norm_without_strategy(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
@@ -359,8 +381,8 @@ fn sync_batch_norm_without_strategy(rule: &Rule, m: &Manifest, _: &Facts) -> Vec
     match (a.distributed.sync_batch_norm, a.distributed.strategy) {
         (true, Strategy::None) => vec![rule
             .warning("`sync-batch-norm` has nothing to synchronise in a run of one process".into())
-            .label_opt(a.span("sync-batch-norm"), "no effect")
-            .label_opt(a.span("strategy"), "one process")],
+            .entry(a, "sync-batch-norm", "no effect")
+            .entry(a, "strategy", "one process")],
         _ => Vec::new(),
     }
 }
@@ -369,7 +391,7 @@ fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<D
     match (m.accelerator.distributed.strategy, facts.world) {
         (Strategy::None, Some(world)) if world > 1 => vec![rule
             .error(format!("{world} processes, but no distributed strategy"))
-            .label_opt(m.accelerator.span("strategy"), "one process's strategy")],
+            .entry(&m.accelerator, "strategy", "one process's strategy")],
         _ => Vec::new(),
     }
 }

@@ -5,14 +5,18 @@
 //! - `lower.rs` — KDL text → [`Manifest`]: sections, stages, `--set` paths, typed specs;
 //! - `manifest.rs` — the typed specs, defaults applied;
 //! - `overrides.rs` — `--set PATH=VALUE`;
+//! - `limits.rs` — how large and how deep a text may be, before the KDL parser sees it;
 //! - `diagnostic.rs` — the one diagnostic type all layers report with;
+//! - `render.rs` — diagnostics shown to a person (miette) or as JSON;
 //! - `suggest.rs` — "did you mean".
 
 pub mod diagnostic;
+mod limits;
 mod lower;
 pub mod manifest;
 pub mod overrides;
 mod reader;
+pub mod render;
 pub mod schema;
 pub mod suggest;
 

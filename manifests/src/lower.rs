@@ -8,12 +8,13 @@
 //! cycles) still run and `pipeline check` reports everything at once.
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::limits;
 use crate::manifest::*;
 use crate::overrides::Override;
 use crate::reader::{Fields, Pending, Reader, Value};
 use crate::schema::{self, Children, Section};
 use crate::suggest;
-use kdl::{KdlDocument, KdlNode, KdlValue};
+use kdl::{KdlDocument, KdlError, KdlNode, KdlValue};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -28,7 +29,13 @@ pub struct Lowered {
 /// Parses and lowers manifest `text`. `default_name` names the pipeline when the file has
 /// no `pipeline` node; `base_dir` is where relative paths point from.
 pub fn lower(text: &str, default_name: &str, base_dir: &Path, overrides: &[Override]) -> Lowered {
-    let doc = match KdlDocument::parse(text) {
+    if let Some(d) = limits::check(text) {
+        return Lowered {
+            manifest: None,
+            diagnostics: vec![d],
+        };
+    }
+    let doc = match parse(text) {
         Ok(doc) => doc,
         Err(err) => {
             let diagnostics = err
@@ -61,6 +68,24 @@ pub fn lower(text: &str, default_name: &str, base_dir: &Path, overrides: &[Overr
         manifest: Some(manifest),
         diagnostics: lowerer.diags,
     }
+}
+
+/// Parses on a thread of its own with [`limits::PARSE_STACK`] of stack: the KDL parser
+/// recurses, and `limits::check` has bounded how deep, not the caller's stack.
+fn parse(text: &str) -> Result<KdlDocument, KdlError> {
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("kdl-parse".into())
+            .stack_size(limits::PARSE_STACK)
+            .spawn_scoped(scope, || KdlDocument::parse(text));
+        match spawned {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had (a process at its limit): parse here, on a smaller stack.
+            Err(_) => KdlDocument::parse(text),
+        }
+    })
 }
 
 fn stage_name_of(node: &KdlNode) -> String {
@@ -217,10 +242,18 @@ impl<'a> Reader<'a> {
                     }
                 };
                 if ov.path.len() == 1 {
-                    self.diags.push(Diagnostic::error(
-                        "pipeline::manifest::unknown_override",
-                        format!("--set {ov}: name a key of the stage, e.g. `{first}.batch-size`"),
-                    ));
+                    let keys = stage_nodes[index].0.key_names();
+                    self.diags.push(
+                        Diagnostic::error(
+                            "pipeline::manifest::unknown_override",
+                            format!("--set {ov}: `{first}` is a stage; set one of its keys"),
+                        )
+                        .help(format!(
+                            "for example `--set {first}.{}=…`; {}",
+                            keys.get(1).copied().unwrap_or("name"),
+                            suggest::help_for("", "key", &keys)
+                        )),
+                    );
                     continue;
                 }
                 let mut t = vec![format!("#stage{index}")];
@@ -360,6 +393,7 @@ impl<'a> Reader<'a> {
             .into_iter()
             .filter_map(|k| Some((k, acc_f.span(k)?)))
             .collect(),
+            from_set: acc_f.set.clone(),
         };
 
         let mut stages = Vec::new();
@@ -726,5 +760,23 @@ impl<'a> Reader<'a> {
             config,
             span: f.span,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the bounds of `limits.rs` let through must parse within `PARSE_STACK`,
+    /// even where the lexer's depth and the parser's would differ.
+    #[test]
+    fn the_worst_text_within_the_limits_parses_on_the_parse_stack() {
+        let braces = "a{".repeat(limits::MAX_BRACES);
+        assert!(parse(&braces).is_err());
+        let marks = format!("/*{}", "*/".repeat(limits::MAX_BYTES / 2 - 1));
+        assert!(marks.len() <= limits::MAX_BYTES);
+        assert!(parse(&marks).is_err());
+        let stars = format!("/*{}*/", "*".repeat(limits::MAX_BYTES - 4));
+        assert!(parse(&stars).is_ok());
     }
 }

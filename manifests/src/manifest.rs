@@ -412,12 +412,25 @@ pub struct AcceleratorSpec {
     /// Where each key was written (absent for defaults and `--set`), for diagnostics.
     #[serde(skip)]
     pub spans: BTreeMap<&'static str, SourceSpan>,
+    /// The keys given with `--set`, each with its `PATH=VALUE`, for diagnostics.
+    #[serde(skip)]
+    pub from_set: BTreeMap<&'static str, String>,
 }
 
 impl AcceleratorSpec {
     /// Where `key` (e.g. `"precision"`) was written, if in the file.
     pub fn span(&self, key: &str) -> Option<SourceSpan> {
         self.spans.get(key).copied()
+    }
+
+    /// The `PATH=VALUE` of the `--set` that gave `key`, if one did.
+    pub fn from_set(&self, key: &str) -> Option<&str> {
+        self.from_set.get(key).map(String::as_str)
+    }
+
+    /// Whether `key` was given at all, in the file or with `--set`.
+    pub fn is_given(&self, key: &str) -> bool {
+        self.spans.contains_key(key) || self.from_set.contains_key(key)
     }
 
     /// Whether a dynamic loss scaler runs: `16-mixed` unless `loss-scale "off"`.

@@ -8,7 +8,7 @@
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::manifest::{Column, DeviceSpec, Spanned};
 use crate::overrides::Override;
-use crate::schema::{Bound, Children, Key, Section, Ty, Val};
+use crate::schema::{Bound, Children, Key, Section, Ty, Val, MAX_CUDA_INDEX, MAX_FEATURE_INDEX};
 use crate::suggest;
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
@@ -49,6 +49,9 @@ pub(crate) struct Fields {
     /// The node, or `None` when the section was not written.
     pub span: Option<SourceSpan>,
     pub name_span: Option<SourceSpan>,
+    /// The keys given with `--set`, with the `PATH=VALUE` given: they have no span in
+    /// the file, and diagnostics say where they came from instead.
+    pub set: BTreeMap<&'static str, String>,
 }
 
 impl Fields {
@@ -157,7 +160,7 @@ pub(crate) struct Reader<'a> {
 }
 
 fn is_list(ty: &Ty) -> bool {
-    matches!(ty, Ty::Texts | Ty::Ints)
+    matches!(ty, Ty::Texts | Ty::Ints { .. })
 }
 
 fn show_val(v: Val) -> String {
@@ -343,7 +346,9 @@ impl<'a> Reader<'a> {
             }
         }
 
-        // `--set` overrides aimed at this node replace what the file says.
+        // `--set` overrides aimed at this node replace what the file says. The value is not
+        // in the file, so it has no span: a label would point at the text it replaced.
+        let mut set = BTreeMap::new();
         let depth = path.len();
         for i in 0..self.pending.len() {
             let p = &self.pending[i];
@@ -355,12 +360,12 @@ impl<'a> Reader<'a> {
             self.pending[i].used = true;
             match section.key(&name) {
                 Some(key) if !matches!(key.ty, Ty::Section(_)) => {
-                    let span = raws.get(key.name).and_then(|r| r.1);
                     let values = vec![RawEntry {
                         raw: Raw::Set(ov),
-                        span,
+                        span: None,
                     }];
-                    raws.insert(key.name, (values, span));
+                    raws.insert(key.name, (values, None));
+                    set.insert(key.name, ov.to_string());
                 }
                 Some(key) => self.diags.push(
                     Diagnostic::error(
@@ -394,6 +399,7 @@ impl<'a> Reader<'a> {
             values: BTreeMap::new(),
             span: node.map(KdlNode::span),
             name_span: node.map(|n| n.name().span()),
+            set,
         };
 
         for key in section.keys {
@@ -492,9 +498,17 @@ impl<'a> Reader<'a> {
                             value: s.clone(),
                             span: entry.span,
                         }),
-                        (Ty::Ints, KdlValue::Integer(i)) if *i >= 1 && *i <= i64::MAX as i128 => {
-                            ints.push(*i as i64)
-                        }
+                        (Ty::Ints { max }, KdlValue::Integer(i)) => match i64::try_from(*i) {
+                            Ok(i) if (1..=*max).contains(&i) => ints.push(i),
+                            _ => {
+                                let shown = RawEntry {
+                                    raw: entry.raw,
+                                    span: entry.span,
+                                };
+                                self.out_of_range_value(section, &what, key, shown, &v);
+                                return None;
+                            }
+                        },
                         _ => {
                             self.bad_value(section, &what, key, entry, &show_value(&v));
                             return None;
@@ -531,14 +545,13 @@ impl<'a> Reader<'a> {
             Raw::Set(ov) => parse_set_value(&ov.value),
         };
         let converted = match (&key.ty, &value) {
-            (Ty::Int { min, max }, KdlValue::Integer(i)) => {
-                let ok = *i >= *min as i128 && max.is_none_or(|m| *i <= m as i128);
-                if !ok {
+            (Ty::Int { min, max }, KdlValue::Integer(i)) => match i64::try_from(*i) {
+                Ok(i) if (*min..=*max).contains(&i) => Some(Value::Int(i)),
+                _ => {
                     self.out_of_range(section, &what, key, entry);
                     return None;
                 }
-                Some(Value::Int(*i as i64))
-            }
+            },
             (Ty::Float { min, max }, KdlValue::Integer(_) | KdlValue::Float(_)) => {
                 let f = match value {
                     KdlValue::Integer(i) => i as f64,
@@ -578,6 +591,7 @@ impl<'a> Reader<'a> {
                 other => match other
                     .strip_prefix("cuda:")
                     .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| *n <= MAX_CUDA_INDEX)
                 {
                     Some(n) => Some(Value::Device(DeviceSpec::Cuda(n))),
                     None => {
@@ -596,9 +610,13 @@ impl<'a> Reader<'a> {
                     }
                 },
             },
-            (Ty::Column, KdlValue::Integer(i)) if *i >= 0 => {
-                Some(Value::Column(Column::Index(*i as usize)))
-            }
+            (Ty::Column, KdlValue::Integer(i)) => match usize::try_from(*i) {
+                Ok(i) if i <= MAX_FEATURE_INDEX as usize => Some(Value::Column(Column::Index(i))),
+                _ => {
+                    self.out_of_range(section, &what, key, entry);
+                    return None;
+                }
+            },
             (Ty::Column, KdlValue::String(s)) => Some(Value::Column(match s.as_str() {
                 "first" => Column::First,
                 "last" => Column::Last,
@@ -652,6 +670,29 @@ impl<'a> Reader<'a> {
                 format!(
                     "`{what}` is out of range: {}{}",
                     show_raw(entry.raw),
+                    set_suffix(entry.raw)
+                ),
+            )
+            .label_opt(entry.span, format!("must be {}", key.ty.describe()))
+            .help(example_help(section, key)),
+        );
+    }
+
+    /// One value of a list key out of range (the entry may hold several, from `--set`).
+    fn out_of_range_value(
+        &mut self,
+        section: &Section,
+        what: &str,
+        key: &Key,
+        entry: RawEntry<'_>,
+        value: &KdlValue,
+    ) {
+        self.diags.push(
+            Diagnostic::error(
+                "pipeline::manifest::out_of_range",
+                format!(
+                    "`{what}` is out of range: {}{}",
+                    show_value(value),
                     set_suffix(entry.raw)
                 ),
             )

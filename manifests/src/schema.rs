@@ -50,9 +50,11 @@ pub enum Bound {
 /// The type of a key's value.
 #[derive(Debug)]
 pub enum Ty {
+    /// An integer from `min` to `max`, both included: every integer key has a maximum,
+    /// so a value that could not be meant (or would overflow later) stops at `check`.
     Int {
         min: i64,
-        max: Option<i64>,
+        max: i64,
     },
     Float {
         min: Bound,
@@ -70,8 +72,10 @@ pub enum Ty {
     Column,
     /// One or more strings (all remaining arguments).
     Texts,
-    /// One or more positive integers (all remaining arguments).
-    Ints,
+    /// One or more integers from 1 to `max` (all remaining arguments).
+    Ints {
+        max: i64,
+    },
     /// A nested section, written as a child node with its own keys.
     Section(&'static Section),
 }
@@ -89,10 +93,7 @@ impl Ty {
     /// Words for "what this key wants", used in type-mismatch messages.
     pub fn describe(&self) -> String {
         match self {
-            Ty::Int { min, max } => match max {
-                Some(max) => format!("an integer from {min} to {max}"),
-                None => format!("an integer ≥ {min}"),
-            },
+            Ty::Int { min, max } => format!("an integer from {min} to {max}"),
             Ty::Float { min, max } => {
                 let lo = match min {
                     Bound::None => None,
@@ -122,9 +123,11 @@ impl Ty {
                     .join(", ")
             ),
             Ty::Device => "\"cpu\", \"cuda\", \"cuda:N\" or \"auto\"".into(),
-            Ty::Column => "a column index (from 0), a header name, \"first\" or \"last\"".into(),
+            Ty::Column => format!(
+                "a column index (0 to {MAX_FEATURE_INDEX}), a header name, \"first\" or \"last\""
+            ),
             Ty::Texts => "one or more strings".into(),
-            Ty::Ints => "one or more positive integers".into(),
+            Ty::Ints { max } => format!("one or more integers from 1 to {max}"),
             Ty::Section(s) => format!("a `{}` block", s.name),
         }
     }
@@ -172,9 +175,39 @@ const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
     k
 }
 
-const fn int(min: i64) -> Ty {
-    Ty::Int { min, max: None }
+const fn int(min: i64, max: i64) -> Ty {
+    Ty::Int { min, max }
 }
+
+// The largest values integer keys accept. Generous for any real run, small enough that
+// nothing computed from them overflows and that a typo of a few extra digits is caught.
+
+/// Seeds: any non-negative 64-bit signed integer.
+pub const MAX_SEED: i64 = i64::MAX;
+/// Epochs, warm-up and decay epochs, and snapshot intervals in epochs.
+pub const MAX_EPOCHS: i64 = 1_000_000;
+/// Snapshot intervals in optimizer steps.
+pub const MAX_STEPS: i64 = 1_000_000_000;
+/// Samples per batch.
+pub const MAX_BATCH: i64 = 16_777_216;
+/// Micro-batches per optimizer step, and buckets of the bucketed sampler.
+pub const MAX_ACCUMULATE: i64 = 65_536;
+/// CPU threads.
+pub const MAX_THREADS: i64 = 1024;
+/// A feature's index within a sample, and a CSV column's index.
+pub const MAX_FEATURE_INDEX: i64 = 16_777_215;
+/// Features of a `linear` layer's output, and the size of one dimension of `reshape`.
+pub const MAX_FEATURES: i64 = 1_048_576;
+/// Channels of a convolution's output, and the size of an embedding vector.
+pub const MAX_CHANNELS: i64 = 65_536;
+/// Kernel sizes, strides and paddings of convolutions and pools.
+pub const MAX_KERNEL: i64 = 1024;
+/// Distinct token ids of an embedding.
+pub const MAX_TOKENS: i64 = 16_777_216;
+/// Seconds of `accelerator.timeout` (a week).
+pub const MAX_TIMEOUT: f64 = 604_800.0;
+/// The N of `cuda:N`.
+pub const MAX_CUDA_INDEX: usize = 1023;
 
 const POSITIVE: Ty = Ty::Float {
     min: Bound::Exclusive(0.0),
@@ -226,7 +259,7 @@ pub const SEED: Section = section(
     &["value"],
     &[key(
         "value",
-        int(0),
+        int(0, MAX_SEED),
         Some(Val::Int(0)),
         "Seed for the data split, data order, initialisation and dropout.",
     )],
@@ -257,7 +290,7 @@ pub const SPLIT: Section = section(
         ),
         key(
             "seed",
-            int(0),
+            int(0, MAX_SEED),
             None,
             "Seed of the shuffle before splitting (default: the pipeline's seed).",
         ),
@@ -454,14 +487,14 @@ pub const SCHEDULE: Section = section(
         ),
         key(
             "warmup-epochs",
-            int(0),
+            int(0, MAX_EPOCHS),
             Some(Val::Int(0)),
             "Epochs of linear warm-up from 0 to the peak learning rate.",
         ),
         only(
             key(
                 "step-size",
-                int(1),
+                int(1, MAX_EPOCHS),
                 Some(Val::Int(10)),
                 "Epochs between two decays.",
             ),
@@ -516,7 +549,7 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "accumulate",
-            int(1),
+            int(1, MAX_ACCUMULATE),
             Some(Val::Int(1)),
             "Micro-batches per optimizer step (gradient accumulation): the loss is divided by N and the optimizer steps every N batches and at the end of an epoch.",
         ),
@@ -576,31 +609,37 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "bucket-by",
-            int(0),
+            int(0, MAX_FEATURE_INDEX),
             None,
             "The feature (its index within a sample's flattened features) the `bucketed` sampler sorts by, such as a sequence length.",
         ),
         key(
             "buckets",
-            int(1),
+            int(1, MAX_ACCUMULATE),
             Some(Val::Int(4)),
             "How many buckets the `bucketed` sampler cuts the sorted samples into.",
         ),
         key(
             "bucket-mb",
-            POSITIVE,
+            Ty::Float {
+                min: Bound::Exclusive(0.0),
+                max: Bound::Inclusive(1e6),
+            },
             Some(Val::Float(25.0)),
             "Under `ddp`, gradients are averaged in buckets of at most this many megabytes (one all-reduce per bucket).",
         ),
         key(
             "timeout",
-            POSITIVE,
+            Ty::Float {
+                min: Bound::Exclusive(0.0),
+                max: Bound::Inclusive(MAX_TIMEOUT),
+            },
             Some(Val::Float(30.0)),
             "Seconds a process waits for the others (to start, or in a collective) before the run fails with an error naming the cause, instead of hanging.",
         ),
         key(
             "threads",
-            int(1),
+            int(1, MAX_THREADS),
             None,
             "CPU threads libtorch may use (default: libtorch's choice).",
         ),
@@ -628,13 +667,13 @@ pub const TRAIN: Section = section(
         ),
         key(
             "epochs",
-            int(1),
+            int(1, MAX_EPOCHS),
             Some(Val::Int(10)),
             "Passes over the training split.",
         ),
         key(
             "batch-size",
-            int(1),
+            int(1, MAX_BATCH),
             Some(Val::Int(32)),
             "Samples per optimizer step.",
         ),
@@ -652,13 +691,13 @@ pub const TRAIN: Section = section(
         ),
         key(
             "snapshot-every-epochs",
-            int(0),
+            int(0, MAX_EPOCHS),
             Some(Val::Int(1)),
             "Save a resumable snapshot (weights, optimizer state, random state, position) every N epochs, so a killed run resumes; 0: never. Not part of the cache key.",
         ),
         key(
             "snapshot-every-steps",
-            int(0),
+            int(0, MAX_STEPS),
             Some(Val::Int(0)),
             "Also save a snapshot every N optimizer steps (for long epochs); 0: only at epoch ends. Not part of the cache key.",
         ),
@@ -691,7 +730,7 @@ pub const EVAL: Section = section(
         ),
         key(
             "batch-size",
-            int(1),
+            int(1, MAX_BATCH),
             Some(Val::Int(256)),
             "Samples per forward pass.",
         ),
@@ -753,11 +792,21 @@ const BIAS: Key = key(
 );
 const NONE: &[Key] = &[];
 const POOL_KEYS: &[Key] = &[
-    key("kernel", int(1), Some(Val::Int(2)), "Window size (square)."),
-    key("stride", int(1), None, "Stride (default: the kernel size)."),
+    key(
+        "kernel",
+        int(1, MAX_KERNEL),
+        Some(Val::Int(2)),
+        "Window size (square).",
+    ),
+    key(
+        "stride",
+        int(1, MAX_KERNEL),
+        None,
+        "Stride (default: the kernel size).",
+    ),
     key(
         "padding",
-        int(0),
+        int(0, MAX_KERNEL),
         Some(Val::Int(0)),
         "Padding on each side.",
     ),
@@ -768,19 +817,27 @@ pub const LAYERS: &[Section] = &[
     section(
         "linear",
         &["out"],
-        &[required("out", int(1), "Output features."), BIAS],
+        &[
+            required("out", int(1, MAX_FEATURES), "Output features."),
+            BIAS,
+        ],
         "Fully connected layer; input features are inferred.",
     ),
     section(
         "conv2d",
         &["out", "kernel"],
         &[
-            required("out", int(1), "Output channels."),
-            key("kernel", int(1), Some(Val::Int(3)), "Kernel size (square)."),
-            key("stride", int(1), Some(Val::Int(1)), "Stride."),
+            required("out", int(1, MAX_CHANNELS), "Output channels."),
+            key(
+                "kernel",
+                int(1, MAX_KERNEL),
+                Some(Val::Int(3)),
+                "Kernel size (square).",
+            ),
+            key("stride", int(1, MAX_KERNEL), Some(Val::Int(1)), "Stride."),
             key(
                 "padding",
-                int(0),
+                int(0, MAX_KERNEL),
                 Some(Val::Int(0)),
                 "Zero padding on each side.",
             ),
@@ -801,7 +858,7 @@ pub const LAYERS: &[Section] = &[
         &["shape"],
         &[required(
             "shape",
-            Ty::Ints,
+            Ty::Ints { max: MAX_FEATURES },
             "The shape of one sample, e.g. `reshape 1 8 8`.",
         )],
         "Reshapes every sample (the batch dimension is kept).",
@@ -863,10 +920,14 @@ pub const LAYERS: &[Section] = &[
         &[
             required(
                 "count",
-                int(1),
+                int(1, MAX_TOKENS),
                 "Number of distinct token ids (ids are 0 … count-1).",
             ),
-            required("dim", int(1), "Size of each embedding vector."),
+            required(
+                "dim",
+                int(1, MAX_CHANNELS),
+                "Size of each embedding vector.",
+            ),
         ],
         "Maps integer token ids to learned vectors.",
     ),
@@ -912,6 +973,20 @@ mod tests {
                     "{}: argument `{a}` is not a key",
                     s.name
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn every_integer_key_is_bounded_and_its_default_is_in_range() {
+        for s in all_sections() {
+            for k in s.keys {
+                if let Ty::Int { min, max } = k.ty {
+                    assert!(min <= max, "{}.{}", s.name, k.name);
+                    if let Some(Val::Int(d)) = k.default {
+                        assert!((min..=max).contains(&d), "{}.{}", s.name, k.name);
+                    }
+                }
             }
         }
     }

@@ -27,10 +27,17 @@ fn distance(a: &str, b: &str) -> usize {
 /// The candidate closest to `name`, if it is close enough to be a likely typo.
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let name_lower = name.to_ascii_lowercase();
+    let len = name.chars().count();
     candidates
         .into_iter()
+        // The distance is at least the difference in length: a name much longer than
+        // every candidate (a pasted paragraph) costs nothing to turn down.
+        .filter(|c| {
+            let c_len = c.chars().count();
+            c_len.abs_diff(len) <= (c_len.max(len) / 3).max(1)
+        })
         .map(|c| (distance(&name_lower, &c.to_ascii_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.chars().count().max(name.chars().count()) / 3).max(1))
+        .filter(|(d, c)| *d <= (c.chars().count().max(len) / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -63,5 +70,6 @@ mod tests {
         assert_eq!(closest("lr", ["lr", "momentum"]), Some("lr"));
         assert_eq!(closest("zzzzzz", ["epochs", "batch-size"]), None);
         assert_eq!(closest("adamm", ["sgd", "adam", "adamw"]), Some("adam"));
+        assert_eq!(closest(&"x".repeat(100_000), ["epochs"]), None);
     }
 }
