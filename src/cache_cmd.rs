@@ -6,6 +6,7 @@
 //! are never deleted, even with the cache pointed at their directory.
 
 use cache::{recorded_stages, EntryInfo, Lookup, RootState, Store};
+use manifests::Diagnostic;
 use manifests::Override;
 use pipeline_cli::cli::{CacheCommand, CacheDir};
 use pipeline_cli::load::Loaded;
@@ -38,14 +39,17 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
     };
     let store = Store::new(prepare::cache_root(dir, base))
         .requiring(pipeline_core::freshness::required_outputs_of_key);
-    match store.check_root() {
-        Err(e) => {
-            eprintln!(
-                "{}",
-                pipeline_cli::render::human(&prepare::not_a_cache(e), None)
-            );
-            return false;
+    // `cache ls --json` prints one JSON document on every path, failures included.
+    let json = matches!(command, CacheCommand::Ls { json: true });
+    let fail = |d: Diagnostic| {
+        eprintln!("{}", pipeline_cli::render::human(&d, None));
+        if json {
+            println!("{}", pipeline_cli::render::json_failure(&[d], None));
         }
+        false
+    };
+    match store.check_root() {
+        Err(e) => return fail(prepare::not_a_cache(e)),
         Ok(RootState::Absent) if !matches!(command, CacheCommand::Ls { .. }) => {
             println!(
                 "{}: no cache there yet, nothing to do",
@@ -56,11 +60,13 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
         // An earlier pipeline's cache: tagged now, so that its entries can be tidied.
         Ok(RootState::Legacy) => {
             if let Err(e) = store.ensure_root() {
-                eprintln!(
-                    "error: cannot mark {} as a pipeline cache: {e}",
-                    store.root().display()
-                );
-                return false;
+                return fail(Diagnostic::error(
+                    "pipeline::cache::unwritable",
+                    format!(
+                        "cannot mark {} as a pipeline cache: {e}",
+                        store.root().display()
+                    ),
+                ));
             }
         }
         Ok(_) => {}
@@ -68,11 +74,10 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
     let entries = match store.list() {
         Ok(e) => e,
         Err(e) => {
-            eprintln!(
-                "error: cannot read the cache {}: {e}",
-                store.root().display()
-            );
-            return false;
+            return fail(Diagnostic::error(
+                "pipeline::cache::unreadable",
+                format!("cannot read the cache {}: {e}", store.root().display()),
+            ))
         }
     };
     match command {

@@ -12,7 +12,17 @@ use std::path::PathBuf;
 pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
     let loaded: Vec<Loaded> = files
         .par_iter()
-        .map(|f| Loaded::read(f, overrides))
+        .map(|f| {
+            let mut l = Loaded::read(f, overrides);
+            // Inputs that are pipes or devices (found by file type; nothing is opened).
+            let problems = l
+                .checked
+                .valid()
+                .map(pipeline_core::freshness::input_file_problems)
+                .unwrap_or_default();
+            l.checked.diagnostics.extend(problems);
+            l
+        })
         .collect();
     let ok = loaded.iter().all(|l| !has_errors(&l.checked.diagnostics));
     if json {

@@ -66,6 +66,9 @@ pub fn launch(args: &RunArgs) -> ExitCode {
         }
     };
     let rank0_terminal = std::io::stderr().is_terminal();
+    // Under `--json`, rank 0's report is held here, so that exactly one JSON document
+    // reaches stdout even when a worker fails before rank 0 could print one.
+    let report = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut children: Vec<(u32, Child)> = Vec::new();
     let mut readers = Vec::new();
     for local_rank in 0..local {
@@ -78,7 +81,7 @@ pub fn launch(args: &RunArgs) -> ExitCode {
             .env("MASTER_ADDR", &addr)
             .env("MASTER_PORT", port.to_string());
         let keeps_terminal = rank == 0 && rank0_terminal;
-        if rank != 0 {
+        if rank != 0 || args.json {
             cmd.stdout(Stdio::piped());
         }
         if !keeps_terminal {
@@ -86,8 +89,18 @@ pub fn launch(args: &RunArgs) -> ExitCode {
         }
         match cmd.spawn() {
             Ok(mut child) => {
-                if let Some(out) = child.stdout.take() {
-                    readers.push(prefix_lines(out, rank));
+                if let Some(mut out) = child.stdout.take() {
+                    readers.push(match rank {
+                        0 => {
+                            let report = report.clone();
+                            std::thread::spawn(move || {
+                                let mut bytes = Vec::new();
+                                let _ = std::io::Read::read_to_end(&mut out, &mut bytes);
+                                report.lock().expect("one writer").extend(bytes);
+                            })
+                        }
+                        _ => prefix_lines(out, rank),
+                    });
                 }
                 if let Some(err) = child.stderr.take() {
                     readers.push(prefix_lines(err, rank));
@@ -104,6 +117,19 @@ pub fn launch(args: &RunArgs) -> ExitCode {
     let code = wait(&mut children);
     for r in readers {
         let _ = r.join();
+    }
+    if args.json {
+        let report = std::mem::take(&mut *report.lock().expect("readers joined"));
+        if report.iter().all(u8::is_ascii_whitespace) {
+            let d = manifests::Diagnostic::error(
+                "pipeline::launch::worker_failed",
+                "a worker failed before rank 0 could report the run",
+            )
+            .help("the workers' messages are above, on stderr");
+            println!("{}", pipeline_cli::render::json_failure(&[d], None));
+        } else {
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &report);
+        }
     }
     code
 }

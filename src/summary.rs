@@ -42,7 +42,7 @@ pub fn json(report: &RunReport, source: Option<&Source>) -> Value {
         .iter()
         .map(|s| stage_json(s, source))
         .collect();
-    json!({ "pipeline": report.pipeline, "run_dir": report.run_dir, "device": report.device, "stages": stages })
+    json!({ "ok": report.ok(), "pipeline": report.pipeline, "run_dir": report.run_dir, "device": report.device, "stages": stages })
 }
 
 /// The table printed at the end of a run.

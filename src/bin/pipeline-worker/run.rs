@@ -11,17 +11,25 @@ use serde_json::json;
 
 pub fn run(args: &RunArgs) -> bool {
     let loaded = Loaded::read(&args.file, &args.set);
-    let Some(manifest) = loaded.report() else {
-        return false;
-    };
     let source = loaded.source.as_ref();
-    let fail = |d: Diagnostic| {
-        eprintln!("{}", render::human(&d, source));
+    let Some(manifest) = loaded.report() else {
         if args.json {
             println!(
                 "{}",
-                json!({ "pipeline": manifest.name, "error": render::json(&d, source), "stages": [] })
+                render::json_failure(&loaded.checked.diagnostics, source)
             );
+        }
+        return false;
+    };
+    // A run that cannot start: the diagnostic, and with `--json` the one document,
+    // `{"ok": false, "pipeline", "diagnostics", "stages": []}`.
+    let fail = |d: Diagnostic| {
+        eprintln!("{}", render::human(&d, source));
+        if args.json {
+            let mut doc = render::json_failure(std::slice::from_ref(&d), source);
+            doc["pipeline"] = json!(manifest.name);
+            doc["stages"] = json!([]);
+            println!("{doc}");
         }
         false
     };
