@@ -2,41 +2,9 @@
 
 mod common;
 
-use common::{pipeline, root, text};
+use common::{pipeline, small_project, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
-
-const SMALL: &str = r#"pipeline "small"
-seed 3
-data {
-    source "data/digits.csv.gz"
-    scale "minmax"
-    split train=0.8 test=0.2
-}
-model {
-    linear 32
-    relu
-    linear 10
-}
-loss "cross-entropy"
-optimizer "adam" lr=0.01 weight-decay=0.0
-train epochs=3 batch-size=64
-eval "test" needs="train" split="test"
-checkpoint "export" needs="train" path="out/model.safetensors"
-"#;
-
-/// A project with the digits data and `small.kdl`.
-fn project(manifest: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("data")).unwrap();
-    std::fs::copy(
-        root().join("examples/data/digits.csv.gz"),
-        dir.path().join("data/digits.csv.gz"),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("small.kdl"), manifest).unwrap();
-    dir
-}
 
 /// `pipeline run small.kdl ARGS --json`, which must succeed.
 fn run(dir: &Path, args: &[&str]) -> Value {
@@ -84,7 +52,7 @@ fn status(dir: &Path, args: &[&str]) -> String {
 
 #[test]
 fn a_second_run_takes_every_stage_from_the_cache() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     let first = run(dir.path(), &[]);
     assert_eq!(statuses(&first), every("ran"));
     let second = run(dir.path(), &[]);
@@ -122,7 +90,7 @@ fn a_second_run_takes_every_stage_from_the_cache() {
 
 #[test]
 fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     assert_eq!(
         status(dir.path(), &["--set", "optimizer.lr=0.02"]),
@@ -198,14 +166,14 @@ fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() 
 
 #[test]
 fn force_and_no_cache() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     assert_eq!(
         statuses(&run(dir.path(), &["--force", "test"])),
         expect(&[("train", "cached"), ("test", "ran"), ("export", "cached")])
     );
     assert_eq!(statuses(&run(dir.path(), &["--force"])), every("ran"));
-    let other = project(SMALL);
+    let other = small_project(SMALL);
     assert_eq!(statuses(&run(other.path(), &["--no-cache"])), every("ran"));
     assert!(!other.path().join(".pipeline/cache").exists());
     // A shared cache directory, from the flag or the environment.
@@ -233,7 +201,7 @@ fn train_entry(dir: &Path) -> String {
 
 #[test]
 fn a_corrupt_entry_is_reported_never_used_and_rebuilt() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     let fp = train_entry(dir.path());
     let weights = dir
@@ -270,7 +238,7 @@ fn a_corrupt_entry_is_reported_never_used_and_rebuilt() {
 
 #[test]
 fn concurrent_runs_share_the_cache_without_running_a_stage_twice() {
-    let dir = project(&SMALL.replace("epochs=3", "epochs=15"));
+    let dir = small_project(&SMALL.replace("epochs=3", "epochs=15"));
     let start = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
             .args(["run", "small.kdl", "--json"])
@@ -312,7 +280,7 @@ fn concurrent_runs_share_the_cache_without_running_a_stage_twice() {
 
 #[test]
 fn gc_keeps_what_a_manifest_uses_or_what_fits() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     run(dir.path(), &["--set", "optimizer.lr=0.02"]);
     let out = pipeline(dir.path(), &["cache", "gc", "small.kdl", "--dry-run"]);

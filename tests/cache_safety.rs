@@ -4,43 +4,11 @@
 
 mod common;
 
-use common::{root, text};
+use common::{small_project, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
-
-const SMALL: &str = r#"pipeline "small"
-seed 3
-data {
-    source "data/digits.csv.gz"
-    scale "minmax"
-    split train=0.8 test=0.2
-}
-model {
-    linear 32
-    relu
-    linear 10
-}
-loss "cross-entropy"
-optimizer "adam" lr=0.01 weight-decay=0.0
-train epochs=2 batch-size=64
-eval "test" needs="train" split="test"
-checkpoint "export" needs="train" path="out/model.safetensors"
-"#;
-
-/// A project with the digits data and `small.kdl` (`manifest`).
-fn project(manifest: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("data")).unwrap();
-    std::fs::copy(
-        root().join("examples/data/digits.csv.gz"),
-        dir.path().join("data/digits.csv.gz"),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("small.kdl"), manifest).unwrap();
-    dir
-}
 
 /// Runs the binary in `dir` with `PIPELINE_CACHE_DIR` set to `env` (unset when `None`),
 /// failing the test instead of hanging when it does not return within a minute.
@@ -196,7 +164,7 @@ fn a_directory_pipeline_did_not_make_is_refused_by_every_cache_command() {
 
 #[test]
 fn run_and_status_refuse_a_directory_pipeline_did_not_make() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     let theirs = user_files();
     let cache = theirs.path().to_str().unwrap();
     for args in [
@@ -257,7 +225,7 @@ fn master_port_zero_is_refused() {
 #[cfg(unix)]
 #[test]
 fn pipes_and_devices_as_inputs_are_refused_never_waited_on() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]); // a cache for `gc` to tidy
     let fifo = dir.path().join("data/fifo.csv");
     let made = Command::new("mkfifo").arg(&fifo).status();
@@ -299,7 +267,7 @@ fn pipes_and_devices_as_inputs_are_refused_never_waited_on() {
 
 #[test]
 fn gc_takes_set_like_run() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &["--set", "optimizer.lr=0.02"]);
     let gc = |args: &[&str]| {
         let mut all = vec!["cache", "gc", "small.kdl", "--dry-run"];
@@ -330,7 +298,7 @@ fn train_entry(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn entries_are_checksummed_and_must_hold_what_their_kind_requires() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     let entry = train_entry(dir.path());
     assert!(dir.path().join(".pipeline/cache/CACHEDIR.TAG").is_file());
@@ -387,7 +355,7 @@ fn entries_are_checksummed_and_must_hold_what_their_kind_requires() {
 
 #[test]
 fn gc_and_verify_in_a_real_cache_leave_foreign_names_alone() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     let cache = dir.path().join(".pipeline/cache");
     std::fs::create_dir_all(cache.join("tmp/notes")).unwrap();
@@ -407,7 +375,7 @@ fn gc_and_verify_in_a_real_cache_leave_foreign_names_alone() {
 
 #[test]
 fn an_edit_hidden_by_touch_r_is_seen() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     let data = dir.path().join("data/digits.csv.gz");
     // Old enough on every clock that the memo keeps its hash.
     set_mtime(&data, SystemTime::now() - Duration::from_secs(3600));
@@ -436,7 +404,7 @@ fn an_edit_hidden_by_touch_r_is_seen() {
 
 #[test]
 fn stale_reasons_name_keys_as_the_manifest_writes_them() {
-    let dir = project(SMALL);
+    let dir = small_project(SMALL);
     run(dir.path(), &[]);
     let out = pipeline(
         dir.path(),

@@ -52,3 +52,36 @@ pub fn digits_project() -> tempfile::TempDir {
     .unwrap();
     dir
 }
+
+/// A small digits MLP with an eval and a checkpoint stage, for the cache's tests.
+pub const SMALL: &str = r#"pipeline "small"
+seed 3
+data {
+    source "data/digits.csv.gz"
+    scale "minmax"
+    split train=0.8 test=0.2
+}
+model {
+    linear 32
+    relu
+    linear 10
+}
+loss "cross-entropy"
+optimizer "adam" lr=0.01 weight-decay=0.0
+train epochs=3 batch-size=64
+eval "test" needs="train" split="test"
+checkpoint "export" needs="train" path="out/model.safetensors"
+"#;
+
+/// A project with the digits data and `small.kdl` (`manifest`).
+pub fn small_project(manifest: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::copy(
+        root().join("examples/data/digits.csv.gz"),
+        dir.path().join("data/digits.csv.gz"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("small.kdl"), manifest).unwrap();
+    dir
+}
