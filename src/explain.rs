@@ -67,7 +67,7 @@ fn section_text(section: &Section, path: &str) -> String {
             names.join(", ")
         ));
         out += "\n";
-        for layer in LAYERS {
+        for layer in LAYERS.iter().copied() {
             out += "\n";
             out += &section_text(layer, &format!("{path}.{}", layer.name));
         }
@@ -100,7 +100,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
     let (mut section, mut path): (&'static Section, String) =
         match top_level().find(|s| s.name == first) {
             Some(s) => (s, first.to_string()),
-            None => match LAYERS.iter().find(|l| l.name == first) {
+            None => match LAYERS.iter().copied().find(|l| l.name == first) {
                 Some(l) => (l, format!("model.{first}")),
                 None => {
                     let mut names: Vec<&str> = top_level().map(|s| s.name).collect();
@@ -114,7 +114,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
         };
     while let Some(part) = parts.next() {
         if section.children == Children::Layers {
-            match LAYERS.iter().find(|l| l.name == part) {
+            match LAYERS.iter().copied().find(|l| l.name == part) {
                 Some(layer) => {
                     path = format!("{path}.{part}");
                     section = layer;

@@ -256,7 +256,7 @@ fn explain_documents_every_layer_and_the_split() {
         assert!(out.status.success(), "{what}: {}", text(&out.stderr));
         assert_fixture(fixture, &text(&out.stdout));
     }
-    for layer in manifests::schema::LAYERS {
+    for layer in manifests::schema::LAYERS.iter().copied() {
         let out = pipeline(&root(), &["explain", &format!("model.{}", layer.name)]);
         assert!(out.status.success(), "{}", layer.name);
         for key in layer.keys {

@@ -20,6 +20,7 @@ pub mod loss;
 pub mod model;
 pub mod numerics;
 pub mod observer;
+mod ops;
 pub mod optimizer;
 pub mod process_group;
 mod rng_state;

@@ -1,14 +1,18 @@
 //! The model: the manifest's layer stack built with input sizes from shape inference,
 //! parameters in one `VarStore`, named like PyTorch's `nn.Sequential` state dict
-//! (`0.weight`, `1.running_mean`, …).
+//! (`0.weight`, `1.running_mean`, …) and initialised as `torch.nn` does.
 //!
-//! The forward pass uses libtorch's fallible calls only, so a mismatch that shape
-//! inference missed is an error, never a panic.
+//! Each layer declares its parameters and writes its forward pass itself
+//! (`manifests::layers`); this file allocates the one and runs the other with
+//! [`Torch`], libtorch's fallible calls only, so a mismatch that shape inference missed
+//! is an error, never a panic.
 
+use crate::ops::Torch;
 use crate::process_group::ProcessGroup;
+use manifests::layers::{Init, Param, Params};
 use manifests::{Diagnostic, Layer, ModelSpec};
 use pipeline_core::shapes;
-use tch::nn::{self, Init};
+use tch::nn;
 use tch::{Device, Kind, TchError, Tensor};
 
 /// `bytes` for people: `1.2 GB`.
@@ -62,42 +66,12 @@ fn fits_in_memory(
     .help("make the layers smaller (`linear`'s and `conv2d`'s output sizes, `embedding`'s count)"))
 }
 
+/// One layer with its tensors, in the order of its declared parameters.
 #[derive(Debug)]
-enum Built {
-    Linear(nn::Linear),
-    Conv2d {
-        conv: nn::Conv2D,
-        stride: i64,
-        padding: i64,
-    },
-    MaxPool {
-        kernel: i64,
-        stride: i64,
-        padding: i64,
-    },
-    AvgPool {
-        kernel: i64,
-        stride: i64,
-        padding: i64,
-    },
-    Flatten,
-    Reshape(Vec<i64>),
-    Relu,
-    Gelu,
-    Tanh,
-    Sigmoid,
-    LogSoftmax,
-    Dropout(f64),
-    BatchNorm {
-        bn: nn::BatchNorm,
-        eps: f64,
-        momentum: f64,
-    },
-    LayerNorm {
-        ln: nn::LayerNorm,
-        eps: f64,
-    },
-    Embedding(nn::Embedding),
+struct Built {
+    layer: Layer,
+    params: Vec<Param>,
+    tensors: Vec<Tensor>,
 }
 
 /// A built model with its parameters.
@@ -109,6 +83,22 @@ pub struct Model {
     layers: Vec<Built>,
     /// The shape of one output (no batch dimension).
     pub output_shape: Vec<i64>,
+}
+
+/// A parameter's initialisation, as tch performs it (`uniform_`, `normal_`, `fill_`,
+/// the calls `torch.nn` makes).
+fn init(init: Init) -> nn::Init {
+    match init {
+        Init::Uniform { bound } => nn::Init::Uniform {
+            lo: -bound,
+            up: bound,
+        },
+        Init::Normal { std } => nn::Init::Randn {
+            mean: 0.0,
+            stdev: std,
+        },
+        Init::Const(value) => nn::Init::Const(value),
+    }
 }
 
 impl Model {
@@ -127,109 +117,38 @@ impl Model {
         let root = vs.root();
         let mut layers = Vec::with_capacity(spec.layers.len());
         for (i, (layer, x)) in spec.layers.iter().zip(&shapes).enumerate() {
-            let p = &root / i;
-            let last = *x.last().unwrap_or(&1);
-            layers.push(match &layer.layer {
-                Layer::Linear { out, bias } => Built::Linear(nn::linear(
-                    &p,
-                    last,
-                    *out,
-                    nn::LinearConfig {
-                        bias: *bias,
-                        ..Default::default()
-                    },
-                )),
-                Layer::Conv2d {
-                    out,
-                    kernel,
-                    stride,
-                    padding,
-                    bias,
-                } => Built::Conv2d {
-                    conv: nn::conv2d(
-                        &p,
-                        x[0],
-                        *out,
-                        *kernel,
-                        nn::ConvConfig {
-                            stride: *stride,
-                            padding: *padding,
-                            bias: *bias,
-                            ..Default::default()
-                        },
-                    ),
-                    stride: *stride,
-                    padding: *padding,
-                },
-                Layer::MaxPool {
-                    kernel,
-                    stride,
-                    padding,
-                } => Built::MaxPool {
-                    kernel: *kernel,
-                    stride: *stride,
-                    padding: *padding,
-                },
-                Layer::AvgPool {
-                    kernel,
-                    stride,
-                    padding,
-                } => Built::AvgPool {
-                    kernel: *kernel,
-                    stride: *stride,
-                    padding: *padding,
-                },
-                Layer::Flatten => Built::Flatten,
-                Layer::Reshape { shape } => {
-                    Built::Reshape(std::iter::once(-1).chain(shape.iter().copied()).collect())
-                }
-                Layer::Relu => Built::Relu,
-                Layer::Gelu => Built::Gelu,
-                Layer::Tanh => Built::Tanh,
-                Layer::Sigmoid => Built::Sigmoid,
-                Layer::LogSoftmax => Built::LogSoftmax,
-                Layer::Dropout { p } => Built::Dropout(*p),
-                Layer::BatchNorm { eps, momentum } => {
-                    let config = nn::BatchNormConfig {
-                        eps: *eps,
-                        momentum: *momentum,
-                        ..Default::default()
+            let path = &root / i;
+            let params = layer.layer.parameters(x);
+            let mut tensors = Vec::with_capacity(params.len());
+            for p in &params {
+                let made = if p.trainable {
+                    path.f_var(p.name, &p.shape, init(p.init))
+                } else {
+                    let Init::Const(value) = p.init else {
+                        unreachable!("buffers start constant")
                     };
-                    // BatchNorm1d on (N, F) / (N, C, L), BatchNorm2d on (N, C, H, W): features/channels are x[0].
-                    let bn = if x.len() == 3 {
-                        nn::batch_norm2d(&p, x[0], config)
-                    } else {
-                        nn::batch_norm1d(&p, x[0], config)
-                    };
-                    Built::BatchNorm {
-                        bn,
-                        eps: *eps,
-                        momentum: *momentum,
-                    }
-                }
-                Layer::LayerNorm { eps } => Built::LayerNorm {
-                    ln: nn::layer_norm(
-                        &p,
-                        vec![last],
-                        nn::LayerNormConfig {
-                            eps: *eps,
-                            ..Default::default()
-                        },
-                    ),
-                    eps: *eps,
-                },
-                Layer::Embedding { count, dim } => Built::Embedding(nn::embedding(
-                    &p,
-                    *count,
-                    *dim,
-                    nn::EmbeddingConfig {
-                        ws_init: Init::Randn {
-                            mean: 0.0,
-                            stdev: 1.0,
-                        },
-                        ..Default::default()
-                    },
-                )),
+                    Tensor::f_full(p.shape.as_slice(), value, (Kind::Float, device))
+                        .map(|t| path.add(p.name, t, false))
+                };
+                tensors.push(made.map_err(|e| {
+                    Diagnostic::error(
+                        "pipeline::model::allocation",
+                        format!(
+                            "cannot allocate `{i}.{}` of layer {} (`{}`): {}",
+                            p.name,
+                            i + 1,
+                            layer.layer.name(),
+                            crate::error::short_message(&e)
+                        ),
+                    )
+                    .label_opt(layer.span, "this layer")
+                    .help("make the model smaller, or free memory on the device")
+                })?);
+            }
+            layers.push(Built {
+                layer: layer.layer.clone(),
+                params,
+                tensors,
             });
         }
         let output_shape = shapes.last().cloned().unwrap_or_default();
@@ -263,89 +182,13 @@ impl Model {
         } else {
             input.shallow_clone()
         };
-        for layer in &self.layers {
-            x = match layer {
-                Built::Linear(l) => x.f_linear(&l.ws, l.bs.as_ref())?,
-                Built::Conv2d {
-                    conv,
-                    stride,
-                    padding,
-                } => x.f_conv2d(
-                    &conv.ws,
-                    conv.bs.as_ref(),
-                    [*stride, *stride],
-                    [*padding, *padding],
-                    [1, 1],
-                    1,
-                )?,
-                Built::MaxPool {
-                    kernel,
-                    stride,
-                    padding,
-                } => x.f_max_pool2d(
-                    [*kernel, *kernel],
-                    [*stride, *stride],
-                    [*padding, *padding],
-                    [1, 1],
-                    false,
-                )?,
-                Built::AvgPool {
-                    kernel,
-                    stride,
-                    padding,
-                } => x.f_avg_pool2d(
-                    [*kernel, *kernel],
-                    [*stride, *stride],
-                    [*padding, *padding],
-                    false,
-                    true,
-                    None,
-                )?,
-                Built::Flatten => x.f_flatten(1, -1)?,
-                Built::Reshape(shape) => x.f_reshape(shape.as_slice())?,
-                Built::Relu => x.f_relu()?,
-                Built::Gelu => x.f_gelu("none")?,
-                Built::Tanh => x.f_tanh()?,
-                Built::Sigmoid => x.f_sigmoid()?,
-                Built::LogSoftmax => x.f_log_softmax(-1, None::<Kind>)?,
-                Built::Dropout(p) => x.f_dropout(*p, train)?,
-                // Batch-norm layers are built affine (with weights and biases), so a
-                // synchronised one always takes the first arm.
-                Built::BatchNorm { bn, eps, momentum } => {
-                    match (sync.filter(|_| train), &bn.ws, &bn.bs) {
-                        (Some(g), Some(ws), Some(bs)) => g.sync_batch_norm(
-                            &x,
-                            ws,
-                            bs,
-                            &bn.running_mean,
-                            &bn.running_var,
-                            *momentum,
-                            *eps,
-                        )?,
-                        _ => Tensor::f_batch_norm(
-                            &x,
-                            bn.ws.as_ref(),
-                            bn.bs.as_ref(),
-                            Some(&bn.running_mean),
-                            Some(&bn.running_var),
-                            train,
-                            *momentum,
-                            *eps,
-                            false,
-                        )?,
-                    }
-                }
-                Built::LayerNorm { ln, eps } => x.f_layer_norm(
-                    ln.normalized_shape.as_slice(),
-                    ln.ws.as_ref(),
-                    ln.bs.as_ref(),
-                    *eps,
-                    false,
-                )?,
-                Built::Embedding(e) => {
-                    Tensor::f_embedding(&e.ws, &x.f_to_kind(Kind::Int64)?, -1, false, false)?
-                }
+        let mut ops = Torch { train, sync };
+        for built in &self.layers {
+            let params = Params {
+                decls: &built.params,
+                values: &built.tensors,
             };
+            x = built.layer.forward(&mut ops, &params, &x)?;
         }
         Ok(x)
     }

@@ -407,7 +407,7 @@ fn batch_plan(
         .model
         .layers
         .iter()
-        .find(|l| matches!(l.layer, Layer::BatchNorm { .. }));
+        .find(|l| matches!(l.layer, Layer::BatchNorm(_)));
     if let Some(bn) = batch_norm {
         if batch == 1 || (!spec.drop_last && n % batch == 1) {
             // libtorch would compute a variance from one sample: NaN running statistics.

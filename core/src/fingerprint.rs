@@ -30,7 +30,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Bump when the contents of [`StageKey`] change meaning.
-pub const KEY_VERSION: u32 = 1;
+///
+/// 2: layers initialise as `torch.nn` does (convolution biases, batch-norm weights), so
+/// the same settings train other weights than under 1.
+pub const KEY_VERSION: u32 = 2;
 
 /// What the keys of one run share: where and with what the stages would run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

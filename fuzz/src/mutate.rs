@@ -141,7 +141,7 @@ fn schema_word(rng: &mut Rng) -> String {
         .iter()
         .copied()
         .chain(schema::STAGES.iter().copied())
-        .chain(schema::LAYERS.iter())
+        .chain(schema::LAYERS.iter().copied())
         .chain([&schema::SPLIT])
         .collect();
     let section = *rng.pick(&sections);

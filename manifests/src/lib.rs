@@ -1,6 +1,8 @@
 //! Manifests: KDL text → a typed, spanned [`Manifest`].
 //!
 //! - `schema.rs` — every node and key, with its type, default and one-line doc;
+//! - `layers/` — every model layer, one type each: its schema entry, shape rule,
+//!   parameters and forward pass (over `layers::Ops`, which backends implement);
 //! - `reader.rs` — the schema-driven reading of one KDL node into checked fields;
 //! - `lower.rs` — KDL text → [`Manifest`]: sections, stages, `--set` paths, typed specs;
 //! - `manifest.rs` — the typed specs, defaults applied;
@@ -11,6 +13,7 @@
 //! - `suggest.rs` — "did you mean".
 
 pub mod diagnostic;
+pub mod layers;
 mod limits;
 mod lower;
 pub mod manifest;

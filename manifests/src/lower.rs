@@ -611,51 +611,8 @@ impl<'a> Reader<'a> {
                 &["model".into(), i.to_string()],
                 &format!("model.{name}"),
             );
-            let stride = |f: &Fields| f.opt_int("stride").unwrap_or_else(|| f.int("kernel"));
-            let layer = match name {
-                "linear" => Layer::Linear {
-                    out: f.int("out"),
-                    bias: f.bool("bias"),
-                },
-                "conv2d" => Layer::Conv2d {
-                    out: f.int("out"),
-                    kernel: f.int("kernel"),
-                    stride: f.int("stride"),
-                    padding: f.int("padding"),
-                    bias: f.bool("bias"),
-                },
-                "max-pool" => Layer::MaxPool {
-                    kernel: f.int("kernel"),
-                    stride: stride(&f),
-                    padding: f.int("padding"),
-                },
-                "avg-pool" => Layer::AvgPool {
-                    kernel: f.int("kernel"),
-                    stride: stride(&f),
-                    padding: f.int("padding"),
-                },
-                "flatten" => Layer::Flatten,
-                "reshape" => Layer::Reshape {
-                    shape: f.ints("shape"),
-                },
-                "relu" => Layer::Relu,
-                "gelu" => Layer::Gelu,
-                "tanh" => Layer::Tanh,
-                "sigmoid" => Layer::Sigmoid,
-                "log-softmax" => Layer::LogSoftmax,
-                "dropout" => Layer::Dropout { p: f.float("p") },
-                "batch-norm" => Layer::BatchNorm {
-                    eps: f.float("eps"),
-                    momentum: f.float("momentum"),
-                },
-                "layer-norm" => Layer::LayerNorm {
-                    eps: f.float("eps"),
-                },
-                "embedding" => Layer::Embedding {
-                    count: f.int("count"),
-                    dim: f.int("dim"),
-                },
-                other => unreachable!("layer `{other}` is in the schema but not lowered"),
+            let Some(layer) = Layer::lower(name, &f) else {
+                unreachable!("`{name}` has a schema, so it is registered")
             };
             layers.push(LayerSpec {
                 layer,

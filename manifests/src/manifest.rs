@@ -4,6 +4,7 @@
 //! equal however they were written. Specs serialise (without their source spans) so later
 //! layers can hash them; spans are kept next to the values that diagnostics point at.
 
+pub use crate::layers::Layer;
 use miette::SourceSpan;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -122,79 +123,6 @@ pub struct DataSpec {
     pub split: SplitSpec,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
-}
-
-/// One layer of the model's stack.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Layer {
-    Linear {
-        out: i64,
-        bias: bool,
-    },
-    Conv2d {
-        out: i64,
-        kernel: i64,
-        stride: i64,
-        padding: i64,
-        bias: bool,
-    },
-    MaxPool {
-        kernel: i64,
-        stride: i64,
-        padding: i64,
-    },
-    AvgPool {
-        kernel: i64,
-        stride: i64,
-        padding: i64,
-    },
-    Flatten,
-    Reshape {
-        shape: Vec<i64>,
-    },
-    Relu,
-    Gelu,
-    Tanh,
-    Sigmoid,
-    LogSoftmax,
-    Dropout {
-        p: f64,
-    },
-    BatchNorm {
-        eps: f64,
-        momentum: f64,
-    },
-    LayerNorm {
-        eps: f64,
-    },
-    Embedding {
-        count: i64,
-        dim: i64,
-    },
-}
-
-impl Layer {
-    /// The layer's name as written in a manifest.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Layer::Linear { .. } => "linear",
-            Layer::Conv2d { .. } => "conv2d",
-            Layer::MaxPool { .. } => "max-pool",
-            Layer::AvgPool { .. } => "avg-pool",
-            Layer::Flatten => "flatten",
-            Layer::Reshape { .. } => "reshape",
-            Layer::Relu => "relu",
-            Layer::Gelu => "gelu",
-            Layer::Tanh => "tanh",
-            Layer::Sigmoid => "sigmoid",
-            Layer::LogSoftmax => "log-softmax",
-            Layer::Dropout { .. } => "dropout",
-            Layer::BatchNorm { .. } => "batch-norm",
-            Layer::LayerNorm { .. } => "layer-norm",
-            Layer::Embedding { .. } => "embedding",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

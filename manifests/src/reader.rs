@@ -43,15 +43,15 @@ pub(crate) enum Value {
 
 /// The checked keys of one node, with the schema to fall back on for defaults.
 #[derive(Debug, Clone)]
-pub(crate) struct Fields {
-    pub section: &'static Section,
-    pub values: BTreeMap<&'static str, (Value, Option<SourceSpan>)>,
+pub struct Fields {
+    pub(crate) section: &'static Section,
+    pub(crate) values: BTreeMap<&'static str, (Value, Option<SourceSpan>)>,
     /// The node, or `None` when the section was not written.
-    pub span: Option<SourceSpan>,
-    pub name_span: Option<SourceSpan>,
+    pub(crate) span: Option<SourceSpan>,
+    pub(crate) name_span: Option<SourceSpan>,
     /// The keys given with `--set`, with the `PATH=VALUE` given: they have no span in
     /// the file, and diagnostics say where they came from instead.
-    pub set: BTreeMap<&'static str, String>,
+    pub(crate) set: BTreeMap<&'static str, String>,
 }
 
 impl Fields {

@@ -148,7 +148,12 @@ impl Section {
 
 // ---- helpers that keep the table below readable -------------------------------------
 
-const fn key(name: &'static str, ty: Ty, default: Option<Val>, doc: &'static str) -> Key {
+pub(crate) const fn key(
+    name: &'static str,
+    ty: Ty,
+    default: Option<Val>,
+    doc: &'static str,
+) -> Key {
     Key {
         name,
         doc,
@@ -159,7 +164,7 @@ const fn key(name: &'static str, ty: Ty, default: Option<Val>, doc: &'static str
     }
 }
 
-const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
+pub(crate) const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
     Key {
         name,
         doc,
@@ -170,12 +175,12 @@ const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
     }
 }
 
-const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
+pub(crate) const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
     k.only_for = kinds;
     k
 }
 
-const fn int(min: i64, max: i64) -> Ty {
+pub(crate) const fn int(min: i64, max: i64) -> Ty {
     Ty::Int { min, max }
 }
 
@@ -209,24 +214,24 @@ pub const MAX_TIMEOUT: f64 = 604_800.0;
 /// The N of `cuda:N`.
 pub const MAX_CUDA_INDEX: usize = 1023;
 
-const POSITIVE: Ty = Ty::Float {
+pub(crate) const POSITIVE: Ty = Ty::Float {
     min: Bound::Exclusive(0.0),
     max: Bound::None,
 };
-const NON_NEGATIVE: Ty = Ty::Float {
+pub(crate) const NON_NEGATIVE: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::None,
 };
-const FRACTION: Ty = Ty::Float {
+pub(crate) const FRACTION: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::Inclusive(1.0),
 };
-const PROBABILITY_BELOW_ONE: Ty = Ty::Float {
+pub(crate) const PROBABILITY_BELOW_ONE: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::Exclusive(1.0),
 };
 
-const fn section(
+pub(crate) const fn section(
     name: &'static str,
     args: &'static [&'static str],
     keys: &'static [Key],
@@ -784,159 +789,16 @@ pub const STAGES: &[&Section] = &[&TRAIN, &EVAL, &CHECKPOINT];
 
 // ---- model layers -------------------------------------------------------------------
 
-const BIAS: Key = key(
+// Each layer's schema lives with the layer (`layers/`); this is the list of them.
+pub use crate::layers::{layer, LAYERS};
+
+/// The `bias` key of the layers that have one.
+pub(crate) const BIAS: Key = key(
     "bias",
     Ty::Bool,
     Some(Val::Bool(true)),
     "Whether the layer adds a learned bias.",
 );
-const NONE: &[Key] = &[];
-const POOL_KEYS: &[Key] = &[
-    key(
-        "kernel",
-        int(1, MAX_KERNEL),
-        Some(Val::Int(2)),
-        "Window size (square).",
-    ),
-    key(
-        "stride",
-        int(1, MAX_KERNEL),
-        None,
-        "Stride (default: the kernel size).",
-    ),
-    key(
-        "padding",
-        int(0, MAX_KERNEL),
-        Some(Val::Int(0)),
-        "Padding on each side.",
-    ),
-];
-
-/// Every layer a `model` block may contain.
-pub const LAYERS: &[Section] = &[
-    section(
-        "linear",
-        &["out"],
-        &[
-            required("out", int(1, MAX_FEATURES), "Output features."),
-            BIAS,
-        ],
-        "Fully connected layer; input features are inferred.",
-    ),
-    section(
-        "conv2d",
-        &["out", "kernel"],
-        &[
-            required("out", int(1, MAX_CHANNELS), "Output channels."),
-            key(
-                "kernel",
-                int(1, MAX_KERNEL),
-                Some(Val::Int(3)),
-                "Kernel size (square).",
-            ),
-            key("stride", int(1, MAX_KERNEL), Some(Val::Int(1)), "Stride."),
-            key(
-                "padding",
-                int(0, MAX_KERNEL),
-                Some(Val::Int(0)),
-                "Zero padding on each side.",
-            ),
-            BIAS,
-        ],
-        "2-D convolution over (channels, height, width) inputs; input channels are inferred.",
-    ),
-    section("max-pool", &["kernel"], POOL_KEYS, "2-D max pooling."),
-    section("avg-pool", &["kernel"], POOL_KEYS, "2-D average pooling."),
-    section(
-        "flatten",
-        &[],
-        NONE,
-        "Flattens every dimension but the batch.",
-    ),
-    section(
-        "reshape",
-        &["shape"],
-        &[required(
-            "shape",
-            Ty::Ints { max: MAX_FEATURES },
-            "The shape of one sample, e.g. `reshape 1 8 8`.",
-        )],
-        "Reshapes every sample (the batch dimension is kept).",
-    ),
-    section("relu", &[], NONE, "Rectified linear unit."),
-    section("gelu", &[], NONE, "Gaussian error linear unit."),
-    section("tanh", &[], NONE, "Hyperbolic tangent."),
-    section("sigmoid", &[], NONE, "Logistic sigmoid."),
-    section(
-        "log-softmax",
-        &[],
-        NONE,
-        "Log of the softmax over the last dimension (before an `nll` loss).",
-    ),
-    section(
-        "dropout",
-        &["p"],
-        &[key(
-            "p",
-            PROBABILITY_BELOW_ONE,
-            Some(Val::Float(0.5)),
-            "Probability of zeroing an element while training.",
-        )],
-        "Randomly zeroes elements while training.",
-    ),
-    section(
-        "batch-norm",
-        &[],
-        &[
-            key(
-                "eps",
-                POSITIVE,
-                Some(Val::Float(1e-5)),
-                "Added to the variance for stability.",
-            ),
-            key(
-                "momentum",
-                FRACTION,
-                Some(Val::Float(0.1)),
-                "Update rate of the running statistics.",
-            ),
-        ],
-        "Batch normalisation over features (1-D) or channels (2-D); sizes are inferred.",
-    ),
-    section(
-        "layer-norm",
-        &[],
-        &[key(
-            "eps",
-            POSITIVE,
-            Some(Val::Float(1e-5)),
-            "Added to the variance for stability.",
-        )],
-        "Layer normalisation over the last dimension.",
-    ),
-    section(
-        "embedding",
-        &["count", "dim"],
-        &[
-            required(
-                "count",
-                int(1, MAX_TOKENS),
-                "Number of distinct token ids (ids are 0 … count-1).",
-            ),
-            required(
-                "dim",
-                int(1, MAX_CHANNELS),
-                "Size of each embedding vector.",
-            ),
-        ],
-        "Maps integer token ids to learned vectors.",
-    ),
-];
-
-/// The layer schema named `name`.
-pub fn layer(name: &str) -> Option<&'static Section> {
-    LAYERS.iter().find(|l| l.name == name)
-}
 
 /// Every top-level node name: sections and stage kinds.
 pub fn top_level_names() -> Vec<&'static str> {
@@ -949,7 +811,7 @@ mod tests {
 
     fn all_sections() -> Vec<&'static Section> {
         let mut all: Vec<&'static Section> = SECTIONS.iter().chain(STAGES).copied().collect();
-        all.extend(LAYERS.iter());
+        all.extend(LAYERS.iter().copied());
         all.push(&SPLIT);
         all
     }

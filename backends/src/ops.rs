@@ -1,0 +1,167 @@
+//! [`Torch`]: the layers' [`Ops`] carried out by libtorch, one call each.
+//!
+//! Layers (`manifests::layers`) write their forward pass against `Ops`; this is the only
+//! place that turns those calls into tensors. Every call is one of tch's fallible
+//! (`f_`) functions, so what libtorch refuses is a `TchError`, never a panic.
+
+use crate::process_group::ProcessGroup;
+use manifests::layers::{Ops, Unary};
+use tch::{Kind, TchError, Tensor};
+
+/// One forward pass: whether it trains, and the processes whose batch statistics
+/// batch-norm shares while training (`accelerator.sync-batch-norm`).
+pub struct Torch<'a> {
+    pub train: bool,
+    pub sync: Option<&'a ProcessGroup>,
+}
+
+type R = Result<Tensor, TchError>;
+
+impl Ops for Torch<'_> {
+    type T = Tensor;
+    type Error = TchError;
+
+    fn training(&self) -> bool {
+        self.train
+    }
+
+    fn rank(&self, x: &Tensor) -> usize {
+        x.dim()
+    }
+
+    fn linear(&mut self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> R {
+        x.f_linear(w, b)
+    }
+
+    fn conv(
+        &mut self,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+        groups: i64,
+    ) -> R {
+        match stride.len() {
+            1 => x.f_conv1d(w, b, stride, padding, dilation, groups),
+            _ => x.f_conv2d(w, b, stride, padding, dilation, groups),
+        }
+    }
+
+    fn max_pool(&mut self, x: &Tensor, kernel: &[i64], stride: &[i64], padding: &[i64]) -> R {
+        match kernel.len() {
+            1 => x.f_max_pool1d(kernel, stride, padding, [1], false),
+            _ => x.f_max_pool2d(kernel, stride, padding, [1, 1], false),
+        }
+    }
+
+    fn avg_pool(&mut self, x: &Tensor, kernel: &[i64], stride: &[i64], padding: &[i64]) -> R {
+        match kernel.len() {
+            1 => x.f_avg_pool1d(kernel, stride, padding, false, true),
+            _ => x.f_avg_pool2d(kernel, stride, padding, false, true, None),
+        }
+    }
+
+    fn adaptive_avg_pool(&mut self, x: &Tensor, output: &[i64]) -> R {
+        match output.len() {
+            1 => x.f_adaptive_avg_pool1d(output),
+            _ => x.f_adaptive_avg_pool2d(output),
+        }
+    }
+
+    fn mean(&mut self, x: &Tensor, dims: &[i64]) -> R {
+        x.f_mean_dim(dims, false, None::<Kind>)
+    }
+
+    fn reshape(&mut self, x: &Tensor, shape: &[i64]) -> R {
+        x.f_reshape(shape)
+    }
+
+    fn flatten(&mut self, x: &Tensor) -> R {
+        x.f_flatten(1, -1)
+    }
+
+    fn identity(&mut self, x: &Tensor) -> R {
+        Ok(x.shallow_clone())
+    }
+
+    fn unary(&mut self, x: &Tensor, f: Unary) -> R {
+        match f {
+            Unary::Relu => x.f_relu(),
+            Unary::Gelu => x.f_gelu("none"),
+            Unary::Tanh => x.f_tanh(),
+            Unary::Sigmoid => x.f_sigmoid(),
+            Unary::Silu => x.f_silu(),
+            // max(x, slope·x) is leaky_relu for slopes in [0, 1] (the schema's range);
+            // tch's leaky_relu has no slope argument.
+            Unary::LeakyRelu(slope) => x.f_maximum(&x.f_mul_scalar(slope)?),
+        }
+    }
+
+    fn softmax(&mut self, x: &Tensor, log: bool) -> R {
+        if log {
+            x.f_log_softmax(-1, None::<Kind>)
+        } else {
+            x.f_softmax(-1, None::<Kind>)
+        }
+    }
+
+    fn dropout(&mut self, x: &Tensor, p: f64) -> R {
+        x.f_dropout(p, self.train)
+    }
+
+    fn batch_norm(
+        &mut self,
+        x: &Tensor,
+        w: Option<&Tensor>,
+        b: Option<&Tensor>,
+        running_mean: &Tensor,
+        running_var: &Tensor,
+        momentum: f64,
+        eps: f64,
+    ) -> R {
+        match (self.sync.filter(|_| self.train), w, b) {
+            (Some(g), Some(w), Some(b)) => {
+                g.sync_batch_norm(x, w, b, running_mean, running_var, momentum, eps)
+            }
+            _ => Tensor::f_batch_norm(
+                x,
+                w,
+                b,
+                Some(running_mean),
+                Some(running_var),
+                self.train,
+                momentum,
+                eps,
+                false,
+            ),
+        }
+    }
+
+    fn layer_norm(
+        &mut self,
+        x: &Tensor,
+        normalized: &[i64],
+        w: Option<&Tensor>,
+        b: Option<&Tensor>,
+        eps: f64,
+    ) -> R {
+        x.f_layer_norm(normalized, w, b, eps, false)
+    }
+
+    fn group_norm(
+        &mut self,
+        x: &Tensor,
+        groups: i64,
+        w: Option<&Tensor>,
+        b: Option<&Tensor>,
+        eps: f64,
+    ) -> R {
+        x.f_group_norm(groups, w, b, eps, false)
+    }
+
+    fn embedding(&mut self, ids: &Tensor, w: &Tensor) -> R {
+        Tensor::f_embedding(w, &ids.f_to_kind(Kind::Int64)?, -1, false, false)
+    }
+}

@@ -1,0 +1,138 @@
+//! [`Ops`]: the tensor operations a layer's forward pass is written in, the way a
+//! PyTorch module's `forward` is written in `torch.nn.functional`.
+//!
+//! Layers (one file each in this folder) say *what* to compute with these calls; a
+//! backend says *how*, by implementing this trait (`backends/src/model/ops.rs` does it
+//! with libtorch). That is what keeps libtorch out of this crate while a layer's schema,
+//! shape rule, parameters and forward pass still live in one file.
+//!
+//! Every call is fallible: a backend reports what its kernels refuse as `Self::Error`
+//! instead of panicking. Shapes have been checked before any call (each layer's
+//! `infer`), so an error here is a backend limit (memory, a device), not a user's typo.
+
+/// An element-wise function (`torch.nn.functional.*`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unary {
+    Relu,
+    /// `gelu(x)` with the exact erf form (PyTorch's `approximate="none"`).
+    Gelu,
+    Tanh,
+    Sigmoid,
+    /// `x * sigmoid(x)`.
+    Silu,
+    /// `leaky_relu(x, negative_slope)`.
+    LeakyRelu(f64),
+}
+
+/// The backend's side of a forward pass: tensors of type `T` and the calls on them.
+/// Parameters arrive as tensors too (see [`super::Params`]); `train` says whether the
+/// pass trains (dropout on, batch statistics).
+pub trait Ops {
+    type T;
+    type Error;
+
+    /// Whether this pass trains the model.
+    fn training(&self) -> bool;
+
+    /// The number of dimensions of `x`, the batch's included.
+    fn rank(&self, x: &Self::T) -> usize;
+
+    /// `x @ w.T + b` over the last dimension.
+    fn linear(
+        &mut self,
+        x: &Self::T,
+        w: &Self::T,
+        b: Option<&Self::T>,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// A 1-D or 2-D convolution: the number of spatial dimensions is `stride.len()`.
+    #[allow(clippy::too_many_arguments)] // torch's conv takes the same seven
+    fn conv(
+        &mut self,
+        x: &Self::T,
+        w: &Self::T,
+        b: Option<&Self::T>,
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+        groups: i64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Max pooling over the last `kernel.len()` dimensions (1 or 2).
+    fn max_pool(
+        &mut self,
+        x: &Self::T,
+        kernel: &[i64],
+        stride: &[i64],
+        padding: &[i64],
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Average pooling over the last `kernel.len()` dimensions (1 or 2), padding counted.
+    fn avg_pool(
+        &mut self,
+        x: &Self::T,
+        kernel: &[i64],
+        stride: &[i64],
+        padding: &[i64],
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Adaptive average pooling of the last `output.len()` dimensions to `output`.
+    fn adaptive_avg_pool(&mut self, x: &Self::T, output: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// The mean over dimensions `dims` (of the batched tensor), which are removed.
+    fn mean(&mut self, x: &Self::T, dims: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// `x.reshape(shape)`; `shape` includes the batch dimension (usually `-1`).
+    fn reshape(&mut self, x: &Self::T, shape: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// `x.flatten(1)`: every dimension but the batch into one.
+    fn flatten(&mut self, x: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// The same tensor (no copy).
+    fn identity(&mut self, x: &Self::T) -> Result<Self::T, Self::Error>;
+
+    fn unary(&mut self, x: &Self::T, f: Unary) -> Result<Self::T, Self::Error>;
+
+    /// Softmax (or its log) over the last dimension.
+    fn softmax(&mut self, x: &Self::T, log: bool) -> Result<Self::T, Self::Error>;
+
+    /// Zeroes each element with probability `p` while training, scaling the rest.
+    fn dropout(&mut self, x: &Self::T, p: f64) -> Result<Self::T, Self::Error>;
+
+    /// Batch normalisation over dimension 1, updating the running statistics while
+    /// training (a backend may compute the statistics over several processes).
+    #[allow(clippy::too_many_arguments)] // torch's batch_norm takes the same seven
+    fn batch_norm(
+        &mut self,
+        x: &Self::T,
+        w: Option<&Self::T>,
+        b: Option<&Self::T>,
+        running_mean: &Self::T,
+        running_var: &Self::T,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Layer normalisation over the last `normalized.len()` dimensions.
+    fn layer_norm(
+        &mut self,
+        x: &Self::T,
+        normalized: &[i64],
+        w: Option<&Self::T>,
+        b: Option<&Self::T>,
+        eps: f64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Group normalisation: the channels (dimension 1) in `groups` groups.
+    fn group_norm(
+        &mut self,
+        x: &Self::T,
+        groups: i64,
+        w: Option<&Self::T>,
+        b: Option<&Self::T>,
+        eps: f64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Rows of `w` picked by the integer ids in `ids` (floats are truncated to ids).
+    fn embedding(&mut self, ids: &Self::T, w: &Self::T) -> Result<Self::T, Self::Error>;
+}
