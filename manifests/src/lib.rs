@@ -6,12 +6,15 @@
 //! - `reader.rs` — the schema-driven reading of one KDL node into checked fields;
 //! - `lower.rs` — KDL text → [`Manifest`]: sections, stages, `--set` paths, typed specs;
 //! - `manifest.rs` — the typed specs, defaults applied;
+//! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
 //! - `overrides.rs` — `--set PATH=VALUE`;
 //! - `limits.rs` — how large and how deep a text may be, before the KDL parser sees it;
 //! - `diagnostic.rs` — the one diagnostic type all layers report with;
 //! - `render.rs` — diagnostics shown to a person (miette) or as JSON;
 //! - `suggest.rs` — "did you mean".
 
+#[macro_use]
+mod choice;
 pub mod diagnostic;
 pub mod layers;
 mod limits;

@@ -6,6 +6,13 @@
 //! from the fields with the schema's defaults filled in. When a value is wrong, a
 //! diagnostic is recorded and the default is used, so later checks (stage references,
 //! cycles) still run and `pipeline check` reports everything at once.
+//!
+//! A choice key lowers with its enum's `parse` (`choice!`): the reader keeps only names
+//! of the key's schema list, which is that enum's `NAMES`, or else the schema's default,
+//! and the tests below show that every name of every list and every default parses.
+//! So the fallback after `parse` is reached only for a required key that was left out
+//! (`loss`'s and `optimizer`'s `kind`), which the reader has reported; each fallback is
+//! written out and commented where it is used.
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::limits;
@@ -120,7 +127,7 @@ impl<'a> Reader<'a> {
         overrides: &'a [Override],
     ) -> Manifest {
         let mut sections: BTreeMap<&'static str, &'a KdlNode> = BTreeMap::new();
-        let mut stage_nodes: Vec<(&'static Section, &'a KdlNode)> = Vec::new();
+        let mut stage_nodes: Vec<(StageKind, &'a KdlNode)> = Vec::new();
         for node in doc.nodes() {
             let name = node.name().value();
             if let Some(section) = schema::SECTIONS.iter().find(|s| s.name == name) {
@@ -137,8 +144,12 @@ impl<'a> Reader<'a> {
                 } else {
                     sections.insert(section.name, node);
                 }
-            } else if let Some(stage) = schema::STAGES.iter().find(|s| s.name == name) {
-                stage_nodes.push((stage, node));
+            } else if let Some(kind) = StageKind::ALL
+                .iter()
+                .copied()
+                .find(|k| schema::stage(*k).name == name)
+            {
+                stage_nodes.push((kind, node));
             } else {
                 self.diags.push(
                     Diagnostic::error(
@@ -200,7 +211,7 @@ impl<'a> Reader<'a> {
                 let by_kind: Vec<usize> = stage_nodes
                     .iter()
                     .enumerate()
-                    .filter(|(_, (s, _))| s.name == first)
+                    .filter(|(_, (k, _))| schema::stage(*k).name == first)
                     .map(|(i, _)| i)
                     .collect();
                 let index = match (by_name, by_kind.as_slice()) {
@@ -242,7 +253,7 @@ impl<'a> Reader<'a> {
                     }
                 };
                 if ov.path.len() == 1 {
-                    let keys = stage_nodes[index].0.key_names();
+                    let keys = schema::stage(stage_nodes[index].0).key_names();
                     self.diags.push(
                         Diagnostic::error(
                             "pipeline::manifest::unknown_override",
@@ -310,26 +321,26 @@ impl<'a> Reader<'a> {
         let data = self.data(&data_f, seed);
         let model = self.model(sections.get("model").copied());
         let loss = LossSpec {
-            kind: match loss_f.text("kind").as_str() {
-                "mse" => LossKind::Mse,
-                "bce-with-logits" => LossKind::BceWithLogits,
-                "nll" => LossKind::Nll,
-                _ => LossKind::CrossEntropy,
-            },
+            kind: LossKind::parse(&loss_f.text("kind"))
+                // `loss` or its kind left out: already reported.
+                .unwrap_or(LossKind::CrossEntropy),
             label_smoothing: loss_f.float("label-smoothing"),
             span: loss_f.span,
         };
         let optimizer = self.optimizer(&opt_f);
         let schedule = ScheduleSpec {
-            kind: match sched_f.text("kind").as_str() {
-                "step" => ScheduleKind::Step {
+            kind: match ScheduleName::parse(&sched_f.text("kind"))
+                // Not reached: `kind` has a default.
+                .unwrap_or(ScheduleName::Constant)
+            {
+                ScheduleName::Constant => ScheduleKind::Constant,
+                ScheduleName::Step => ScheduleKind::Step {
                     step_size: sched_f.int("step-size") as u64,
                     gamma: sched_f.float("gamma"),
                 },
-                "cosine" => ScheduleKind::Cosine {
+                ScheduleName::Cosine => ScheduleKind::Cosine {
                     min_lr: sched_f.float("min-lr"),
                 },
-                _ => ScheduleKind::Constant,
             },
             warmup_epochs: sched_f.int("warmup-epochs") as u64,
         };
@@ -338,11 +349,13 @@ impl<'a> Reader<'a> {
                 Some(Value::Device(d)) => *d,
                 _ => DeviceSpec::Auto,
             },
-            precision: Precision::parse(&acc_f.text("precision")).unwrap_or(Precision::Fp32),
-            loss_scale: acc_f.opt_text("loss-scale").map(|s| match s.as_str() {
-                "off" => LossScale::Off,
-                _ => LossScale::Dynamic,
-            }),
+            precision: Precision::parse(&acc_f.text("precision"))
+                // Not reached: `precision` has a default.
+                .unwrap_or(Precision::Fp32),
+            // `None` when not written (no default); a written value is one of the names.
+            loss_scale: acc_f
+                .opt_text("loss-scale")
+                .and_then(|s| LossScale::parse(&s)),
             accumulate: acc_f.int("accumulate") as u64,
             clipping: Clipping {
                 max_norm: acc_f.opt_float("max-norm"),
@@ -352,20 +365,23 @@ impl<'a> Reader<'a> {
             deterministic: acc_f.bool("deterministic"),
             threads: acc_f.opt_int("threads").map(|t| t as u64),
             distributed: Distributed {
-                strategy: match acc_f.text("strategy").as_str() {
-                    "ddp" => Strategy::Ddp,
-                    "zero1" => Strategy::Zero1,
-                    _ => Strategy::None,
-                },
-                backend: match acc_f.text("backend").as_str() {
-                    "gloo" => CommBackend::Gloo,
-                    "nccl" => CommBackend::Nccl,
-                    _ => CommBackend::Auto,
-                },
+                // The fallbacks of these four are not reached: each key has a default.
+                strategy: Strategy::parse(&acc_f.text("strategy")).unwrap_or(Strategy::None),
+                backend: CommBackend::parse(&acc_f.text("backend")).unwrap_or(CommBackend::Auto),
                 sync_batch_norm: acc_f.bool("sync-batch-norm"),
-                drop_remainder: acc_f.text("shard-remainder") == "drop",
+                drop_remainder: match ShardRemainder::parse(&acc_f.text("shard-remainder"))
+                    .unwrap_or(ShardRemainder::Pad)
+                {
+                    ShardRemainder::Pad => false,
+                    ShardRemainder::Drop => true,
+                },
                 bucket_by: acc_f.opt_int("bucket-by").map(|c| c as u64),
-                bucketed: acc_f.text("sampler") == "bucketed",
+                bucketed: match SamplerName::parse(&acc_f.text("sampler"))
+                    .unwrap_or(SamplerName::Distributed)
+                {
+                    SamplerName::Distributed => false,
+                    SamplerName::Bucketed => true,
+                },
                 buckets: acc_f.int("buckets") as u64,
                 bucket_mb: acc_f.float("bucket-mb"),
                 timeout_seconds: acc_f.float("timeout"),
@@ -397,14 +413,14 @@ impl<'a> Reader<'a> {
         };
 
         let mut stages = Vec::new();
-        for (i, (section, node)) in stage_nodes.iter().enumerate() {
+        for (i, (kind, node)) in stage_nodes.iter().enumerate() {
             let f = self.read(
                 Some(node),
-                section,
+                schema::stage(*kind),
                 &[format!("#stage{i}")],
                 &stage_names[i],
             );
-            stages.push(self.stage(&f, section));
+            stages.push(self.stage(&f, *kind));
         }
 
         for p in &self.pending {
@@ -436,12 +452,10 @@ impl<'a> Reader<'a> {
     fn data(&mut self, f: &Fields, seed: u64) -> DataSpec {
         let source = PathBuf::from(f.text("source"));
         let source_span = f.span("source");
-        let format = match f.text("format").as_str() {
-            "csv" => Some(DataFormat::Csv),
-            "npy" => Some(DataFormat::Npy),
-            "npz" => Some(DataFormat::Npz),
-            "safetensors" => Some(DataFormat::Safetensors),
-            _ => {
+        // The schema's list is `auto` and the formats' names, and `auto` is the default.
+        let format = match DataFormat::parse(&f.text("format")) {
+            Some(format) => Some(format),
+            None => {
                 let name = source.to_string_lossy().to_ascii_lowercase();
                 if name.ends_with(".csv") || name.ends_with(".csv.gz") {
                     Some(DataFormat::Csv)
@@ -510,11 +524,8 @@ impl<'a> Reader<'a> {
             },
             features: f.text("features"),
             labels: f.text("labels"),
-            scale: match f.text("scale").as_str() {
-                "standard" => Scale::Standard,
-                "minmax" => Scale::MinMax,
-                _ => Scale::None,
-            },
+            // Not reached: `scale` has a default.
+            scale: Scale::parse(&f.text("scale")).unwrap_or(Scale::None),
             split,
             span: f.span,
         }
@@ -634,12 +645,9 @@ impl<'a> Reader<'a> {
 
     fn optimizer(&mut self, f: &Fields) -> OptimizerSpec {
         let spec = OptimizerSpec {
-            kind: match f.text("kind").as_str() {
-                "sgd" => OptimizerKind::Sgd,
-                "adamw" => OptimizerKind::AdamW,
-                "rmsprop" => OptimizerKind::RmsProp,
-                _ => OptimizerKind::Adam,
-            },
+            kind: OptimizerKind::parse(&f.text("kind"))
+                // `optimizer` or its kind left out: already reported.
+                .unwrap_or(OptimizerKind::Adam),
             lr: f.float("lr"),
             weight_decay: f.float("weight-decay"),
             momentum: f.float("momentum"),
@@ -664,7 +672,7 @@ impl<'a> Reader<'a> {
         spec
     }
 
-    fn stage(&mut self, f: &Fields, section: &'static Section) -> StageSpec {
+    fn stage(&mut self, f: &Fields, kind: StageKind) -> StageSpec {
         let name = f.text("name");
         let name_span = f.span("name").or(f.name_span);
         if !valid_stage_name(&name) {
@@ -677,8 +685,8 @@ impl<'a> Reader<'a> {
                 .help("use letters, digits, `-` and `_`, e.g. `fine-tune`"),
             );
         }
-        let config = match section.name {
-            "train" => StageConfig::Train(TrainSpec {
+        let config = match kind {
+            StageKind::Train => StageConfig::Train(TrainSpec {
                 epochs: f.int("epochs") as u64,
                 batch_size: f.int("batch-size") as u64,
                 shuffle: f.bool("shuffle"),
@@ -690,18 +698,15 @@ impl<'a> Reader<'a> {
                     span: f.span("init"),
                 }),
             }),
-            "eval" => StageConfig::Eval(EvalSpec {
+            StageKind::Eval => StageConfig::Eval(EvalSpec {
                 split: Spanned {
-                    value: match f.text("split").as_str() {
-                        "train" => SplitName::Train,
-                        "val" => SplitName::Val,
-                        _ => SplitName::Test,
-                    },
+                    // Not reached: `split` has a default.
+                    value: SplitName::parse(&f.text("split")).unwrap_or(SplitName::Test),
                     span: f.span("split"),
                 },
                 batch_size: f.int("batch-size") as u64,
             }),
-            _ => StageConfig::Checkpoint(CheckpointSpec {
+            StageKind::Checkpoint => StageConfig::Checkpoint(CheckpointSpec {
                 path: f.opt_text("path").map(|p| Spanned {
                     value: PathBuf::from(p),
                     span: f.span("path"),
@@ -735,5 +740,89 @@ mod tests {
         assert!(parse(&marks).is_err());
         let stars = format!("/*{}*/", "*".repeat(limits::MAX_BYTES - 4));
         assert!(parse(&stars).is_ok());
+    }
+
+    /// How lowering reads the choice key `section.key` back from the manifest it built,
+    /// as a manifest name; `None` for a key this test does not know.
+    fn lowered(section: &str, key: &str) -> Option<fn(&Manifest) -> &'static str> {
+        Some(match (section, key) {
+            ("data", "format") => |m| m.data.format.as_str(),
+            ("data", "scale") => |m| m.data.scale.as_str(),
+            ("loss", "kind") => |m| m.loss.kind.as_str(),
+            ("optimizer", "kind") => |m| m.optimizer.kind.as_str(),
+            ("schedule", "kind") => |m| m.schedule.kind.name().as_str(),
+            ("accelerator", "precision") => |m| m.accelerator.precision.as_str(),
+            ("accelerator", "loss-scale") => {
+                |m| m.accelerator.loss_scale.map_or("", LossScale::as_str)
+            }
+            ("accelerator", "strategy") => |m| m.accelerator.distributed.strategy.as_str(),
+            ("accelerator", "backend") => |m| m.accelerator.distributed.backend.as_str(),
+            ("accelerator", "shard-remainder") => {
+                |m| match m.accelerator.distributed.drop_remainder {
+                    false => ShardRemainder::Pad.as_str(),
+                    true => ShardRemainder::Drop.as_str(),
+                }
+            }
+            ("accelerator", "sampler") => |m| match m.accelerator.distributed.bucketed {
+                false => SamplerName::Distributed.as_str(),
+                true => SamplerName::Bucketed.as_str(),
+            },
+            ("eval", "split") => |m| match &m.stages[1].config {
+                StageConfig::Eval(e) => e.split.value.as_str(),
+                other => panic!("not the eval stage: {other:?}"),
+            },
+            _ => return None,
+        })
+    }
+
+    /// Every name of every `Ty::Choice` list in the schema, given with `--set`, lowers to
+    /// the value of that name, and every default is one of its list: the fallbacks of
+    /// the choice keys are reached only for a required key that was left out.
+    #[test]
+    fn every_name_of_every_choice_list_lowers_to_that_name() {
+        const BASE: &str = "data \"d.csv\"\nmodel { linear 4 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\neval needs=\"train\"\ncheckpoint needs=\"train\"\n";
+        let mut sections: Vec<&Section> = schema::SECTIONS
+            .iter()
+            .chain(schema::STAGES)
+            .copied()
+            .collect();
+        sections.extend(schema::LAYERS);
+        sections.push(&schema::SPLIT);
+        let mut keys = 0;
+        for section in sections {
+            for key in section.keys {
+                let schema::Ty::Choice(names) = key.ty else {
+                    continue;
+                };
+                let what = format!("{}.{}", section.name, key.name);
+                let lowered = lowered(section.name, key.name).unwrap_or_else(|| {
+                    panic!("`{what}` is a choice this test does not know: lower it with its enum's `parse`, and add it to `lowered`")
+                });
+                if let Some(default) = key.default {
+                    assert!(
+                        matches!(default, schema::Val::Text(d) if names.contains(&d)),
+                        "`{what}`: the default {default:?} is not one of {names:?}"
+                    );
+                }
+                for name in names {
+                    let ov = Override::parse(&format!("{what}={name}")).unwrap();
+                    let out = lower(BASE, "t", Path::new(""), &[ov]);
+                    assert!(
+                        out.diagnostics.is_empty(),
+                        "{what}={name}: {:#?}",
+                        out.diagnostics
+                    );
+                    let m = out.manifest.unwrap();
+                    // `auto` goes by the extension of `d.csv`.
+                    let expected = match (what.as_str(), *name) {
+                        ("data.format", schema::AUTO_FORMAT) => DataFormat::Csv.as_str(),
+                        _ => name,
+                    };
+                    assert_eq!(lowered(&m), expected, "{what}={name}");
+                }
+                keys += 1;
+            }
+        }
+        assert_eq!(keys, 12, "every choice key was tried");
     }
 }

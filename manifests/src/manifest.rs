@@ -47,13 +47,16 @@ impl Manifest {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DataFormat {
-    Csv,
-    Npy,
-    Npz,
-    Safetensors,
+choice! {
+    /// The format of the data file (`data.format`, which may also be `auto`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum DataFormat {
+        Csv = "csv",
+        Npy = "npy",
+        Npz = "npz",
+        Safetensors = "safetensors",
+    }
 }
 
 /// The CSV column that holds the label.
@@ -66,12 +69,14 @@ pub enum Column {
     Name(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scale {
-    None,
-    Standard,
-    MinMax,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Scale {
+        None = "none",
+        Standard = "standard",
+        MinMax = "minmax",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -83,21 +88,13 @@ pub struct SplitSpec {
     pub shuffle: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SplitName {
-    Train,
-    Val,
-    Test,
-}
-
-impl SplitName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SplitName::Train => "train",
-            SplitName::Val => "val",
-            SplitName::Test => "test",
-        }
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum SplitName {
+        Train = "train",
+        Val = "val",
+        Test = "test",
     }
 }
 
@@ -139,13 +136,15 @@ pub struct ModelSpec {
     pub span: Option<SourceSpan>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossKind {
-    CrossEntropy,
-    Mse,
-    BceWithLogits,
-    Nll,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum LossKind {
+        CrossEntropy = "cross-entropy",
+        Mse = "mse",
+        BceWithLogits = "bce-with-logits",
+        Nll = "nll",
+    }
 }
 
 impl LossKind {
@@ -163,13 +162,15 @@ pub struct LossSpec {
     pub span: Option<SourceSpan>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerKind {
-    Sgd,
-    Adam,
-    AdamW,
-    RmsProp,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum OptimizerKind {
+        Sgd = "sgd",
+        Adam = "adam",
+        AdamW = "adamw",
+        RmsProp = "rmsprop",
+    }
 }
 
 /// The optimizer; keys that do not apply to `kind` keep their defaults.
@@ -195,6 +196,28 @@ pub enum ScheduleKind {
     Cosine { min_lr: f64 },
 }
 
+impl ScheduleKind {
+    /// The kind's name, without its settings.
+    pub fn name(&self) -> ScheduleName {
+        match self {
+            ScheduleKind::Constant => ScheduleName::Constant,
+            ScheduleKind::Step { .. } => ScheduleName::Step,
+            ScheduleKind::Cosine { .. } => ScheduleName::Cosine,
+        }
+    }
+}
+
+choice! {
+    /// The names of the [`ScheduleKind`]s (`schedule.kind`); lowering matches on it to
+    /// read each kind's settings.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ScheduleName {
+        Constant = "constant",
+        Step = "step",
+        Cosine = "cosine",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScheduleSpec {
     pub kind: ScheduleKind,
@@ -209,46 +232,25 @@ pub enum DeviceSpec {
     Cuda(usize),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Precision {
-    #[serde(rename = "32")]
-    Fp32,
-    #[serde(rename = "64")]
-    Fp64,
-    #[serde(rename = "bf16-mixed")]
-    Bf16Mixed,
-    #[serde(rename = "bf16-true")]
-    Bf16True,
-    #[serde(rename = "16-mixed")]
-    Fp16Mixed,
-    #[serde(rename = "16-true")]
-    Fp16True,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    pub enum Precision {
+        #[serde(rename = "32")]
+        Fp32 = "32",
+        #[serde(rename = "64")]
+        Fp64 = "64",
+        #[serde(rename = "bf16-mixed")]
+        Bf16Mixed = "bf16-mixed",
+        #[serde(rename = "bf16-true")]
+        Bf16True = "bf16-true",
+        #[serde(rename = "16-mixed")]
+        Fp16Mixed = "16-mixed",
+        #[serde(rename = "16-true")]
+        Fp16True = "16-true",
+    }
 }
 
 impl Precision {
-    pub fn parse(text: &str) -> Option<Precision> {
-        Some(match text {
-            "32" => Precision::Fp32,
-            "64" => Precision::Fp64,
-            "bf16-mixed" => Precision::Bf16Mixed,
-            "bf16-true" => Precision::Bf16True,
-            "16-mixed" => Precision::Fp16Mixed,
-            "16-true" => Precision::Fp16True,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "32",
-            Precision::Fp64 => "64",
-            Precision::Bf16Mixed => "bf16-mixed",
-            Precision::Bf16True => "bf16-true",
-            Precision::Fp16Mixed => "16-mixed",
-            Precision::Fp16True => "16-true",
-        }
-    }
-
     /// float16 (not bfloat16) somewhere: needs CUDA.
     pub fn is_fp16(self) -> bool {
         matches!(self, Precision::Fp16Mixed | Precision::Fp16True)
@@ -260,11 +262,13 @@ impl Precision {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LossScale {
-    Dynamic,
-    Off,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum LossScale {
+        Dynamic = "dynamic",
+        Off = "off",
+    }
 }
 
 /// How gradients are clipped before each optimizer step.
@@ -285,23 +289,47 @@ impl Clipping {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    None,
-    Ddp,
-    /// Data parallel with the optimizer state sharded (ZeRO stage 1, fairscale's OSS).
-    Zero1,
+choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Strategy {
+        None = "none",
+        Ddp = "ddp",
+        /// Data parallel with the optimizer state sharded (ZeRO stage 1, fairscale's OSS).
+        Zero1 = "zero1",
+    }
 }
 
-/// The engine of a distributed run's collectives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CommBackend {
-    /// NCCL on CUDA, Gloo on the CPU.
-    Auto,
-    Gloo,
-    Nccl,
+choice! {
+    /// The engine of a distributed run's collectives.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum CommBackend {
+        /// NCCL on CUDA, Gloo on the CPU.
+        Auto = "auto",
+        Gloo = "gloo",
+        Nccl = "nccl",
+    }
+}
+
+choice! {
+    /// `accelerator.shard-remainder`; lowered to [`Distributed::drop_remainder`] (the
+    /// serialised form, a cache key, predates this enum).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ShardRemainder {
+        Pad = "pad",
+        Drop = "drop",
+    }
+}
+
+choice! {
+    /// `accelerator.sampler`; lowered to [`Distributed::bucketed`] (the serialised form,
+    /// a cache key, predates this enum).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SamplerName {
+        Distributed = "distributed",
+        Bucketed = "bucketed",
+    }
 }
 
 /// The distributed side of the accelerator.
@@ -367,21 +395,14 @@ impl AcceleratorSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StageKind {
-    Train,
-    Eval,
-    Checkpoint,
-}
-
-impl StageKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StageKind::Train => "train",
-            StageKind::Eval => "eval",
-            StageKind::Checkpoint => "checkpoint",
-        }
+choice! {
+    /// The stage node names; [`crate::schema::stage`] gives each its schema.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum StageKind {
+        Train = "train",
+        Eval = "eval",
+        Checkpoint = "checkpoint",
     }
 }
 
@@ -440,5 +461,64 @@ impl StageSpec {
 
     pub fn name(&self) -> &str {
         &self.name.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each variant serialises (in the specs, so in cache keys) to the string a manifest
+    /// writes for it: the serde attributes and the `choice!` names agree.
+    #[test]
+    fn choices_serialise_to_their_manifest_names() {
+        fn check<T: Serialize + Copy + std::fmt::Debug>(all: &[T], as_str: fn(T) -> &'static str) {
+            for &v in all {
+                assert_eq!(
+                    serde_json::to_value(v).unwrap(),
+                    serde_json::Value::from(as_str(v)),
+                    "{v:?}"
+                );
+            }
+        }
+        check(DataFormat::ALL, DataFormat::as_str);
+        check(Scale::ALL, Scale::as_str);
+        check(SplitName::ALL, SplitName::as_str);
+        check(LossKind::ALL, LossKind::as_str);
+        check(OptimizerKind::ALL, OptimizerKind::as_str);
+        check(Precision::ALL, Precision::as_str);
+        check(LossScale::ALL, LossScale::as_str);
+        check(Strategy::ALL, Strategy::as_str);
+        check(CommBackend::ALL, CommBackend::as_str);
+        check(StageKind::ALL, StageKind::as_str);
+        for name in ScheduleName::ALL {
+            let kind = match name {
+                ScheduleName::Constant => ScheduleKind::Constant,
+                ScheduleName::Step => ScheduleKind::Step {
+                    step_size: 1,
+                    gamma: 0.5,
+                },
+                ScheduleName::Cosine => ScheduleKind::Cosine { min_lr: 0.0 },
+            };
+            assert_eq!(kind.name(), *name);
+            assert_eq!(serde_json::to_value(&kind).unwrap()["kind"], name.as_str());
+        }
+    }
+
+    #[test]
+    fn parse_and_as_str_are_inverse() {
+        for s in StageKind::ALL {
+            assert_eq!(StageKind::parse(s.as_str()), Some(*s));
+        }
+        assert_eq!(
+            Precision::ALL
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>(),
+            Precision::NAMES
+        );
+        assert_eq!(Precision::parse("16-mixed"), Some(Precision::Fp16Mixed));
+        assert_eq!(Precision::parse("16"), None);
+        assert_eq!(LossKind::parse(""), None);
     }
 }

@@ -7,6 +7,15 @@
 //! A section's keys may be written as properties (`optimizer "adam" lr=1e-3`) or as
 //! child nodes (`optimizer "adam" { lr 1e-3 }`); positional arguments fill the keys
 //! named in [`Section::args`] in order.
+//!
+//! The `Ty::Choice` lists are the `NAMES` of the enums the values lower to (`choice!`,
+//! `manifest.rs`), so a name cannot be accepted here and be unknown to lowering.
+
+use crate::choice::prepend;
+use crate::manifest::{
+    CommBackend, DataFormat, LossKind, LossScale, OptimizerKind, Precision, SamplerName, Scale,
+    ScheduleName, ShardRemainder, SplitName, StageKind, Strategy,
+};
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
 #[derive(Debug)]
@@ -309,7 +318,12 @@ pub const SPLIT: Section = section(
     "How the samples are shuffled and split into train / val / test.",
 );
 
-pub const DATA_FORMATS: &[&str] = &["auto", "csv", "npy", "npz", "safetensors"];
+/// The `data.format` that goes by the file name's extension.
+pub const AUTO_FORMAT: &str = "auto";
+
+/// `data.format`: [`AUTO_FORMAT`] or a [`DataFormat`].
+pub const DATA_FORMATS: &[&str] =
+    &prepend::<{ DataFormat::NAMES.len() + 1 }>(AUTO_FORMAT, DataFormat::NAMES);
 
 pub const DATA: Section = section(
     "data",
@@ -323,7 +337,7 @@ pub const DATA: Section = section(
         key(
             "format",
             Ty::Choice(DATA_FORMATS),
-            Some(Val::Text("auto")),
+            Some(Val::Text(AUTO_FORMAT)),
             "The file's format; `auto` goes by the file name's extension.",
         ),
         key(
@@ -352,8 +366,8 @@ pub const DATA: Section = section(
         ),
         key(
             "scale",
-            Ty::Choice(&["none", "standard", "minmax"]),
-            Some(Val::Text("none")),
+            Ty::Choice(Scale::NAMES),
+            Some(Val::Text(Scale::None.as_str())),
             "Feature scaling, fitted on the training split only.",
         ),
         key(
@@ -366,15 +380,13 @@ pub const DATA: Section = section(
     "Where the samples come from and how they are prepared.",
 );
 
-pub const LOSS_KINDS: &[&str] = &["cross-entropy", "mse", "bce-with-logits", "nll"];
-
 pub const LOSS: Section = section(
     "loss",
     &["kind"],
     &[
         required(
             "kind",
-            Ty::Choice(LOSS_KINDS),
+            Ty::Choice(LossKind::NAMES),
             "The loss function; `cross-entropy` and `nll` treat labels as class indices.",
         ),
         only(
@@ -390,15 +402,13 @@ pub const LOSS: Section = section(
     "The training objective.",
 );
 
-pub const OPTIMIZER_KINDS: &[&str] = &["sgd", "adam", "adamw", "rmsprop"];
-
 pub const OPTIMIZER: Section = section(
     "optimizer",
     &["kind"],
     &[
         required(
             "kind",
-            Ty::Choice(OPTIMIZER_KINDS),
+            Ty::Choice(OptimizerKind::NAMES),
             "The optimization algorithm.",
         ),
         key(
@@ -486,8 +496,8 @@ pub const SCHEDULE: Section = section(
     &[
         key(
             "kind",
-            Ty::Choice(&["constant", "step", "cosine"]),
-            Some(Val::Text("constant")),
+            Ty::Choice(ScheduleName::NAMES),
+            Some(Val::Text(ScheduleName::Constant.as_str())),
             "The shape of the learning-rate curve after warm-up.",
         ),
         key(
@@ -542,13 +552,13 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "precision",
-            Ty::Choice(&["32", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true"]),
-            Some(Val::Text("32")),
+            Ty::Choice(Precision::NAMES),
+            Some(Val::Text(Precision::Fp32.as_str())),
             "Numerics: `32` or `64` (fp32, fp64 weights and compute); `bf16-mixed` or `16-mixed` (fp32 weights, the forward pass and loss in bfloat16 or float16 under autocast); `bf16-true` or `16-true` (weights and compute in 16 bits). Checkpoints are saved in fp32.",
         ),
         key(
             "loss-scale",
-            Ty::Choice(&["dynamic", "off"]),
+            Ty::Choice(LossScale::NAMES),
             None,
             "Loss scaling for `16-mixed`: `dynamic` (the default there: start at 2^16, double after 2000 steps without overflow, halve and skip the step on inf/NaN gradients) or `off`.",
         ),
@@ -584,14 +594,14 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "strategy",
-            Ty::Choice(&["none", "ddp", "zero1"]),
-            Some(Val::Text("none")),
+            Ty::Choice(Strategy::NAMES),
+            Some(Val::Text(Strategy::None.as_str())),
             "How many processes share the training: `none` (one process), `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step) or `zero1` (`ddp` with the optimizer's state sharded: each process updates its share of the parameters and sends them to the others). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
         ),
         key(
             "backend",
-            Ty::Choice(&["auto", "gloo", "nccl"]),
-            Some(Val::Text("auto")),
+            Ty::Choice(CommBackend::NAMES),
+            Some(Val::Text(CommBackend::Auto.as_str())),
             "The engine that carries the processes' collectives: `gloo` (CPU tensors), `nccl` (CUDA tensors, one GPU per process) or `auto` (NCCL when the device is CUDA, Gloo otherwise, as torch.distributed).",
         ),
         key(
@@ -602,14 +612,14 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "shard-remainder",
-            Ty::Choice(&["pad", "drop"]),
-            Some(Val::Text("pad")),
+            Ty::Choice(ShardRemainder::NAMES),
+            Some(Val::Text(ShardRemainder::Pad.as_str())),
             "Under `ddp`, when the training split does not divide by the number of processes: `pad` (repeat samples from the start of the epoch's order) or `drop` (leave the last ones out).",
         ),
         key(
             "sampler",
-            Ty::Choice(&["distributed", "bucketed"]),
-            Some(Val::Text("distributed")),
+            Ty::Choice(SamplerName::NAMES),
+            Some(Val::Text(SamplerName::Distributed.as_str())),
             "How the training samples are dealt to the processes: `distributed` (each takes every N-th of the epoch's order) or `bucketed` (samples sorted by `bucket-by` and cut into `buckets`; at every step all processes train on one bucket, as Stoke's BucketedDistributedSampler).",
         ),
         key(
@@ -729,8 +739,8 @@ pub const EVAL: Section = section(
         key("needs", Ty::Texts, None, NEEDS_DOC),
         key(
             "split",
-            Ty::Choice(&["train", "val", "test"]),
-            Some(Val::Text("test")),
+            Ty::Choice(SplitName::NAMES),
+            Some(Val::Text(SplitName::Test.as_str())),
             "The split to evaluate on.",
         ),
         key(
@@ -784,8 +794,26 @@ pub const SECTIONS: &[&Section] = &[
     &ACCELERATOR,
 ];
 
+/// The schema of the stage kind `kind`.
+pub const fn stage(kind: StageKind) -> &'static Section {
+    match kind {
+        StageKind::Train => &TRAIN,
+        StageKind::Eval => &EVAL,
+        StageKind::Checkpoint => &CHECKPOINT,
+    }
+}
+
 /// Stage kinds: top-level nodes that may appear many times, each a stage of the DAG.
-pub const STAGES: &[&Section] = &[&TRAIN, &EVAL, &CHECKPOINT];
+/// [`stage`] of each of [`StageKind::ALL`], in that order.
+pub const STAGES: &[&Section] = &{
+    let mut all = [&TRAIN; StageKind::ALL.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = stage(StageKind::ALL[i]);
+        i += 1;
+    }
+    all
+};
 
 // ---- model layers -------------------------------------------------------------------
 
@@ -851,6 +879,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_stage_kinds_are_the_stage_sections_in_order() {
+        let names: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+        assert_eq!(names, StageKind::NAMES);
+        for kind in StageKind::ALL {
+            assert_eq!(stage(*kind).name, kind.as_str());
+        }
+    }
+
+    #[test]
+    fn data_formats_are_auto_and_the_formats() {
+        assert_eq!(DATA_FORMATS, ["auto", "csv", "npy", "npz", "safetensors"]);
     }
 
     #[test]
