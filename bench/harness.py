@@ -38,7 +38,10 @@ LABELS = {
 WORKLOADS = {
     "mlp": "MLP 784-128-64-10, batch 32, Adam (overhead-bound)",
     "cnn": "CNN conv16-conv32-linear on 28×28×1, batch 256, Adam (compute-bound)",
+    "lstm": "LSTM: embedding 1000×128, 2 layers of hidden 128, sequences of 64, batch 32, Adam",
+    "transformer": "Transformer encoder: embedding 1000×128, learned positions, 2 layers (d 128, 4 heads, feed-forward 512), sequences of 64, batch 32, Adam",
 }
+SEQUENCE_WORKLOADS = {"lstm", "transformer"}
 
 
 def make_data():
@@ -61,6 +64,28 @@ def make_data():
     np.savez(tmp, x=x, y=y)
     os.replace(tmp, path)
     return path
+
+
+def make_sequences():
+    """8,000 sequences of 64 token ids (0 … 999, stored as floats as pipeline reads them):
+    6,400 to train, 1,600 to test. The label is the most frequent last digit among the
+    tokens (10 classes): learnable, so the test accuracy shows both sides did the work."""
+    path = DATA / "sequences.npz"
+    if path.exists():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 1000, size=(8_000, 64))
+    counts = np.stack([(tokens % 10 == k).sum(1) for k in range(10)], 1)
+    y = (counts + rng.random(counts.shape) * 0.5).argmax(1).astype(np.int64)
+    tmp = DATA / "sequences.tmp.npz"
+    np.savez(tmp, x=tokens.astype(np.float32), y=y)
+    os.replace(tmp, path)
+    return path
+
+
+def data_of(workload):
+    return make_sequences() if workload in SEQUENCE_WORKLOADS else make_data()
 
 
 def write_safetensors(tensors, path):
@@ -127,7 +152,7 @@ def run_side(side, workload, epochs, threads, device):
     else:
         stdout, rss, wall = measured([
             sys.executable, BENCH / "reference.py", "--runner", side, "--workload", workload,
-            "--data", DATA / "synthetic.npz", "--init", DATA / f"{workload}-init.safetensors",
+            "--data", data_of(workload), "--init", DATA / f"{workload}-init.safetensors",
             "--epochs", str(epochs), "--threads", str(threads), "--device", device,
         ])
         result = json.loads(stdout.strip().splitlines()[-1])
@@ -143,6 +168,7 @@ def summary(values):
 def bench_training(workloads, sides, reps, threads, device, epochs):
     results = {}
     for w in workloads:
+        data_of(w)
         make_init(w)
         runs = {s: [] for s in sides}
         for rep in range(reps):
@@ -304,7 +330,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,startup,cache,scaling")
+    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -316,7 +342,7 @@ def main():
             print("--device cuda: no CUDA device here; nothing to run", file=sys.stderr)
             return
     reps = 1 if args.quick else args.reps
-    epochs = {"mlp": 2, "cnn": 2} if args.quick else {"mlp": 4, "cnn": 3}
+    epochs = {"mlp": 2, "cnn": 2, "lstm": 2, "transformer": 2} if args.quick else {"mlp": 4, "cnn": 3, "lstm": 3, "transformer": 3}
     workloads = args.workloads.split(",")
     make_data()
     training = [w for w in workloads if w in WORKLOADS]

@@ -9,6 +9,8 @@ and accumulates the loss and accuracy every step, as `pipeline` does.
 
 import argparse
 import json
+import pathlib
+import re
 import time
 
 import numpy as np
@@ -17,12 +19,51 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-N_TRAIN = 60_000
-WORKLOADS = {"mlp": {"batch": 32}, "cnn": {"batch": 256}}
+WORKLOADS = {
+    "mlp": {"batch": 32, "train": 60_000},
+    "cnn": {"batch": 256, "train": 60_000},
+    "lstm": {"batch": 32, "train": 6_400},
+    "transformer": {"batch": 32, "train": 6_400},
+}
+VOCABULARY = 1000
+
+
+def twins():
+    """The modules of docs/models.md that torch.nn lacks (PositionalEmbedding, LSTM with
+    `output=`, SequencePool…), run from the page itself."""
+    docs = pathlib.Path(__file__).resolve().parent.parent / "docs" / "models.md"
+    code = re.search(r"```python\n(# twins.*?)```", docs.read_text(), re.S).group(1)
+    namespace = {}
+    exec(code, namespace)
+    return namespace
+
+
+class Tokens(nn.Embedding):
+    """`embedding`: the data holds token ids as floats, as pipeline reads them."""
+
+    def forward(self, x):
+        return super().forward(x.long())
 
 
 def build(workload):
     """The model, with parameter names matching pipeline's (its layer indices)."""
+    if workload == "lstm":
+        t = twins()
+        return nn.Sequential(
+            Tokens(VOCABULARY, 128),
+            t["LSTM"](128, 128, num_layers=2, output="last"),
+            nn.Linear(128, 10),
+        )
+    if workload == "transformer":
+        t = twins()
+        layer = nn.TransformerEncoderLayer(128, 4, 512, 0.0, batch_first=True)
+        return nn.Sequential(
+            Tokens(VOCABULARY, 128),
+            t["PositionalEmbedding"](64, 128),
+            nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+            t["SequencePool"]("mean"),
+            nn.Linear(128, 10),
+        )
     if workload == "mlp":
         return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
     return nn.Sequential(
@@ -61,7 +102,8 @@ def load(args):
     y = torch.from_numpy(data["y"])
     model = build(args.workload)
     model.load_state_dict(read_safetensors(args.init))
-    return model, x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:]
+    n = WORKLOADS[args.workload]["train"]
+    return model, x[:n], y[:n], x[n:], y[n:]
 
 
 def accuracy(model, x, y, device):

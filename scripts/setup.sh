@@ -5,11 +5,14 @@
 #     keyed by the torch version ($PIPELINE_VENV, default ~/.cache/pipeline/venv-torch-X),
 #     so every clean clone reuses it. A marker file is written only once the install
 #     finished, so an interrupted install is redone rather than trusted.
+#   - safetensors (PyPI), with which the parity tests load checkpoints into torch.nn;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
 #     itself is inside libtorch_cpu): Debian's libgloo-dev package, downloaded and
 #     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
+#   - the sequence examples' data: examples/data/order.csv, written by
+#     scripts/make-order-data.py (seeded);
 #   - the digits data set: `sklearn/datasets/data/digits.csv.gz` out of the scikit-learn
 #     wheel (pip download; nothing is downloaded at run time), into examples/data/.
 #
@@ -36,6 +39,16 @@ if [ ! -f "$venv/.pipeline-complete" ]; then
   touch "$venv/.pipeline-complete"
 fi
 torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+# --- what the tests compare with: Hugging Face's safetensors reader ----------------------
+# The parity tests load pipeline's checkpoints into the equivalent torch.nn modules.
+SAFETENSORS_VERSION=0.5.3
+if [ ! -f "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION" ]; then
+  say "installing safetensors==$SAFETENSORS_VERSION into $venv (the parity tests read checkpoints with it)"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    "safetensors==$SAFETENSORS_VERSION" >&2
+  touch "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION"
+fi
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
 # torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts
@@ -80,6 +93,15 @@ with open(tmp, "wb") as f:
     f.write(data)
 os.replace(tmp, out)
 PY
+fi
+
+# --- the sequence examples' data ---------------------------------------------------------
+# A synthetic task whose label is the order of three tokens (scripts/make-order-data.py).
+order="$root/examples/data/order.csv"
+if [ ! -f "$order" ]; then
+  say "writing the sequence examples' data (examples/data/order.csv)"
+  mkdir -p "$root/examples/data"
+  "$venv/bin/python" "$root/scripts/make-order-data.py" "$order"
 fi
 
 if [ "${1:-}" = "--env" ]; then

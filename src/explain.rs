@@ -3,7 +3,10 @@
 //! Paths follow the manifest: `accelerator.precision`, `data.split.seed`, `model` (every
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
-use manifests::schema::{Children, Key, Section, Ty, Val, LAYERS, SECTIONS, SPLIT, STAGES};
+use manifests::schema::{
+    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, LAYERS, MODEL, SECTIONS, SPLIT, STAGES,
+    STRUCTURES,
+};
 use manifests::suggest;
 use pipeline_core::compat::RULES;
 
@@ -57,32 +60,57 @@ fn key_text(path: &str, key: &Key) -> String {
     out + "\n"
 }
 
-/// The documentation of a section at `path`, and of each of its keys.
+/// Every node a `model` may hold: the layers, then the structures.
+fn model_nodes() -> impl Iterator<Item = &'static Section> {
+    LAYERS.iter().chain(STRUCTURES).copied()
+}
+
+/// The documentation of a section at `path`, and of each of its keys; `model` also
+/// documents every layer and structure, `parallel` its `branch`.
 fn section_text(section: &Section, path: &str) -> String {
     let mut out = format!("{path}: {}\n", section.doc);
-    if section.children == Children::Layers {
-        let names: Vec<&str> = LAYERS.iter().map(|l| l.name).collect();
-        out += &wrapped(&format!(
-            "Its children are layers, applied in order: {}. Each is documented below.",
-            names.join(", ")
-        ));
-        out += "\n";
-        for layer in LAYERS.iter().copied() {
-            out += "\n";
-            out += &section_text(layer, &format!("{path}.{}", layer.name));
-        }
-        return out;
-    }
     for key in section.keys {
         out += "\n";
         out += &key_text(path, key);
     }
+    if std::ptr::eq(section, &MODEL) {
+        let layers: Vec<&str> = LAYERS.iter().map(|l| l.name).collect();
+        let structures: Vec<&str> = STRUCTURES.iter().map(|l| l.name).collect();
+        out += &wrapped(&format!(
+            "Its children are applied in order. Layers: {}. Structures: {}; and the uses of a `block` (`pipeline explain block`). Each is documented below.",
+            layers.join(", "),
+            structures.join(", ")
+        ));
+        out += "\n";
+        for node in model_nodes() {
+            out += "\n";
+            out += &section_text(node, &format!("{path}.{}", node.name));
+        }
+        return out;
+    }
+    match section.children {
+        Children::Keys => {}
+        Children::Layers => {
+            out += &wrapped(
+                "Its children are layers and structures, as in `model` (`pipeline explain model`).",
+            );
+            out += "\n";
+        }
+        Children::Branches => {
+            out += "\n";
+            out += &section_text(&BRANCH, &format!("{path}.{}", BRANCH.name));
+        }
+    }
     out
 }
 
-/// Sections and stage kinds: the nodes at the top of a manifest.
+/// Sections, stage kinds and `block`: the nodes at the top of a manifest.
 fn top_level() -> impl Iterator<Item = &'static Section> {
-    SECTIONS.iter().copied().chain(STAGES.iter().copied())
+    SECTIONS
+        .iter()
+        .copied()
+        .chain(STAGES.iter().copied())
+        .chain([&BLOCK])
 }
 
 /// What `explain` can show: a section (at its path) or one key.
@@ -100,11 +128,11 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
     let (mut section, mut path): (&'static Section, String) =
         match top_level().find(|s| s.name == first) {
             Some(s) => (s, first.to_string()),
-            None => match LAYERS.iter().copied().find(|l| l.name == first) {
+            None => match schema::model_node(first) {
                 Some(l) => (l, format!("model.{first}")),
                 None => {
                     let mut names: Vec<&str> = top_level().map(|s| s.name).collect();
-                    names.extend(LAYERS.iter().map(|l| l.name));
+                    names.extend(model_nodes().map(|l| l.name));
                     return Err((
                         format!("`{first}` is not a section, stage kind or layer"),
                         suggest::help_for(first, "section", &names),
@@ -113,21 +141,22 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             },
         };
     while let Some(part) = parts.next() {
-        if section.children == Children::Layers {
-            match LAYERS.iter().copied().find(|l| l.name == part) {
-                Some(layer) => {
-                    path = format!("{path}.{part}");
-                    section = layer;
-                    continue;
-                }
-                None => {
-                    let names: Vec<&str> = LAYERS.iter().map(|l| l.name).collect();
-                    return Err((
-                        format!("`{path}` has no layer `{part}`"),
-                        suggest::help_for(part, "layer", &names),
-                    ));
-                }
-            }
+        let child = match section.children {
+            Children::Layers if std::ptr::eq(section, &MODEL) => schema::model_node(part),
+            Children::Branches => (part == BRANCH.name).then_some(&BRANCH),
+            Children::Layers | Children::Keys => None,
+        };
+        if let Some(child) = child {
+            path = format!("{path}.{part}");
+            section = child;
+            continue;
+        }
+        if std::ptr::eq(section, &MODEL) {
+            let names: Vec<&str> = model_nodes().map(|l| l.name).collect();
+            return Err((
+                format!("`{path}` has no layer `{part}`"),
+                suggest::help_for(part, "layer", &names),
+            ));
         }
         let Some(key) = section.key(part) else {
             return Err((

@@ -151,6 +151,19 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                         Some(c) => format!("exited with code {c}"),
                         None => "was killed by a signal".into(),
                     };
+                    // Code 1 is a worker that reported a problem with the run (a refused
+                    // manifest, bad data): the others find it too, each a moment later on
+                    // a loaded machine, and may print their own view of it first.
+                    if code == Some(1) {
+                        let grace = Instant::now() + Duration::from_secs(2);
+                        while Instant::now() < grace
+                            && children
+                                .iter_mut()
+                                .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
                     eprintln!("error: worker rank {rank} {what}; stopping the others");
                     // A peer that hangs makes the healthy ones time out: name it.
                     for (other, child) in children.iter_mut() {

@@ -249,6 +249,8 @@ fn explain_documents_every_layer_and_the_split() {
     for (what, fixture) in [
         ("model", "explain-model.stdout"),
         ("model.linear", "explain-model-linear.stdout"),
+        ("model.parallel", "explain-model-parallel.stdout"),
+        ("block", "explain-block.stdout"),
         ("data.split", "explain-data-split.stdout"),
         ("data.split.seed", "explain-data-split-seed.stdout"),
     ] {
@@ -256,7 +258,10 @@ fn explain_documents_every_layer_and_the_split() {
         assert!(out.status.success(), "{what}: {}", text(&out.stderr));
         assert_fixture(fixture, &text(&out.stdout));
     }
-    for layer in manifests::schema::LAYERS.iter().copied() {
+    let schema = manifests::schema::LAYERS
+        .iter()
+        .chain(manifests::schema::STRUCTURES);
+    for layer in schema.copied() {
         let out = pipeline(&root(), &["explain", &format!("model.{}", layer.name)]);
         assert!(out.status.success(), "{}", layer.name);
         for key in layer.keys {

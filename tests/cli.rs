@@ -36,7 +36,7 @@ fn every_example_and_benchmark_manifest_passes_check() {
 #[test]
 fn check_renders_every_problem_pointing_into_the_file() {
     let dir = root().join("tests/fixtures");
-    for name in ["invalid-values", "cycle"] {
+    for name in ["invalid-values", "cycle", "model-graph"] {
         let out = pipeline(&dir, &["check", &format!("{name}.kdl")]);
         assert_eq!(out.status.code(), Some(1), "{name}");
         assert_eq!(text(&out.stdout), "");
@@ -146,6 +146,7 @@ fn bad_data_and_models_are_diagnosed_before_training() {
         "short-row",
         "label-out-of-range",
         "conv-on-flat",
+        "residual-mismatch",
     ] {
         let out = pipeline(&dir, &["run", &format!("{name}.kdl")]);
         assert_eq!(out.status.code(), Some(1), "{name}");

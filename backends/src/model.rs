@@ -11,7 +11,7 @@ use crate::ops::Torch;
 use crate::process_group::ProcessGroup;
 use manifests::layers::{Init, Param, Params};
 use manifests::{Diagnostic, Layer, ModelSpec};
-use pipeline_core::shapes;
+use pipeline_core::network::{Network, Op};
 use tch::nn;
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -38,11 +38,11 @@ fn available_memory() -> Option<u128> {
 /// not report before a context exists), against 1 TB, more than any single GPU has.
 fn fits_in_memory(
     spec: &ModelSpec,
-    shapes: &[Vec<i64>],
+    network: &Network,
     device: Device,
     kind: Kind,
 ) -> Result<(), Diagnostic> {
-    let values = shapes::parameter_count(&spec.layers, shapes);
+    let values = network.parameter_count();
     // Initialised in fp32, then converted.
     let bytes = values.saturating_mul(kind.elt_size_in_bytes().max(4) as u128);
     let (limit, what) = match device {
@@ -66,12 +66,26 @@ fn fits_in_memory(
     .help("make the layers smaller (`linear`'s and `conv2d`'s output sizes, `embedding`'s count)"))
 }
 
-/// One layer with its tensors, in the order of its declared parameters.
+/// What one step of the network does: a layer with its tensors (in the order of its
+/// declared parameters), a sum, or a concatenation along a dimension of the batch.
+#[derive(Debug)]
+enum Run {
+    Layer {
+        layer: Layer,
+        params: Vec<Param>,
+        tensors: Vec<Tensor>,
+    },
+    Add,
+    Concat(i64),
+}
+
+/// One step with the values it reads and writes (`Network`'s numbering).
 #[derive(Debug)]
 struct Built {
-    layer: Layer,
-    params: Vec<Param>,
-    tensors: Vec<Tensor>,
+    run: Run,
+    inputs: Vec<usize>,
+    output: usize,
+    last_uses: Vec<usize>,
 }
 
 /// A built model with its parameters.
@@ -80,24 +94,53 @@ pub struct Model {
     pub vs: nn::VarStore,
     /// The dtype of the weights; floating inputs are converted to it.
     pub kind: Kind,
-    layers: Vec<Built>,
+    steps: Vec<Built>,
+    /// How many values the network has, and which one is the output.
+    values: usize,
+    output: usize,
     /// The shape of one output (no batch dimension).
     pub output_shape: Vec<i64>,
 }
 
-/// A parameter's initialisation, as tch performs it (`uniform_`, `normal_`, `fill_`,
-/// the calls `torch.nn` makes).
-fn init(init: Init) -> nn::Init {
+/// A parameter's random or constant initialisation, as tch performs it (`uniform_`,
+/// `normal_`, `fill_`: the calls `torch.nn` makes).
+fn tch_init(init: &Init) -> nn::Init {
     match init {
         Init::Uniform { bound } => nn::Init::Uniform {
             lo: -bound,
-            up: bound,
+            up: *bound,
         },
         Init::Normal { std } => nn::Init::Randn {
             mean: 0.0,
-            stdev: std,
+            stdev: *std,
         },
-        Init::Const(value) => nn::Init::Const(value),
+        Init::Const(value) => nn::Init::Const(*value),
+        Init::Values(_) => unreachable!("tables are made by `initial_values`"),
+    }
+}
+
+/// A buffer's (or a table's) first values, as a tensor of its own.
+fn initial_values(
+    init: &Init,
+    shape: &[i64],
+    integer: bool,
+    device: Device,
+) -> Result<Tensor, TchError> {
+    let kind = if integer { Kind::Int64 } else { Kind::Float };
+    match init {
+        Init::Const(value) => Tensor::f_full(shape, *value, (kind, device)),
+        Init::Values(values) => {
+            let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            Tensor::f_from_slice(&values)?
+                .f_reshape(shape)?
+                .to(device)
+                .f_to_kind(kind)
+        }
+        Init::Uniform { .. } | Init::Normal { .. } => {
+            let t = Tensor::f_empty(shape, (Kind::Float, device))?;
+            tch::no_grad(|| tch_init(init).set(&mut t.shallow_clone()));
+            Ok(t)
+        }
     }
 }
 
@@ -111,55 +154,76 @@ impl Model {
         device: Device,
         kind: Kind,
     ) -> Result<Model, Diagnostic> {
-        let shapes = shapes::infer(&spec.layers, input)?;
-        fits_in_memory(spec, &shapes, device, kind)?;
+        let network = Network::compile(spec, input)?;
+        fits_in_memory(spec, &network, device, kind)?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
-        let mut layers = Vec::with_capacity(spec.layers.len());
-        for (i, (layer, x)) in spec.layers.iter().zip(&shapes).enumerate() {
-            let path = &root / i;
-            let params = layer.layer.parameters(x);
-            let mut tensors = Vec::with_capacity(params.len());
-            for p in &params {
-                let made = if p.trainable {
-                    path.f_var(p.name, &p.shape, init(p.init))
-                } else {
-                    let Init::Const(value) = p.init else {
-                        unreachable!("buffers start constant")
-                    };
-                    Tensor::f_full(p.shape.as_slice(), value, (Kind::Float, device))
-                        .map(|t| path.add(p.name, t, false))
-                };
-                tensors.push(made.map_err(|e| {
-                    Diagnostic::error(
-                        "pipeline::model::allocation",
-                        format!(
-                            "cannot allocate `{i}.{}` of layer {} (`{}`): {}",
-                            p.name,
-                            i + 1,
-                            layer.layer.name(),
-                            crate::error::short_message(&e)
-                        ),
-                    )
-                    .label_opt(layer.span, "this layer")
-                    .help("make the model smaller, or free memory on the device")
-                })?);
-            }
-            layers.push(Built {
-                layer: layer.layer.clone(),
-                params,
-                tensors,
+        let mut steps = Vec::with_capacity(network.steps.len());
+        for step in &network.steps {
+            let run = match &step.op {
+                Op::Layer { layer, prefix } => {
+                    let params = layer.parameters(&network.shapes[step.inputs[0]]);
+                    let mut tensors = Vec::with_capacity(params.len());
+                    for p in &params {
+                        // `2.body.0` + `self_attn.out_proj.weight`: one path per dot.
+                        let full = format!("{prefix}.{}", p.name);
+                        let (dirs, leaf) = full.rsplit_once('.').expect("a prefix and a name");
+                        let path = dirs.split('.').fold(root.clone(), |at, part| at.sub(part));
+                        let made = match (&p.init, p.trainable) {
+                            (
+                                init
+                                @ (Init::Uniform { .. } | Init::Normal { .. } | Init::Const(_)),
+                                true,
+                            ) => path.f_var(leaf, &p.shape, tch_init(init)),
+                            (init, _) => initial_values(init, &p.shape, p.integer, device)
+                                .map(|t| path.add(leaf, t, p.trainable)),
+                        };
+                        tensors.push(made.map_err(|e| {
+                            Diagnostic::error(
+                                "pipeline::model::allocation",
+                                format!(
+                                    "cannot allocate `{full}` (`{}`): {}",
+                                    layer.name(),
+                                    crate::error::short_message(&e)
+                                ),
+                            )
+                            .label_opt(spec.span, "this model")
+                            .help("make the model smaller, or free memory on the device")
+                        })?);
+                    }
+                    Run::Layer {
+                        layer: layer.clone(),
+                        params,
+                        tensors,
+                    }
+                }
+                Op::Add => Run::Add,
+                // A sample's dimension d is the batch's d + 1.
+                Op::Concat { dim } => Run::Concat(*dim as i64 + 1),
+            };
+            steps.push(Built {
+                run,
+                inputs: step.inputs.clone(),
+                output: step.output,
+                last_uses: step.last_uses.clone(),
             });
         }
-        let output_shape = shapes.last().cloned().unwrap_or_default();
+        let output_shape = network.output_shape().to_vec();
         let mut vs = vs;
-        if kind != Kind::Float {
-            vs.set_kind(kind);
+        // Floating tensors only: a count stays an integer.
+        match kind {
+            Kind::Double => vs.double(),
+            Kind::BFloat16 => vs.bfloat16(),
+            Kind::Half => vs.half(),
+            Kind::Float => {}
+            other => unreachable!("weights are floating point, not {other:?}"),
         }
         Ok(Model {
             kind,
             vs,
-            layers,
+            steps,
+            values: network.shapes.len(),
+            output: network.output,
             output_shape,
         })
     }
@@ -177,20 +241,53 @@ impl Model {
         train: bool,
         sync: Option<&ProcessGroup>,
     ) -> Result<Tensor, TchError> {
-        let mut x = if input.is_floating_point() && input.kind() != self.kind {
+        let x = if input.is_floating_point() && input.kind() != self.kind {
             input.f_to_kind(self.kind)?
         } else {
             input.shallow_clone()
         };
         let mut ops = Torch { train, sync };
-        for built in &self.layers {
-            let params = Params {
-                decls: &built.params,
-                values: &built.tensors,
+        let mut values: Vec<Option<Tensor>> = (0..self.values).map(|_| None).collect();
+        values[0] = Some(x);
+        for step in &self.steps {
+            let inputs: Vec<&Tensor> = step
+                .inputs
+                .iter()
+                .map(|&v| {
+                    values[v]
+                        .as_ref()
+                        .expect("a network's steps read values written before them")
+                })
+                .collect();
+            let y = match &step.run {
+                Run::Layer {
+                    layer,
+                    params,
+                    tensors,
+                } => {
+                    let params = Params {
+                        decls: params,
+                        values: tensors,
+                    };
+                    layer.forward(&mut ops, &params, inputs[0])?
+                }
+                Run::Add => {
+                    let mut sum = inputs[0].f_add(inputs[1])?;
+                    for more in &inputs[2..] {
+                        sum = sum.f_add(more)?;
+                    }
+                    sum
+                }
+                Run::Concat(dim) => Tensor::f_cat(&inputs, *dim)?,
             };
-            x = built.layer.forward(&mut ops, &params, &x)?;
+            values[step.output] = Some(y);
+            for &v in &step.last_uses {
+                values[v] = None;
+            }
         }
-        Ok(x)
+        Ok(values[self.output]
+            .take()
+            .expect("the output is written by the last step or is the input"))
     }
 
     /// Total and trainable parameter counts.

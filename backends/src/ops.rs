@@ -5,7 +5,7 @@
 //! (`f_`) functions, so what libtorch refuses is a `TchError`, never a panic.
 
 use crate::process_group::ProcessGroup;
-use manifests::layers::{Ops, Unary};
+use manifests::layers::{Cell, Ops, Unary};
 use tch::{Kind, TchError, Tensor};
 
 /// One forward pass: whether it trains, and the processes whose batch statistics
@@ -27,6 +27,10 @@ impl Ops for Torch<'_> {
 
     fn rank(&self, x: &Tensor) -> usize {
         x.dim()
+    }
+
+    fn size(&self, x: &Tensor, dim: usize) -> i64 {
+        x.size().get(dim).copied().unwrap_or(1)
     }
 
     fn linear(&mut self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> R {
@@ -118,9 +122,13 @@ impl Ops for Torch<'_> {
         b: Option<&Tensor>,
         running_mean: &Tensor,
         running_var: &Tensor,
+        batches: &Tensor,
         momentum: f64,
         eps: f64,
     ) -> R {
+        if self.train {
+            let _counted = tch::no_grad(|| batches.shallow_clone().f_add_scalar_(1))?;
+        }
         match (self.sync.filter(|_| self.train), w, b) {
             (Some(g), Some(w), Some(b)) => {
                 g.sync_batch_norm(x, w, b, running_mean, running_var, momentum, eps)
@@ -163,5 +171,82 @@ impl Ops for Torch<'_> {
 
     fn embedding(&mut self, ids: &Tensor, w: &Tensor) -> R {
         Tensor::f_embedding(w, &ids.f_to_kind(Kind::Int64)?, -1, false, false)
+    }
+
+    fn add(&mut self, a: &Tensor, b: &Tensor) -> R {
+        a.f_add(b)
+    }
+
+    fn amax(&mut self, x: &Tensor, dims: &[i64]) -> R {
+        x.f_amax(dims, false)
+    }
+
+    fn select(&mut self, x: &Tensor, dim: i64, index: i64) -> R {
+        x.f_select(dim, index)
+    }
+
+    fn narrow(&mut self, x: &Tensor, dim: i64, start: i64, length: i64) -> R {
+        x.f_narrow(dim, start, length)
+    }
+
+    fn permute(&mut self, x: &Tensor, dims: &[i64]) -> R {
+        x.f_permute(dims)
+    }
+
+    fn attention(&mut self, q: &Tensor, k: &Tensor, v: &Tensor, dropout: f64) -> R {
+        let p = if self.train { dropout } else { 0.0 };
+        Tensor::f_scaled_dot_product_attention(q, k, v, None::<Tensor>, p, false, None, false)
+    }
+
+    fn recurrent(
+        &mut self,
+        cell: Cell,
+        x: &Tensor,
+        weights: &[&Tensor],
+        hidden: i64,
+        layers: i64,
+        bidirectional: bool,
+        dropout: f64,
+        last: bool,
+    ) -> R {
+        let directions = if bidirectional { 2 } else { 1 };
+        let batch = x.size().first().copied().unwrap_or(1);
+        let zeros =
+            || Tensor::f_zeros([layers * directions, batch, hidden], (x.kind(), x.device()));
+        let (out, h) = match cell {
+            Cell::Lstm => {
+                let (h0, c0) = (zeros()?, zeros()?);
+                let (out, h, _c) = x.f_lstm(
+                    &[&h0, &c0],
+                    weights,
+                    true,
+                    layers,
+                    dropout,
+                    self.train,
+                    bidirectional,
+                    true,
+                )?;
+                (out, h)
+            }
+            Cell::Gru => x.f_gru(
+                &zeros()?,
+                weights,
+                true,
+                layers,
+                dropout,
+                self.train,
+                bidirectional,
+                true,
+            )?,
+        };
+        if !last {
+            return Ok(out);
+        }
+        // The last layer's final states: (directions, batch, hidden) → (batch, directions·hidden).
+        let n = h.size().first().copied().unwrap_or(directions);
+        let finals = h.f_narrow(0, n - directions, directions)?;
+        finals
+            .f_permute([1, 0, 2])?
+            .f_reshape([batch, directions * hidden])
     }
 }

@@ -322,7 +322,7 @@ impl<'a> Context<'a> {
                     "step": m.get("steps").map(|s| *s as u64),
                     "metrics": source_metrics,
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
-                    "model": manifest.model.layers.iter().map(|l| &l.layer).collect::<Vec<_>>(),
+                    "model": &manifest.model.nodes,
                     "input_shape": sample_shape,
                     "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),

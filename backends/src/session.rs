@@ -85,7 +85,7 @@ fn dry_run(
         numerics.device,
         numerics.weights,
     )?;
-    let last_layer = manifest.model.layers.last().and_then(|l| l.span);
+    let last_layer = manifest.model.nodes.last().and_then(manifests::Node::span);
     let out_shape = &model.output_shape;
     let train = data.indices(SplitName::Train);
     let first = train.narrow(0, 0, train.size()[0].min(2));

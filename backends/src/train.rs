@@ -403,9 +403,8 @@ fn batch_plan(
         .label_opt(stage.name.span, "trains on no batch")
         .help("lower `batch-size`, or turn off `drop-last`"));
     }
-    let batch_norm = manifest
-        .model
-        .layers
+    let layers = manifest.model.layers();
+    let batch_norm = layers
         .iter()
         .find(|l| matches!(l.layer, Layer::BatchNorm(_)));
     if let Some(bn) = batch_norm {

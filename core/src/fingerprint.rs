@@ -309,20 +309,49 @@ fn as_written(spec: &Value) -> Value {
     spec
 }
 
-/// The differences between two models, layer by layer: `model layer 3 (linear): out
-/// changed 8 → 16`, `model layer 2 changed relu → gelu`, `model changed 5 layers → 6
-/// layers`.
-fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
-    let layers = |v: &Value| -> Vec<Value> {
-        v["layers"]
+/// Every node of a serialised model with its position (1-based, through the
+/// structures: `3.2` is the second node of the third one's body, `4.branch 1.2` the
+/// second of a parallel block's first branch), and its own settings (without bodies).
+fn flatten_model(nodes: &Value, prefix: &str, out: &mut Vec<(String, Value)>) {
+    for (i, node) in nodes.as_array().into_iter().flatten().enumerate() {
+        let path = match prefix {
+            "" => (i + 1).to_string(),
+            p => format!("{p}.{}", i + 1),
+        };
+        // Keys from before layers were types held `{"layer": {…}}`.
+        let node = node.get("layer").unwrap_or(node);
+        let mut own = node.clone();
+        if let Some(map) = own.as_object_mut() {
+            map.remove("body");
+            map.remove("branches");
+        }
+        out.push((path.clone(), own));
+        if let Some(body) = node.get("body") {
+            flatten_model(body, &path, out);
+        }
+        for (j, branch) in node["branches"]
             .as_array()
             .into_iter()
             .flatten()
-            .map(|l| l.get("layer").unwrap_or(l).clone())
-            .collect()
+            .enumerate()
+        {
+            flatten_model(branch, &format!("{path}.branch {}", j + 1), out);
+        }
+    }
+}
+
+/// The differences between two models, node by node: `model layer 3 (linear): out
+/// changed 8 → 16`, `model layer 2 changed relu → gelu`, `model layer 4.1 (conv2d):
+/// kernel changed 3 → 5`, `model changed 5 layers → 6 layers`.
+fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
+    let nodes = |v: &Value| {
+        let mut all = Vec::new();
+        flatten_model(v.get("nodes").unwrap_or(&v["layers"]), "", &mut all);
+        all
     };
-    let (a, b) = (layers(old), layers(new));
-    if a.len() != b.len() {
+    let (a, b) = (nodes(old), nodes(new));
+    let same_places = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0);
+    if !same_places {
         out.push(format!(
             "model changed {} layers → {} layers",
             a.len(),
@@ -330,19 +359,19 @@ fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
         ));
         return;
     }
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+    for ((path, x), (_, y)) in a.iter().zip(&b) {
         let (kx, ky) = (
             x["kind"].as_str().unwrap_or("?"),
             y["kind"].as_str().unwrap_or("?"),
         );
         if kx != ky {
-            out.push(format!("model layer {} changed {kx} → {ky}", i + 1));
+            out.push(format!("model layer {path} changed {kx} → {ky}"));
             continue;
         }
         let mut changes = Vec::new();
         diff_values("", x, y, &mut changes);
         for change in changes {
-            out.push(format!("model layer {} ({kx}): {change}", i + 1));
+            out.push(format!("model layer {path} ({kx}): {change}"));
         }
     }
 }
@@ -673,7 +702,55 @@ checkpoint needs="train"
                 "relu; dropout 0.1;",
                 &["model changed 3 layers → 4 layers"],
             ),
+            (
+                "linear 8; relu;",
+                "residual { linear 8; relu; };",
+                &["model changed 3 layers → 4 layers"],
+            ),
+            (
+                "model { linear 8; relu; linear 3; }",
+                "model { repeat 2 { residual { linear 8; relu; }; }; parallel { branch { linear 2; }; branch { linear 3; }; }; }",
+                &["model changed 3 layers → 7 layers"],
+            ),
         ];
+        for (from, to, expected) in other {
+            let changed = BASE.replace(from, to);
+            assert_ne!(changed, BASE, "{from} is in BASE");
+            let reasons = why(BASE, &changed);
+            assert_eq!(reasons, *expected, "{from} → {to}");
+        }
+        // Inside structures, a change is named by its place: `2.1.1` is the first node
+        // of the first node of the second's body.
+        let nested = "model { linear 8; repeat 2 { residual { linear 8; relu; }; }; parallel { branch { linear 2; }; branch { linear 3; }; }; }";
+        let base = BASE.replace("model { linear 8; relu; linear 3; }", nested);
+        let inside: &[(&str, &str, &[&str])] = &[
+            (
+                "residual { linear 8; relu; }",
+                "residual { linear 16; relu; }",
+                &["model layer 2.1.1 (linear): out changed 8 → 16"],
+            ),
+            (
+                "repeat 2",
+                "repeat 3",
+                &["model layer 2 (repeat): times changed 2 → 3"],
+            ),
+            (
+                "branch { linear 3; }",
+                "branch { gelu; }",
+                &["model layer 3.branch 2.1 changed linear → gelu"],
+            ),
+            (
+                "parallel {",
+                "parallel \"add\" {",
+                &["model layer 3 (parallel): join changed \"concat\" → \"add\""],
+            ),
+        ];
+        for (from, to, expected) in inside {
+            let changed = base.replace(from, to);
+            assert_ne!(changed, base, "{from} is in the nested model");
+            assert_eq!(why(&base, &changed), *expected, "{from} → {to}");
+        }
+        let other: &[(&str, &str, &[&str])] = &[];
         for (from, to, expected) in other {
             let changed = BASE.replace(from, to);
             assert_ne!(changed, BASE, "{from} is in BASE");

@@ -14,21 +14,21 @@
 //!
 //! Besides the arrows, this crate holds what backends need but that does not touch
 //! libtorch, so it is tested in milliseconds: learning-rate schedules (`schedule.rs`),
-//! shape inference for the model stack (`shapes.rs`), and the seeded shuffling and
-//! splitting of samples (`rng.rs`, `split.rs`).
+//! the model as a network of steps with its shapes inferred and checked (`network.rs`),
+//! and the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`).
 
 pub mod check;
 pub mod compat;
 pub mod fingerprint;
 pub mod freshness;
 pub mod launch;
+pub mod network;
 pub mod outputs;
 pub mod plan;
 pub mod report;
 pub mod rng;
 pub mod sampler;
 pub mod schedule;
-pub mod shapes;
 pub mod split;
 
 pub use check::check;

@@ -6,6 +6,8 @@
 //! - `reader.rs` — the schema-driven reading of one KDL node into checked fields;
 //! - `lower.rs` — KDL text → [`Manifest`]: sections, stages, `--set` paths, typed specs;
 //! - `manifest.rs` — the typed specs, defaults applied;
+//! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
+//!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
 //! - `overrides.rs` — `--set PATH=VALUE`;
 //! - `limits.rs` — how large and how deep a text may be, before the KDL parser sees it;
@@ -20,6 +22,7 @@ pub mod layers;
 mod limits;
 mod lower;
 pub mod manifest;
+mod model;
 pub mod overrides;
 mod reader;
 pub mod render;

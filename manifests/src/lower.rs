@@ -128,6 +128,7 @@ impl<'a> Reader<'a> {
     ) -> Manifest {
         let mut sections: BTreeMap<&'static str, &'a KdlNode> = BTreeMap::new();
         let mut stage_nodes: Vec<(StageKind, &'a KdlNode)> = Vec::new();
+        let mut block_nodes: Vec<&'a KdlNode> = Vec::new();
         for node in doc.nodes() {
             let name = node.name().value();
             if let Some(section) = schema::SECTIONS.iter().find(|s| s.name == name) {
@@ -144,6 +145,8 @@ impl<'a> Reader<'a> {
                 } else {
                     sections.insert(section.name, node);
                 }
+            } else if name == schema::BLOCK.name {
+                block_nodes.push(node);
             } else if let Some(kind) = StageKind::ALL
                 .iter()
                 .copied()
@@ -156,7 +159,7 @@ impl<'a> Reader<'a> {
                         "pipeline::manifest::unknown_node",
                         format!("unknown node `{name}`"),
                     )
-                    .label(node.name().span(), "not a section or stage kind")
+                    .label(node.name().span(), "not a section, stage kind or block")
                     .help(suggest::help_for(
                         name,
                         "node",
@@ -319,7 +322,9 @@ impl<'a> Reader<'a> {
         };
         let seed = seed_f.int("value") as u64;
         let data = self.data(&data_f, seed);
-        let model = self.model(sections.get("model").copied());
+        let blocks = self.blocks(&block_nodes);
+        let model = self.model(sections.get("model").copied(), &blocks);
+        self.unused_blocks(&blocks);
         let loss = LossSpec {
             kind: LossKind::parse(&loss_f.text("kind"))
                 // `loss` or its kind left out: already reported.
@@ -572,77 +577,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn model(&mut self, node: Option<&'a KdlNode>) -> ModelSpec {
-        let mut layers = Vec::new();
-        let Some(node) = node else {
-            return ModelSpec { layers, span: None };
-        };
-        for entry in node.entries() {
-            self.too_many_arguments(&schema::MODEL, entry.span(), "model");
-        }
-        for (i, child) in node
-            .children()
-            .map(|c| c.nodes())
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            let name = child.name().value();
-            let Some(section) = schema::layer(name) else {
-                let names: Vec<&str> = schema::LAYERS.iter().map(|l| l.name).collect();
-                self.diags.push(
-                    Diagnostic::error(
-                        "pipeline::model::unknown_layer",
-                        format!("unknown layer `{name}`"),
-                    )
-                    .label(child.name().span(), "not a layer")
-                    .help(suggest::help_for(name, "layer", &names)),
-                );
-                continue;
-            };
-            if child.children().is_some() {
-                self.diags.push(
-                    Diagnostic::error(
-                        "pipeline::manifest::unexpected_block",
-                        format!("layer `{name}` takes no block"),
-                    )
-                    .label(child.span(), "write its settings as `key=value`")
-                    .help(format!(
-                        "for example `{name} {}`",
-                        section
-                            .keys
-                            .first()
-                            .map_or(String::new(), |k| format!("{}=…", k.name))
-                    )),
-                );
-            }
-            let f = self.read(
-                Some(child),
-                section,
-                &["model".into(), i.to_string()],
-                &format!("model.{name}"),
-            );
-            let Some(layer) = Layer::lower(name, &f) else {
-                unreachable!("`{name}` has a schema, so it is registered")
-            };
-            layers.push(LayerSpec {
-                layer,
-                span: Some(child.span()),
-            });
-        }
-        if layers.is_empty() && node.children().is_none_or(|c| c.nodes().is_empty()) {
-            self.diags.push(
-                Diagnostic::error("pipeline::model::empty", "the model has no layers")
-                    .label(node.name().span(), "empty model")
-                    .help("add layers, for example `model { linear 64; relu; linear 10 }`"),
-            );
-        }
-        ModelSpec {
-            layers,
-            span: Some(node.span()),
-        }
-    }
-
     fn optimizer(&mut self, f: &Fields) -> OptimizerSpec {
         let spec = OptimizerSpec {
             kind: OptimizerKind::parse(&f.text("kind"))
@@ -786,7 +720,7 @@ mod tests {
             .chain(schema::STAGES)
             .copied()
             .collect();
-        sections.extend(schema::LAYERS);
+        // Layers and structures: `every_name_of_every_model_choice_lowers_to_that_name`.
         sections.push(&schema::SPLIT);
         let mut keys = 0;
         for section in sections {
@@ -824,5 +758,51 @@ mod tests {
             }
         }
         assert_eq!(keys, 12, "every choice key was tried");
+    }
+    /// The same for the choice keys of layers and structures (which `--set` cannot
+    /// reach): each name, written in a model, is the value the lowered node holds.
+    #[test]
+    fn every_name_of_every_model_choice_lowers_to_that_name() {
+        let mut keys = 0;
+        for section in schema::LAYERS.iter().chain(schema::STRUCTURES).copied() {
+            for key in section.keys {
+                let schema::Ty::Choice(names) = key.ty else {
+                    continue;
+                };
+                let required: String = section
+                    .keys
+                    .iter()
+                    .filter(|k| k.required)
+                    .map(|k| format!(" {}=1", k.name))
+                    .collect();
+                let body = match section.children {
+                    Children::Keys => "",
+                    Children::Layers => " { relu; }",
+                    Children::Branches => " { branch { relu; }; branch { relu; }; }",
+                };
+                for name in names {
+                    let text = format!(
+                        "data \"d.csv\"\nmodel {{ {}{required} {}=\"{name}\"{body} }}\nloss \"mse\"\noptimizer \"adam\"\ntrain\n",
+                        section.name, key.name
+                    );
+                    let out = lower(&text, "t", Path::new(""), &[]);
+                    assert!(out.diagnostics.is_empty(), "{text}: {:#?}", out.diagnostics);
+                    let m = out.manifest.unwrap();
+                    let node = serde_json::to_value(&m.model.nodes[0]).unwrap();
+                    assert_eq!(
+                        node[key.name.replace('-', "_")],
+                        *name,
+                        "{}.{}={name}: {node}",
+                        section.name,
+                        key.name
+                    );
+                }
+                keys += 1;
+            }
+        }
+        assert_eq!(
+            keys, 8,
+            "every choice key of a layer or structure was tried"
+        );
     }
 }

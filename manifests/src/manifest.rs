@@ -122,18 +122,123 @@ pub struct DataSpec {
     pub span: Option<SourceSpan>,
 }
 
+/// One layer where it was written. Serialised as the layer alone
+/// (`{"kind": "linear", "out": 10, "bias": true}`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
 pub struct LayerSpec {
     pub layer: Layer,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
 
+choice! {
+    /// How a `residual` block meets a body whose output shape is not its input's.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Projection {
+        /// A learned projection of the input: a 1×1 convolution (with the stride that
+        /// matches the sizes) or a linear map of the last dimension, without bias.
+        Auto = "auto",
+        /// None: the shapes must match.
+        None = "none",
+    }
+}
+
+choice! {
+    /// How the outputs of a `parallel` block's branches become one.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Join {
+        Concat = "concat",
+        Add = "add",
+    }
+}
+
+/// One node of a model: a layer, or a structure of nodes. A model is a list of nodes
+/// applied in order (`nn.Sequential`); structures nest.
+///
+/// Serialised for the cache key as `{"kind": …, settings…}`, with the bodies as lists:
+/// block uses are expanded (what a block computes is in the key, not its name).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Node {
+    /// `residual { … }`: the body's output plus its input (projected when asked).
+    Residual {
+        body: Vec<Node>,
+        projection: Projection,
+        #[serde(skip)]
+        span: Option<SourceSpan>,
+    },
+    /// `repeat N { … }`: N copies of the body in a row, each with weights of its own.
+    Repeat {
+        times: u64,
+        body: Vec<Node>,
+        #[serde(skip)]
+        span: Option<SourceSpan>,
+    },
+    /// `parallel "concat" { branch { … } branch { … } }`: every branch on the same input,
+    /// the outputs joined.
+    Parallel {
+        branches: Vec<Vec<Node>>,
+        join: Join,
+        /// The sample dimension `concat` joins along (negative: from the end).
+        dim: i64,
+        #[serde(skip)]
+        span: Option<SourceSpan>,
+    },
+    /// A use of a named `block`, expanded: its body with the parameters filled in.
+    Block {
+        #[serde(skip)]
+        name: String,
+        body: Vec<Node>,
+        #[serde(skip)]
+        span: Option<SourceSpan>,
+    },
+    #[serde(untagged)]
+    Layer(LayerSpec),
+}
+
+impl Node {
+    /// Where the node was written.
+    pub fn span(&self) -> Option<SourceSpan> {
+        match self {
+            Node::Residual { span, .. }
+            | Node::Repeat { span, .. }
+            | Node::Parallel { span, .. }
+            | Node::Block { span, .. } => *span,
+            Node::Layer(l) => l.span,
+        }
+    }
+
+    /// Every layer in this node, in the order they are written.
+    fn collect<'m>(&'m self, out: &mut Vec<&'m LayerSpec>) {
+        match self {
+            Node::Layer(l) => out.push(l),
+            Node::Residual { body, .. } | Node::Repeat { body, .. } | Node::Block { body, .. } => {
+                body.iter().for_each(|n| n.collect(out))
+            }
+            Node::Parallel { branches, .. } => {
+                branches.iter().flatten().for_each(|n| n.collect(out))
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelSpec {
-    pub layers: Vec<LayerSpec>,
+    pub nodes: Vec<Node>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+impl ModelSpec {
+    /// Every layer written in the model (a repeated body once), in order.
+    pub fn layers(&self) -> Vec<&LayerSpec> {
+        let mut out = Vec::new();
+        self.nodes.iter().for_each(|n| n.collect(&mut out));
+        out
+    }
 }
 
 choice! {

@@ -227,16 +227,19 @@ fn in_bounds(v: f64, min: Bound, max: Bound) -> bool {
 impl<'a> Reader<'a> {
     /// Reads `node` (or nothing, for an absent section) as `section`; `path` is the
     /// resolved path used to find `--set` overrides, `display` names it in messages.
-    pub(crate) fn read(
+    pub(crate) fn read<'n>(
         &mut self,
-        node: Option<&'a KdlNode>,
+        node: Option<&'n KdlNode>,
         section: &'static Section,
         path: &[String],
         display: &str,
-    ) -> Fields {
-        let mut raws: BTreeMap<&'static str, (Vec<RawEntry<'a>>, Option<SourceSpan>)> =
+    ) -> Fields
+    where
+        'a: 'n,
+    {
+        let mut raws: BTreeMap<&'static str, (Vec<RawEntry<'n>>, Option<SourceSpan>)> =
             BTreeMap::new();
-        let mut nested: BTreeMap<&'static str, (&'a KdlNode, SourceSpan)> = BTreeMap::new();
+        let mut nested: BTreeMap<&'static str, (&'n KdlNode, SourceSpan)> = BTreeMap::new();
 
         if let Some(node) = node {
             let mut positional = 0;
@@ -471,7 +474,7 @@ impl<'a> Reader<'a> {
         &mut self,
         section: &'static Section,
         key: &'static Key,
-        entries: &[RawEntry<'a>],
+        entries: &[RawEntry<'_>],
         key_span: Option<SourceSpan>,
         display: &str,
     ) -> Option<Value> {

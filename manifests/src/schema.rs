@@ -13,8 +13,8 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, LossKind, LossScale, OptimizerKind, Precision, SamplerName, Scale,
-    ScheduleName, ShardRemainder, SplitName, StageKind, Strategy,
+    CommBackend, DataFormat, Join, LossKind, LossScale, OptimizerKind, Precision, Projection,
+    SamplerName, Scale, ScheduleName, ShardRemainder, SplitName, StageKind, Strategy,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -32,7 +32,10 @@ pub struct Section {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Children {
     Keys,
+    /// Model nodes: layers, structures (`residual`, `repeat`, `parallel`), block uses.
     Layers,
+    /// `branch { … }` nodes (a `parallel` block's).
+    Branches,
 }
 
 /// One key of a [`Section`].
@@ -776,11 +779,83 @@ pub const CHECKPOINT: Section = section(
 
 pub const MODEL: Section = Section {
     name: "model",
-    doc: "The network: a stack of layers applied in order; input sizes are inferred from the data.",
+    doc: "The network: a stack of layers applied in order (`nn.Sequential`); input sizes are inferred from the data. Besides layers it may hold `residual`, `repeat` and `parallel` blocks, and uses of named `block`s.",
     args: &[],
     keys: &[],
     children: Children::Layers,
 };
+
+/// The most copies one `repeat` makes.
+pub const MAX_REPEAT: i64 = 1024;
+/// The most layers a model may hold once repeats and blocks are expanded.
+pub const MAX_MODEL_LAYERS: u64 = 100_000;
+
+pub const RESIDUAL: Section = Section {
+    name: "residual",
+    doc: "A residual block: its layers, then their output plus the block's input (`body(x) + x`). When the body changes the shape, the input is projected to it (a 1×1 convolution with the stride that matches the sizes, or a linear map of the last dimension; neither has a bias), unless `projection \"none\"`.",
+    args: &[],
+    keys: &[key(
+        "projection",
+        Ty::Choice(Projection::NAMES),
+        Some(Val::Text(Projection::Auto.as_str())),
+        "`auto`: project the input when the body's output has another shape; `none`: the shapes must match (otherwise an error on both ends of the block, before any training).",
+    )],
+    children: Children::Layers,
+};
+
+pub const REPEAT: Section = Section {
+    name: "repeat",
+    doc: "Its layers, N times in a row; each copy has weights of its own (`nn.Sequential(*[body() for _ in range(N)])`).",
+    args: &["times"],
+    keys: &[required("times", int(1, MAX_REPEAT), "How many copies.")],
+    children: Children::Layers,
+};
+
+pub const PARALLEL: Section = Section {
+    name: "parallel",
+    doc: "Branches that each take the block's input, their outputs joined: `concat` along `dim` (the other dimensions must match) or `add` (the shapes must match). Its children are `branch { … }` blocks.",
+    args: &["join"],
+    keys: &[
+        key(
+            "join",
+            Ty::Choice(Join::NAMES),
+            Some(Val::Text(Join::Concat.as_str())),
+            "How the branches' outputs become one.",
+        ),
+        key(
+            "dim",
+            int(-8, 7),
+            Some(Val::Int(0)),
+            "The dimension of a sample `concat` joins along: 0 is the first after the batch (channels, or features); -1 the last.",
+        ),
+    ],
+    children: Children::Branches,
+};
+
+pub const BRANCH: Section = Section {
+    name: "branch",
+    doc: "One branch of a `parallel` block: layers applied in order to the block's input.",
+    args: &[],
+    keys: &[],
+    children: Children::Layers,
+};
+
+/// The structures a model may hold besides layers.
+pub const STRUCTURES: &[&Section] = &[&RESIDUAL, &REPEAT, &PARALLEL];
+
+pub const BLOCK: Section = Section {
+    name: "block",
+    doc: "A named, reusable group of layers, defined once at the top level and used in `model` (or another block) like a layer: `block \"down\" \"channels\" stride=2 { conv2d $channels kernel=3 stride=$stride padding=1; relu }` then `down 64`. String arguments after the name are parameters a use must give; properties are parameters with a default; `$name` in the body stands for the value. Each use has weights of its own.",
+    args: &["name"],
+    keys: &[required("name", Ty::Text, "The block's name, used as a layer name.")],
+    children: Children::Layers,
+};
+
+/// The schema of a node that may appear in a `model` (or a block body): a layer or a
+/// structure.
+pub fn model_node(name: &str) -> Option<&'static Section> {
+    layer(name).or_else(|| STRUCTURES.iter().copied().find(|s| s.name == name))
+}
 
 /// Sections written at most once at the top level, in the order the docs list them.
 pub const SECTIONS: &[&Section] = &[
@@ -828,9 +903,14 @@ pub(crate) const BIAS: Key = key(
     "Whether the layer adds a learned bias.",
 );
 
-/// Every top-level node name: sections and stage kinds.
+/// Every top-level node name: sections, stage kinds and `block`.
 pub fn top_level_names() -> Vec<&'static str> {
-    SECTIONS.iter().chain(STAGES).map(|s| s.name).collect()
+    SECTIONS
+        .iter()
+        .chain(STAGES)
+        .map(|s| s.name)
+        .chain([BLOCK.name])
+        .collect()
 }
 
 #[cfg(test)]
@@ -840,7 +920,8 @@ mod tests {
     fn all_sections() -> Vec<&'static Section> {
         let mut all: Vec<&'static Section> = SECTIONS.iter().chain(STAGES).copied().collect();
         all.extend(LAYERS.iter().copied());
-        all.push(&SPLIT);
+        all.extend(STRUCTURES.iter().copied());
+        all.extend([&SPLIT, &BRANCH, &BLOCK]);
         all
     }
 

@@ -14,28 +14,15 @@
 //! - its **forward pass** ([`LayerType::forward`]), written against [`Ops`], which a
 //!   backend implements with libtorch.
 //!
-//! Adding a layer is one new type (in a new file, or beside its family) and one line in
-//! [`layers!`]; nothing else matches on layer names. `docs/extending.md` walks through it.
+//! Adding a layer is one new type (in a new file, or beside its family) and its name in
+//! the registry, [`layers!`] at the bottom of this file; nothing else matches on layer
+//! names. `docs/extending.md` walks through it.
 
-mod activation;
-mod conv;
-mod dropout;
-mod embedding;
-mod linear;
-mod norm;
 pub mod ops;
-mod pool;
-mod reshape;
 
-pub use activation::{Gelu, Identity, LeakyRelu, LogSoftmax, Relu, Sigmoid, Silu, Softmax, Tanh};
-pub use conv::{Conv, Conv1d, Conv2d};
-pub use dropout::Dropout;
-pub use embedding::Embedding;
-pub use linear::Linear;
-pub use norm::{BatchNorm, GroupNorm, LayerNorm};
-pub use ops::{Ops, Unary};
-pub use pool::{AdaptiveAvgPool, AvgPool, GlobalAvgPool, MaxPool, Window};
-pub use reshape::{Flatten, Reshape};
+pub use conv::Conv;
+pub use ops::{Cell, Ops, Unary};
+pub use pool::Window;
 
 use crate::reader::Fields;
 use crate::schema::Section;
@@ -72,7 +59,7 @@ pub fn show_shape(shape: &[i64]) -> String {
 }
 
 /// How a parameter starts, as `torch.nn` initialises it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Init {
     /// Uniform on `[-bound, bound]` (PyTorch's default for weights and biases of linear
     /// and convolution layers: `bound = 1/sqrt(fan_in)`).
@@ -81,36 +68,51 @@ pub enum Init {
     Normal { std: f64 },
     /// Every element the same (`ones_`, `zeros_`).
     Const(f64),
+    /// These values, in row-major order (a table the layer computes, such as the
+    /// sinusoidal positions).
+    Values(Vec<f64>),
 }
 
 /// One tensor a layer owns: a trained parameter or a buffer (running statistics).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Param {
     /// The name within the layer, as in the PyTorch module's `state_dict`
-    /// (`weight`, `bias`, `running_mean`).
-    pub name: &'static str,
+    /// (`weight`, `running_mean`, `weight_ih_l0`, `self_attn.out_proj.bias`).
+    pub name: String,
     pub shape: Vec<i64>,
     pub init: Init,
     /// `false` for buffers, which the optimizer never sees.
     pub trainable: bool,
+    /// Integer buffers (a count) keep their type whatever the model's precision.
+    pub integer: bool,
 }
 
 impl Param {
-    pub fn weight(name: &'static str, shape: Vec<i64>, init: Init) -> Param {
+    pub fn weight(name: impl Into<String>, shape: Vec<i64>, init: Init) -> Param {
         Param {
-            name,
+            name: name.into(),
             shape,
             init,
             trainable: true,
+            integer: false,
         }
     }
 
-    pub fn buffer(name: &'static str, shape: Vec<i64>, value: f64) -> Param {
+    pub fn buffer(name: impl Into<String>, shape: Vec<i64>, init: Init) -> Param {
         Param {
-            name,
+            name: name.into(),
             shape,
-            init: Init::Const(value),
+            init,
             trainable: false,
+            integer: false,
+        }
+    }
+
+    /// A 64-bit integer scalar buffer starting at 0 (`num_batches_tracked`).
+    pub fn counter(name: impl Into<String>) -> Param {
+        Param {
+            integer: true,
+            ..Param::buffer(name, Vec::new(), Init::Const(0.0))
         }
     }
 
@@ -170,10 +172,17 @@ pub trait LayerType: Sized {
     ) -> Result<O::T, O::Error>;
 }
 
-/// The registry: each line a variant of [`Layer`] named after its type. It generates the
-/// enum and its dispatch (exhaustive matches), and [`LAYERS`], the schema of each.
+/// The registry: one line a file (`file: Type, Type;`), each type a variant of [`Layer`]
+/// named after it. It declares the files, and generates the enum, its dispatch
+/// (exhaustive matches) and [`LAYERS`], the schema of each.
 macro_rules! layers {
-    ($($ty:ident),* $(,)?) => {
+    ($($file:ident: $($ty:ident),+;)*) => {
+        $(mod $file;
+        pub use $file::{$($ty),+};)*
+
+        layers!(@types $($($ty)+)*);
+    };
+    (@types $($ty:ident)*) => {
         /// One layer of a model, with its settings (defaults applied).
         #[derive(Debug, Clone, PartialEq)]
         pub enum Layer {
@@ -246,29 +255,17 @@ macro_rules! layers {
 }
 
 layers! {
-    Linear,
-    Conv1d,
-    Conv2d,
-    MaxPool,
-    AvgPool,
-    GlobalAvgPool,
-    AdaptiveAvgPool,
-    Flatten,
-    Reshape,
-    Identity,
-    Relu,
-    LeakyRelu,
-    Gelu,
-    Silu,
-    Tanh,
-    Sigmoid,
-    Softmax,
-    LogSoftmax,
-    Dropout,
-    BatchNorm,
-    LayerNorm,
-    GroupNorm,
-    Embedding,
+    linear: Linear;
+    conv: Conv1d, Conv2d;
+    pool: MaxPool, AvgPool, GlobalAvgPool, AdaptiveAvgPool;
+    reshape: Flatten, Reshape;
+    activation: Identity, Relu, LeakyRelu, Gelu, Silu, Tanh, Sigmoid, Softmax, LogSoftmax;
+    dropout: Dropout;
+    norm: BatchNorm, LayerNorm, GroupNorm;
+    embedding: Embedding;
+    sequence: PositionalEmbedding, SequencePool;
+    rnn: Lstm, Gru;
+    attention: MultiHeadAttention, TransformerEncoder;
 }
 
 /// `{"kind": "<name>", <settings>…}`: the form the cache key hashes (and `diff_model`

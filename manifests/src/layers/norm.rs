@@ -66,8 +66,9 @@ impl LayerType for BatchNorm {
     fn parameters(&self, x: &[i64]) -> Vec<Param> {
         let c = x.first().copied().unwrap_or(1);
         let mut p = affine(vec![c]).to_vec();
-        p.push(Param::buffer("running_mean", vec![c], 0.0));
-        p.push(Param::buffer("running_var", vec![c], 1.0));
+        p.push(Param::buffer("running_mean", vec![c], Init::Const(0.0)));
+        p.push(Param::buffer("running_var", vec![c], Init::Const(1.0)));
+        p.push(Param::counter("num_batches_tracked"));
         p
     }
 
@@ -83,6 +84,7 @@ impl LayerType for BatchNorm {
             p.opt("bias"),
             p.get("running_mean"),
             p.get("running_var"),
+            p.get("num_batches_tracked"),
             self.momentum,
             self.eps,
         )

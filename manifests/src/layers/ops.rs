@@ -37,6 +37,9 @@ pub trait Ops {
     /// The number of dimensions of `x`, the batch's included.
     fn rank(&self, x: &Self::T) -> usize;
 
+    /// The size of dimension `dim` of `x` (0 is the batch).
+    fn size(&self, x: &Self::T, dim: usize) -> i64;
+
     /// `x @ w.T + b` over the last dimension.
     fn linear(
         &mut self,
@@ -99,9 +102,10 @@ pub trait Ops {
     /// Zeroes each element with probability `p` while training, scaling the rest.
     fn dropout(&mut self, x: &Self::T, p: f64) -> Result<Self::T, Self::Error>;
 
-    /// Batch normalisation over dimension 1, updating the running statistics while
-    /// training (a backend may compute the statistics over several processes).
-    #[allow(clippy::too_many_arguments)] // torch's batch_norm takes the same seven
+    /// Batch normalisation over dimension 1, updating the running statistics (and
+    /// adding 1 to `batches`, PyTorch's `num_batches_tracked`) while training; a backend
+    /// may compute the statistics over several processes.
+    #[allow(clippy::too_many_arguments)] // torch's batch_norm takes as many
     fn batch_norm(
         &mut self,
         x: &Self::T,
@@ -109,6 +113,7 @@ pub trait Ops {
         b: Option<&Self::T>,
         running_mean: &Self::T,
         running_var: &Self::T,
+        batches: &Self::T,
         momentum: f64,
         eps: f64,
     ) -> Result<Self::T, Self::Error>;
@@ -135,4 +140,60 @@ pub trait Ops {
 
     /// Rows of `w` picked by the integer ids in `ids` (floats are truncated to ids).
     fn embedding(&mut self, ids: &Self::T, w: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// `a + b` (broadcasting as torch does).
+    fn add(&mut self, a: &Self::T, b: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// The largest value over dimensions `dims`, which are removed.
+    fn amax(&mut self, x: &Self::T, dims: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// The slice `index` of dimension `dim` (negative: from the end); the dimension goes.
+    fn select(&mut self, x: &Self::T, dim: i64, index: i64) -> Result<Self::T, Self::Error>;
+
+    /// `length` entries of dimension `dim` from `start`.
+    fn narrow(
+        &mut self,
+        x: &Self::T,
+        dim: i64,
+        start: i64,
+        length: i64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// The dimensions reordered.
+    fn permute(&mut self, x: &Self::T, dims: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// `softmax(q kᵀ / √d) v` over the last two dimensions of (batch, heads, length, d)
+    /// tensors, with dropout on the weights while training (`F.scaled_dot_product_attention`).
+    fn attention(
+        &mut self,
+        q: &Self::T,
+        k: &Self::T,
+        v: &Self::T,
+        dropout: f64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// A recurrent network over batch-first (batch, length, features) input, from zero
+    /// states: every step's output of the last layer (batch, length, directions·hidden),
+    /// or with `last` the final state of the last layer, both directions joined
+    /// (batch, directions·hidden). `weights` are per layer and direction: input-hidden
+    /// and hidden-hidden weights, then their biases (PyTorch's `_flat_weights` order).
+    #[allow(clippy::too_many_arguments)] // torch's lstm takes as many
+    fn recurrent(
+        &mut self,
+        cell: Cell,
+        x: &Self::T,
+        weights: &[&Self::T],
+        hidden: i64,
+        layers: i64,
+        bidirectional: bool,
+        dropout: f64,
+        last: bool,
+    ) -> Result<Self::T, Self::Error>;
+}
+
+/// The cell of a recurrent network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cell {
+    Lstm,
+    Gru,
 }

@@ -1,0 +1,511 @@
+//! The model as backends run it: a [`Network`] of steps over numbered values, with the
+//! shape of every value inferred from the data's shape and checked.
+//!
+//! A model is a tree (`manifests::Node`: layers, `residual`, `repeat`, `parallel`, block
+//! uses); compiling it walks the tree once, asks each layer its own shape rule
+//! (`LayerType::infer`), unrolls repeats, adds the projections residual blocks need, and
+//! writes the steps in the order they run. Value 0 is the model's input; every step
+//! reads values written before it, so the network is a DAG by construction and a
+//! backend runs it front to back. Every mismatch is a diagnostic on the layers at both
+//! ends, before any weight is allocated. Shapes exclude the batch dimension.
+//!
+//! Parameter names follow the `state_dict` of the `torch.nn` twin (`docs/models.md`):
+//! position in the list, then `body` / `projection` (residual), the copy (repeat),
+//! `branches.N` (parallel), or the position in a block's body.
+
+use manifests::layers::{show_shape, Conv, Conv1d, Conv2d, Linear};
+use manifests::{Diagnostic, Join, Layer, ModelSpec, Node, Projection};
+use miette::SourceSpan;
+
+pub use manifests::layers::Shape;
+
+/// What a step computes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A layer, its tensors named `{prefix}.{parameter}`.
+    Layer { layer: Layer, prefix: String },
+    /// The sum of the inputs, in order.
+    Add,
+    /// The inputs joined along this dimension of a sample (≥ 0).
+    Concat { dim: usize },
+}
+
+/// One step: `op` applied to `inputs`, written to `output`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub op: Op,
+    pub inputs: Vec<usize>,
+    pub output: usize,
+    /// Values no later step reads: a backend may drop them after this one.
+    pub last_uses: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Network {
+    pub steps: Vec<Step>,
+    /// The shape of one sample of each value; value 0 is the input.
+    pub shapes: Vec<Shape>,
+    pub output: usize,
+}
+
+impl Network {
+    /// Compiles `model` for samples of shape `input`.
+    pub fn compile(model: &ModelSpec, input: &[i64]) -> Result<Network, Diagnostic> {
+        let mut c = Compiler {
+            steps: Vec::new(),
+            shapes: vec![input.to_vec()],
+        };
+        let output = c.sequence(&model.nodes, "", 0)?;
+        let mut network = Network {
+            steps: c.steps,
+            shapes: c.shapes,
+            output,
+        };
+        network.mark_last_uses();
+        Ok(network)
+    }
+
+    /// The shape of one output sample.
+    pub fn output_shape(&self) -> &[i64] {
+        &self.shapes[self.output]
+    }
+
+    /// The layers with the shape of their input, in the order they run.
+    pub fn layers(&self) -> impl Iterator<Item = (&Layer, &str, &[i64])> {
+        self.steps.iter().filter_map(|s| match &s.op {
+            Op::Layer { layer, prefix } => {
+                Some((layer, prefix.as_str(), &self.shapes[s.inputs[0]][..]))
+            }
+            Op::Add | Op::Concat { .. } => None,
+        })
+    }
+
+    /// The number of values the parameters and buffers hold. Counted in `u128` so that
+    /// no manifest overflows it: a model too large for memory is refused before any
+    /// allocation, with how much it would need.
+    pub fn parameter_count(&self) -> u128 {
+        self.layers()
+            .flat_map(|(layer, _, x)| layer.parameters(x))
+            .map(|p| p.numel())
+            .fold(0u128, u128::saturating_add)
+    }
+
+    fn mark_last_uses(&mut self) {
+        let mut last = vec![usize::MAX; self.shapes.len()];
+        for (i, step) in self.steps.iter().enumerate() {
+            for &v in &step.inputs {
+                last[v] = i;
+            }
+        }
+        for (v, &i) in last.iter().enumerate() {
+            // The input belongs to the caller, the output is returned.
+            if v != 0 && v != self.output && i != usize::MAX {
+                self.steps[i].last_uses.push(v);
+            }
+        }
+    }
+}
+
+struct Compiler {
+    steps: Vec<Step>,
+    shapes: Vec<Shape>,
+}
+
+/// `prefix` + `name`, dot-separated.
+fn join(prefix: &str, name: impl std::fmt::Display) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+impl Compiler {
+    fn push(&mut self, op: Op, inputs: Vec<usize>, shape: Shape) -> usize {
+        self.shapes.push(shape);
+        let output = self.shapes.len() - 1;
+        self.steps.push(Step {
+            op,
+            inputs,
+            output,
+            last_uses: Vec::new(),
+        });
+        output
+    }
+
+    fn sequence(
+        &mut self,
+        nodes: &[Node],
+        prefix: &str,
+        mut x: usize,
+    ) -> Result<usize, Diagnostic> {
+        for (i, node) in nodes.iter().enumerate() {
+            x = self.node(node, &join(prefix, i), x)?;
+        }
+        Ok(x)
+    }
+
+    fn layer(
+        &mut self,
+        layer: &Layer,
+        span: Option<SourceSpan>,
+        prefix: String,
+        x: usize,
+    ) -> Result<usize, Diagnostic> {
+        let input = &self.shapes[x];
+        let out = layer.infer(input, x == 0).map_err(|e| {
+            Diagnostic::error("pipeline::model::shape_mismatch", e.message)
+                .label_opt(span, format!("gets inputs of shape {}", show_shape(input)))
+                .help(e.help)
+        })?;
+        Ok(self.push(
+            Op::Layer {
+                layer: layer.clone(),
+                prefix,
+            },
+            vec![x],
+            out,
+        ))
+    }
+
+    fn node(&mut self, node: &Node, path: &str, x: usize) -> Result<usize, Diagnostic> {
+        match node {
+            Node::Layer(spec) => self.layer(&spec.layer, spec.span, path.to_string(), x),
+            Node::Block { body, .. } => self.sequence(body, path, x),
+            Node::Repeat { times, body, .. } => {
+                let mut y = x;
+                for copy in 0..*times {
+                    y = self.sequence(body, &join(path, copy), y)?;
+                }
+                Ok(y)
+            }
+            Node::Residual {
+                body,
+                projection,
+                span,
+            } => {
+                let y = self.sequence(body, &join(path, "body"), x)?;
+                let (xs, ys) = (self.shapes[x].clone(), self.shapes[y].clone());
+                if xs == ys {
+                    return Ok(self.push(Op::Add, vec![y, x], ys));
+                }
+                let mismatch = |help: &str| {
+                    Diagnostic::error(
+                        "pipeline::model::residual_mismatch",
+                        format!(
+                            "the residual block's body turns {} into {}, which cannot be added to its input",
+                            show_shape(&xs),
+                            show_shape(&ys)
+                        ),
+                    )
+                    .label_opt(*span, format!("input of shape {}", show_shape(&xs)))
+                    .label_opt(body.last().and_then(Node::span), format!("output of shape {}", show_shape(&ys)))
+                    .help(help.to_string())
+                };
+                match projection {
+                    Projection::None => Err(mismatch(
+                        "keep the shape in the body, or remove `projection \"none\"` to project the input to it",
+                    )),
+                    Projection::Auto => {
+                        let Some(layer) = projection_for(&xs, &ys) else {
+                            return Err(mismatch(
+                                "a projection is a 1×1 convolution with a stride (channels and sizes divided alike) or a linear map of the last dimension; make the body's output reachable by one, or keep the shape",
+                            ));
+                        };
+                        let p = self.layer(&layer, *span, join(path, "projection"), x)?;
+                        debug_assert_eq!(self.shapes[p], ys);
+                        Ok(self.push(Op::Add, vec![y, p], ys))
+                    }
+                }
+            }
+            Node::Parallel {
+                branches,
+                join: how,
+                dim,
+                span,
+            } => {
+                let mut outs = Vec::with_capacity(branches.len());
+                for (i, branch) in branches.iter().enumerate() {
+                    outs.push(self.sequence(branch, &join(path, format!("branches.{i}")), x)?);
+                }
+                let shapes: Vec<Shape> = outs.iter().map(|&o| self.shapes[o].clone()).collect();
+                let mismatch = |what: String, help: &str| {
+                    let mut d = Diagnostic::error("pipeline::model::branch_mismatch", what)
+                        .label_opt(*span, "these branches");
+                    for (branch, shape) in branches.iter().zip(&shapes) {
+                        d = d.label_opt(
+                            branch.last().and_then(Node::span),
+                            format!("gives {}", show_shape(shape)),
+                        );
+                    }
+                    d.help(help.to_string())
+                };
+                let first = &shapes[0];
+                match how {
+                    Join::Add => {
+                        if shapes.iter().any(|s| s != first) {
+                            return Err(mismatch(
+                                "the branches of an `add` give different shapes".into(),
+                                "make every branch end with the same shape, or join them with `concat`",
+                            ));
+                        }
+                        Ok(self.push(Op::Add, outs, first.clone()))
+                    }
+                    Join::Concat => {
+                        let rank = first.len() as i64;
+                        let d = if *dim < 0 { rank + dim } else { *dim };
+                        if !(0..rank).contains(&d) {
+                            return Err(mismatch(
+                                format!("`concat` along dimension {dim} of samples with {rank} dimension(s)"),
+                                "`dim` counts from 0 (the first dimension after the batch), or from -1 (the last)",
+                            ));
+                        }
+                        let d = d as usize;
+                        let others = |s: &Shape| {
+                            let mut s = s.clone();
+                            s.remove(d);
+                            s
+                        };
+                        if shapes
+                            .iter()
+                            .any(|s| s.len() != first.len() || others(s) != others(first))
+                        {
+                            return Err(mismatch(
+                                format!("the branches of a `concat` along dimension {dim} differ in another dimension"),
+                                "every dimension but the joined one must be the same in every branch",
+                            ));
+                        }
+                        let mut out = first.clone();
+                        out[d] = shapes.iter().map(|s| s[d]).sum();
+                        Ok(self.push(Op::Concat { dim: d }, outs, out))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The projection that takes a residual block's input `x` to its body's output shape
+/// `y`: a linear map of the last dimension when only that differs, else a 1×1
+/// convolution over (channels, length) or (channels, height, width) with the one stride
+/// that gives every size. Neither has a bias (ResNet's shortcut).
+fn projection_for(x: &[i64], y: &[i64]) -> Option<Layer> {
+    if x.len() != y.len() || x.is_empty() {
+        return None;
+    }
+    let n = x.len();
+    if x[..n - 1] == y[..n - 1] {
+        return Some(Layer::Linear(Linear {
+            out: y[n - 1],
+            bias: false,
+        }));
+    }
+    if !(2..=3).contains(&n) {
+        return None;
+    }
+    let largest = *x[1..].iter().max()?;
+    let stride = (1..=largest.max(1)).find(|s| {
+        x[1..]
+            .iter()
+            .zip(&y[1..])
+            .all(|(a, b)| (a - 1) / s + 1 == *b)
+    })?;
+    let conv = Conv {
+        out: y[0],
+        kernel: 1,
+        stride,
+        padding: 0,
+        dilation: 1,
+        groups: 1,
+        bias: false,
+    };
+    Some(match n {
+        2 => Layer::Conv1d(Conv1d(conv)),
+        _ => Layer::Conv2d(Conv2d(conv)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manifests::layers::{Flatten, MaxPool, Relu, Reshape, Window};
+    use manifests::LayerSpec;
+
+    fn layer(layer: Layer) -> Node {
+        Node::Layer(LayerSpec { layer, span: None })
+    }
+
+    fn conv(out: i64, stride: i64) -> Node {
+        layer(Layer::Conv2d(Conv2d(Conv {
+            out,
+            kernel: 3,
+            stride,
+            padding: 1,
+            dilation: 1,
+            groups: 1,
+            bias: true,
+        })))
+    }
+
+    fn model(nodes: Vec<Node>) -> ModelSpec {
+        ModelSpec { nodes, span: None }
+    }
+
+    #[test]
+    fn digits_cnn_shapes() {
+        let m = model(vec![
+            layer(Layer::Reshape(Reshape {
+                shape: vec![1, 8, 8],
+            })),
+            conv(16, 1),
+            layer(Layer::MaxPool(MaxPool(Window {
+                kernel: 2,
+                stride: 2,
+                padding: 0,
+            }))),
+            layer(Layer::Flatten(Flatten {})),
+            layer(Layer::Linear(Linear {
+                out: 10,
+                bias: true,
+            })),
+        ]);
+        let n = Network::compile(&m, &[64]).unwrap();
+        assert_eq!(
+            n.shapes,
+            vec![
+                vec![64],
+                vec![1, 8, 8],
+                vec![16, 8, 8],
+                vec![16, 4, 4],
+                vec![256],
+                vec![10]
+            ]
+        );
+        let names: Vec<&str> = n.layers().map(|(_, p, _)| p).collect();
+        assert_eq!(names, ["0", "1", "2", "3", "4"]);
+    }
+
+    #[test]
+    fn a_residual_that_changes_the_shape_gets_a_strided_projection() {
+        let m = model(vec![
+            layer(Layer::Reshape(Reshape {
+                shape: vec![4, 8, 8],
+            })),
+            Node::Residual {
+                body: vec![conv(8, 2), layer(Layer::Relu(Relu {}))],
+                projection: Projection::Auto,
+                span: None,
+            },
+        ]);
+        let n = Network::compile(&m, &[256]).unwrap();
+        assert_eq!(n.output_shape(), [8, 4, 4]);
+        let names: Vec<&str> = n.layers().map(|(_, p, _)| p).collect();
+        assert_eq!(names, ["0", "1.body.0", "1.body.1", "1.projection"]);
+        let (projection, _, input) = n.layers().last().unwrap();
+        assert_eq!(input, [4, 8, 8]);
+        assert!(
+            matches!(projection, Layer::Conv2d(Conv2d(c)) if c.stride == 2 && c.kernel == 1 && !c.bias)
+        );
+        assert_eq!(n.steps.last().unwrap().op, Op::Add);
+    }
+
+    #[test]
+    fn a_residual_without_projection_must_keep_the_shape_and_says_so_at_both_ends() {
+        let m = model(vec![
+            layer(Layer::Reshape(Reshape {
+                shape: vec![4, 8, 8],
+            })),
+            Node::Residual {
+                body: vec![
+                    conv(8, 1),
+                    Node::Layer(LayerSpec {
+                        layer: Layer::Relu(Relu {}),
+                        span: Some((40, 4).into()),
+                    }),
+                ],
+                projection: Projection::None,
+                span: Some((20, 60).into()),
+            },
+        ]);
+        let err = Network::compile(&m, &[256]).unwrap_err();
+        assert_eq!(err.code, "pipeline::model::residual_mismatch");
+        assert_eq!(
+            err.message,
+            "the residual block's body turns (4, 8, 8) into (8, 8, 8), which cannot be added to its input"
+        );
+        let labels: Vec<(usize, &str)> = err
+            .labels
+            .iter()
+            .map(|l| (l.span.offset(), l.text.as_str()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                (20, "input of shape (4, 8, 8)"),
+                (40, "output of shape (8, 8, 8)")
+            ]
+        );
+    }
+
+    #[test]
+    fn repeats_unroll_with_a_name_per_copy_and_branches_concatenate() {
+        let m = model(vec![
+            layer(Layer::Reshape(Reshape {
+                shape: vec![2, 4, 4],
+            })),
+            Node::Repeat {
+                times: 2,
+                body: vec![conv(2, 1)],
+                span: None,
+            },
+            Node::Parallel {
+                branches: vec![
+                    vec![conv(3, 1)],
+                    vec![conv(5, 1), layer(Layer::Relu(Relu {}))],
+                ],
+                join: Join::Concat,
+                dim: 0,
+                span: None,
+            },
+        ]);
+        let n = Network::compile(&m, &[32]).unwrap();
+        assert_eq!(n.output_shape(), [8, 4, 4]);
+        let names: Vec<&str> = n.layers().map(|(_, p, _)| p).collect();
+        assert_eq!(
+            names,
+            [
+                "0",
+                "1.0.0",
+                "1.1.0",
+                "2.branches.0.0",
+                "2.branches.1.0",
+                "2.branches.1.1"
+            ]
+        );
+        assert_eq!(n.steps.last().unwrap().op, Op::Concat { dim: 0 });
+        // Every intermediate value is dropped after its last reader.
+        let dropped: usize = n.steps.iter().map(|s| s.last_uses.len()).sum();
+        assert_eq!(dropped, n.shapes.len() - 2);
+    }
+
+    #[test]
+    fn reshape_must_keep_the_number_of_values() {
+        let m = model(vec![layer(Layer::Reshape(Reshape {
+            shape: vec![1, 9, 9],
+        }))]);
+        let err = Network::compile(&m, &[64]).unwrap_err();
+        assert_eq!(
+            err.message,
+            "cannot reshape 64 values into (1, 9, 9) (81 values)"
+        );
+        let huge = model(vec![layer(Layer::Reshape(Reshape {
+            shape: vec![i64::MAX / 2, 4],
+        }))]);
+        let err = Network::compile(&huge, &[64]).unwrap_err();
+        assert!(
+            err.message.ends_with("(too many values)"),
+            "{}",
+            err.message
+        );
+    }
+}
