@@ -36,7 +36,12 @@ fn every_example_and_benchmark_manifest_passes_check() {
 #[test]
 fn check_renders_every_problem_pointing_into_the_file() {
     let dir = root().join("tests/fixtures");
-    for name in ["invalid-values", "cycle", "model-graph"] {
+    for name in [
+        "invalid-values",
+        "cycle",
+        "model-graph",
+        "residual-mismatch",
+    ] {
         let out = pipeline(&dir, &["check", &format!("{name}.kdl")]);
         assert_eq!(out.status.code(), Some(1), "{name}");
         assert_eq!(text(&out.stdout), "");

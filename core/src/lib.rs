@@ -27,6 +27,7 @@ pub mod outputs;
 pub mod plan;
 pub mod report;
 pub mod rng;
+pub mod sample_shape;
 pub mod sampler;
 pub mod schedule;
 pub mod split;
@@ -70,6 +71,15 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
     if let Some(manifest) = &lowered.manifest {
         diagnostics.extend(check(manifest));
         diagnostics.extend(outputs::check(manifest, Some(path)));
+        // The model's shapes, when the rest is sound and the data's shape can be known
+        // without loading it (a model that does not lower would only add noise).
+        if !manifests::has_errors(&diagnostics) {
+            if let Some(shape) = sample_shape::of(manifest) {
+                if let Err(d) = network::Network::compile(&manifest.model, &shape) {
+                    diagnostics.push(d);
+                }
+            }
+        }
     }
     Checked {
         manifest: lowered.manifest,
