@@ -163,3 +163,72 @@ fn the_sequence_examples_read_the_order_that_a_bag_of_tokens_cannot() {
         "a bag of tokens should stay near chance (1/6), got {b}"
     );
 }
+
+/// `pipeline check` on `manifest` in a directory holding a 4-feature CSV (`data/tiny.csv`).
+fn check_tiny(manifest: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/data/tiny.csv"),
+        dir.path().join("data/tiny.csv"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("m.kdl"), manifest).unwrap();
+    let out = pipeline(dir.path(), &["check", "m.kdl"]);
+    (out.status.code(), text(&out.stderr))
+}
+
+const TAIL: &str =
+    "loss \"cross-entropy\"\noptimizer \"adam\"\ntrain\ndata { source \"data/tiny.csv\"; }\n";
+
+#[test]
+fn models_that_would_explode_are_refused_by_check_in_bounded_time() {
+    // Blocks using blocks ten times, nine deep: 10^9 layers if expanded.
+    let mut text = String::from("block \"b0\" { identity; }\n");
+    for level in 1..=9 {
+        let uses = vec![format!("b{}", level - 1); 10].join("; ");
+        text += &format!("block \"b{level}\" {{ {uses}; }}\n");
+    }
+    text += &format!("model {{ b9; linear 2; }}\n{TAIL}");
+    let (code, stderr) = check_tiny(&text);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pipeline::model::too_many_layers"),
+        "{stderr}"
+    );
+
+    // A chain of blocks deeper than braces may nest.
+    let mut text = String::from("block \"c0\" { identity; }\n");
+    for level in 1..=40 {
+        text += &format!("block \"c{level}\" {{ c{}; }}\n", level - 1);
+    }
+    text += &format!("model {{ c40; linear 2; }}\n{TAIL}");
+    let (code, stderr) = check_tiny(&text);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("pipeline::block::too_deep"), "{stderr}");
+
+    // A width that doubles 64 times overflows no integer: it is refused past 2^40 values.
+    let text = format!(
+        "model {{ repeat 64 {{ parallel {{ branch {{ identity; }}; branch {{ identity; }}; }}; }}; linear 2; }}\n{TAIL}"
+    );
+    let (code, stderr) = check_tiny(&text);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("more than 2^40 values"), "{stderr}");
+}
+
+#[test]
+fn a_truncated_gzip_does_not_stop_check() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let whole = std::fs::read(root().join("examples/data/digits.csv.gz")).unwrap();
+    // Cut inside the first line's compressed bytes: no whole line can be read.
+    std::fs::write(dir.path().join("data/cut.csv.gz"), &whole[..40]).unwrap();
+    std::fs::write(
+        dir.path().join("m.kdl"),
+        "data { source \"data/cut.csv.gz\"; }\nmodel { linear 10; }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\n",
+    )
+    .unwrap();
+    let out = pipeline(dir.path(), &["check", "m.kdl"]);
+    // The data is the run's to read (and to report, with the line): check passes.
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

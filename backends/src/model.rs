@@ -9,7 +9,7 @@
 
 use crate::ops::Torch;
 use crate::process_group::ProcessGroup;
-use manifests::layers::{Init, Param, Params};
+use manifests::layers::{sinusoids, Init, Param, Params};
 use manifests::{Diagnostic, Layer, ModelSpec};
 use pipeline_core::network::{Network, Op};
 use tch::nn;
@@ -100,6 +100,9 @@ pub struct Model {
     output: usize,
     /// The shape of one output (no batch dimension).
     pub output_shape: Vec<i64>,
+    /// Whether an `embedding` reads the input: its token ids then stay as they are
+    /// (bfloat16 holds integers exactly only up to 256).
+    reads_ids: bool,
 }
 
 /// A parameter's random or constant initialisation, as tch performs it (`uniform_`,
@@ -115,7 +118,7 @@ fn tch_init(init: &Init) -> nn::Init {
             stdev: *std,
         },
         Init::Const(value) => nn::Init::Const(*value),
-        Init::Values(_) => unreachable!("tables are made by `initial_values`"),
+        Init::Sinusoidal => unreachable!("tables are made by `initial_values`"),
     }
 }
 
@@ -129,11 +132,19 @@ fn initial_values(
     let kind = if integer { Kind::Int64 } else { Kind::Float };
     match init {
         Init::Const(value) => Tensor::f_full(shape, *value, (kind, device)),
-        Init::Values(values) => {
-            let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        Init::Sinusoidal => {
+            let [rows, features] = shape[..] else {
+                return Err(TchError::Shape(format!(
+                    "a sinusoidal table is 2-D, not {shape:?}"
+                )));
+            };
+            let values: Vec<f32> = sinusoids(rows, features)
+                .into_iter()
+                .map(|v| v as f32)
+                .collect();
             Tensor::f_from_slice(&values)?
                 .f_reshape(shape)?
-                .to(device)
+                .f_to(device)?
                 .f_to_kind(kind)
         }
         Init::Uniform { .. } | Init::Normal { .. } => {
@@ -209,6 +220,16 @@ impl Model {
             });
         }
         let output_shape = network.output_shape().to_vec();
+        let reads_ids = network.steps.iter().any(|s| {
+            s.inputs.contains(&0)
+                && matches!(
+                    &s.op,
+                    Op::Layer {
+                        layer: Layer::Embedding(_),
+                        ..
+                    }
+                )
+        });
         let mut vs = vs;
         // Floating tensors only: a count stays an integer.
         match kind {
@@ -225,6 +246,7 @@ impl Model {
             values: network.shapes.len(),
             output: network.output,
             output_shape,
+            reads_ids,
         })
     }
 
@@ -241,7 +263,7 @@ impl Model {
         train: bool,
         sync: Option<&ProcessGroup>,
     ) -> Result<Tensor, TchError> {
-        let x = if input.is_floating_point() && input.kind() != self.kind {
+        let x = if input.is_floating_point() && input.kind() != self.kind && !self.reads_ids {
             input.f_to_kind(self.kind)?
         } else {
             input.shallow_clone()

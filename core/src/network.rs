@@ -153,11 +153,14 @@ impl Compiler {
         x: usize,
     ) -> Result<usize, Diagnostic> {
         let input = &self.shapes[x];
-        let out = layer.infer(input, x == 0).map_err(|e| {
-            Diagnostic::error("pipeline::model::shape_mismatch", e.message)
-                .label_opt(span, format!("gets inputs of shape {}", show_shape(input)))
-                .help(e.help)
-        })?;
+        let out = layer
+            .infer(input, x == 0)
+            .and_then(|out| manifests::layers::values(&out).map(|_| out))
+            .map_err(|e| {
+                Diagnostic::error("pipeline::model::shape_mismatch", e.message)
+                    .label_opt(span, format!("gets inputs of shape {}", show_shape(input)))
+                    .help(e.help)
+            })?;
         Ok(self.push(
             Op::Layer {
                 layer: layer.clone(),
@@ -276,7 +279,14 @@ impl Compiler {
                             ));
                         }
                         let mut out = first.clone();
-                        out[d] = shapes.iter().map(|s| s[d]).sum();
+                        let joined = shapes.iter().try_fold(0i64, |sum, s| sum.checked_add(s[d]));
+                        out[d] = joined.unwrap_or(i64::MAX);
+                        if manifests::layers::values(&out).is_err() {
+                            return Err(mismatch(
+                                "the `concat` of these branches would hold more than 2^40 values per sample".into(),
+                                "join fewer or smaller branches",
+                            ));
+                        }
                         Ok(self.push(Op::Concat { dim: d }, outs, out))
                     }
                 }
@@ -286,42 +296,49 @@ impl Compiler {
 }
 
 /// The projection that takes a residual block's input `x` to its body's output shape
-/// `y`: a linear map of the last dimension when only that differs, else a 1×1
-/// convolution over (channels, length) or (channels, height, width) with the one stride
-/// that gives every size. Neither has a bias (ResNet's shortcut).
+/// `y`: over (channels, length) or (channels, height, width), a 1×1 convolution with the
+/// stride that gives every size; otherwise (vectors, or sizes no stride reaches) a linear
+/// map of the last dimension when only that differs. Neither has a bias (ResNet's
+/// shortcut).
 fn projection_for(x: &[i64], y: &[i64]) -> Option<Layer> {
     if x.len() != y.len() || x.is_empty() {
         return None;
     }
     let n = x.len();
-    if x[..n - 1] == y[..n - 1] {
-        return Some(Layer::Linear(Linear {
-            out: y[n - 1],
-            bias: false,
-        }));
-    }
-    if !(2..=3).contains(&n) {
-        return None;
-    }
-    let largest = *x[1..].iter().max()?;
-    let stride = (1..=largest.max(1)).find(|s| {
-        x[1..]
+    if (2..=3).contains(&n) {
+        // `(a - 1) / s + 1 = b` for every size: the largest such s from each, then checked.
+        let stride = x[1..]
             .iter()
             .zip(&y[1..])
-            .all(|(a, b)| (a - 1) / s + 1 == *b)
-    })?;
-    let conv = Conv {
-        out: y[0],
-        kernel: 1,
-        stride,
-        padding: 0,
-        dilation: 1,
-        groups: 1,
-        bias: false,
-    };
-    Some(match n {
-        2 => Layer::Conv1d(Conv1d(conv)),
-        _ => Layer::Conv2d(Conv2d(conv)),
+            .map(|(&a, &b)| if b > 1 { (a - 1) / (b - 1) } else { a })
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        let fits = x[1..]
+            .iter()
+            .zip(&y[1..])
+            .all(|(a, b)| (a - 1) / stride + 1 == *b);
+        if fits {
+            let conv = Conv {
+                out: y[0],
+                kernel: 1,
+                stride,
+                padding: 0,
+                dilation: 1,
+                groups: 1,
+                bias: false,
+            };
+            return Some(match n {
+                2 => Layer::Conv1d(Conv1d(conv)),
+                _ => Layer::Conv2d(Conv2d(conv)),
+            });
+        }
+    }
+    (x[..n - 1] == y[..n - 1]).then(|| {
+        Layer::Linear(Linear {
+            out: y[n - 1],
+            bias: false,
+        })
     })
 }
 

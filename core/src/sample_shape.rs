@@ -12,8 +12,8 @@ use manifests::{DataFormat, Manifest};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 
-/// The longest first line looked at (a wider file is left to the run).
-const MAX_LINE: u64 = 1 << 20;
+/// The most bytes read before the first line ends (a wider file is left to the run).
+const MAX_LINE: u64 = 4 << 20;
 
 /// One sample's shape: the CSV's columns but the label, as a vector.
 pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
@@ -35,8 +35,21 @@ pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
     } else {
         Box::new(file)
     };
-    let mut lines = BufReader::new(reader.take(MAX_LINE * 4)).lines();
-    let first = lines.find_map(|l| l.ok().filter(|l| !l.trim().is_empty()))?;
-    let columns = first.trim_end_matches('\r').split(',').count() as i64;
+    // Whole lines only, up to the limit; a read error (a damaged gzip stream keeps
+    // failing) ends the search.
+    let mut reader = BufReader::new(reader.take(MAX_LINE));
+    let first = loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) if line.last() != Some(&b'\n') => return None,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8(line).ok()?;
+        if !line.trim().is_empty() {
+            break line;
+        }
+    };
+    let columns = first.trim_end().split(',').count() as i64;
     (columns >= 2).then(|| vec![columns - 1])
 }

@@ -25,11 +25,16 @@ pub(crate) struct BlockDef<'a> {
     params: Vec<(String, Option<KdlValue>)>,
 }
 
-/// The blocks by name, and which of them some use reached (for the unused warning).
+/// The blocks by name, which of them some use reached (for the unused warning), and how
+/// many layers their uses have made so far (expansion stops at `MAX_MODEL_LAYERS`).
 pub(crate) struct Blocks<'a> {
     defs: BTreeMap<String, BlockDef<'a>>,
     used: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    expanded: std::cell::Cell<u64>,
 }
+
+/// The deepest chain of block uses (a block using a block …), as deep as `{ }` may nest.
+const MAX_BLOCK_DEPTH: usize = crate::limits::MAX_DEPTH;
 
 /// What is being expanded: the chain of block uses (for cycles) and the parameters in
 /// scope.
@@ -159,6 +164,7 @@ impl<'a> Reader<'a> {
         Blocks {
             defs,
             used: Default::default(),
+            expanded: Default::default(),
         }
     }
 
@@ -204,7 +210,9 @@ impl<'a> Reader<'a> {
         // A block used several times reports a problem of its body once.
         let mut seen = Vec::new();
         for d in self.diags.split_off(before) {
-            let restates_unresolved = d.code == "pipeline::manifest::wrong_type"
+            // An unresolved `$name` is reported once: what the reader says of the same
+            // text (a wrong type, an unknown choice) adds nothing.
+            let restates_unresolved = d.code != "pipeline::block::unknown_parameter"
                 && d.labels
                     .first()
                     .is_some_and(|l| scope.unresolved.contains(&l.span));
@@ -225,14 +233,14 @@ impl<'a> Reader<'a> {
             span: Some(node.span()),
         };
         let count = expanded_len(&spec.nodes);
-        if count > MAX_MODEL_LAYERS {
+        if count > MAX_MODEL_LAYERS || blocks.expanded.get() > MAX_MODEL_LAYERS {
             self.diags.push(
                 Diagnostic::error(
                     "pipeline::model::too_many_layers",
-                    format!("the model holds {count} layers once repeats and blocks are expanded; at most {MAX_MODEL_LAYERS} are allowed"),
+                    format!("the model holds more than {MAX_MODEL_LAYERS} layers once repeats and blocks are expanded (at most {MAX_MODEL_LAYERS} are allowed)"),
                 )
                 .label(node.name().span(), "this model")
-                .help("lower the `repeat` counts"),
+                .help("lower the `repeat` counts, or use blocks inside blocks fewer times"),
             );
         }
         spec
@@ -306,7 +314,7 @@ impl<'a> Reader<'a> {
                 .unwrap_or_default()
         };
         match name {
-            "residual" => {
+            _ if name == schema::RESIDUAL.name => {
                 let f = self.read_node(child, &schema::RESIDUAL);
                 let nodes = self.nodes(body(child), blocks, scope);
                 self.not_empty(child, &nodes)?;
@@ -317,7 +325,7 @@ impl<'a> Reader<'a> {
                     span,
                 })
             }
-            "repeat" => {
+            _ if name == schema::REPEAT.name => {
                 let f = self.read_node(child, &schema::REPEAT);
                 let nodes = self.nodes(body(child), blocks, scope);
                 self.not_empty(child, &nodes)?;
@@ -327,7 +335,7 @@ impl<'a> Reader<'a> {
                     span,
                 })
             }
-            "parallel" => {
+            _ if name == schema::PARALLEL.name => {
                 let f = self.read_node(child, &schema::PARALLEL);
                 let mut branches = Vec::new();
                 for branch in body(child) {
@@ -474,6 +482,23 @@ impl<'a> Reader<'a> {
     ) -> Option<Node> {
         blocks.used.borrow_mut().insert(name.to_string());
         let span = Some(child.name().span());
+        if blocks.expanded.get() > MAX_MODEL_LAYERS {
+            return None; // reported once, by `model`
+        }
+        if scope.chain.len() >= MAX_BLOCK_DEPTH {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::block::too_deep",
+                    format!("blocks are used inside blocks more than {MAX_BLOCK_DEPTH} deep"),
+                )
+                .label(
+                    child.name().span(),
+                    format!("`{name}`, {} blocks deep", scope.chain.len()),
+                )
+                .help("flatten the chain of blocks; `repeat` applies one block several times"),
+            );
+            return None;
+        }
         if let Some(start) = scope.chain.iter().position(|(n, _)| n == name) {
             let mut cycle: Vec<&str> = scope.chain[start..]
                 .iter()
@@ -619,6 +644,9 @@ impl<'a> Reader<'a> {
         };
         let nodes = self.nodes(body, blocks, &mut inner);
         scope.unresolved.extend(inner.unresolved);
+        blocks
+            .expanded
+            .set(blocks.expanded.get().saturating_add(expanded_len(&nodes)));
         if nodes.is_empty() {
             return None;
         }

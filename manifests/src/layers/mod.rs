@@ -23,6 +23,7 @@ pub mod ops;
 pub use conv::Conv;
 pub use ops::{Cell, Ops, Unary};
 pub use pool::Window;
+pub use sequence::sinusoids;
 
 use crate::reader::Fields;
 use crate::schema::Section;
@@ -49,6 +50,26 @@ impl ShapeError {
     }
 }
 
+/// The most values one sample may hold between two layers (2^40: more than any memory).
+pub const MAX_SAMPLE_VALUES: i64 = 1 << 40;
+
+/// The number of values of a sample of shape `x`, or an error past [`MAX_SAMPLE_VALUES`]
+/// (never an overflow).
+pub fn values(x: &[i64]) -> Result<i64, ShapeError> {
+    x.iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= MAX_SAMPLE_VALUES)
+        .ok_or_else(|| {
+            ShapeError::new(
+                format!(
+                    "a sample of shape {} holds more than 2^40 values",
+                    show_shape(x)
+                ),
+                "make the layers before it smaller",
+            )
+        })
+}
+
 /// `(1, 8, 8)`, or `a scalar`.
 pub fn show_shape(shape: &[i64]) -> String {
     if shape.is_empty() {
@@ -68,9 +89,11 @@ pub enum Init {
     Normal { std: f64 },
     /// Every element the same (`ones_`, `zeros_`).
     Const(f64),
-    /// These values, in row-major order (a table the layer computes, such as the
-    /// sinusoidal positions).
-    Values(Vec<f64>),
+    /// The sines and cosines of "Attention is all you need" over the (positions,
+    /// features) table: `pe[pos, 2i] = sin(pos / 10000^(2i/d))`, `pe[pos, 2i+1] = cos(…)`.
+    /// Computed by the backend when it allocates, so that counting a model's values
+    /// allocates nothing.
+    Sinusoidal,
 }
 
 /// One tensor a layer owns: a trained parameter or a buffer (running statistics).
@@ -269,7 +292,7 @@ layers! {
 }
 
 /// `{"kind": "<name>", <settings>…}`: the form the cache key hashes (and `diff_model`
-/// explains), the same as before layers were types of their own.
+/// explains).
 impl Serialize for Layer {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut value = self.settings().map_err(serde::ser::Error::custom)?;

@@ -2,7 +2,7 @@
 //! PyTorch module's `forward` is written in `torch.nn.functional`.
 //!
 //! Layers (one file each in this folder) say *what* to compute with these calls; a
-//! backend says *how*, by implementing this trait (`backends/src/model/ops.rs` does it
+//! backend says *how*, by implementing this trait (`backends/src/ops.rs` does it
 //! with libtorch). That is what keeps libtorch out of this crate while a layer's schema,
 //! shape rule, parameters and forward pass still live in one file.
 //!

@@ -21,7 +21,7 @@ impl LayerType for Flatten {
     }
 
     fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        Ok(vec![x.iter().product()])
+        Ok(vec![super::values(x)?])
     }
 
     fn forward<O: Ops>(
@@ -58,7 +58,7 @@ impl LayerType for Reshape {
     }
 
     fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        let have: i64 = x.iter().product();
+        let have = super::values(x)?;
         // Checked: an absurd shape is a diagnostic, not an overflow.
         let want = self
             .shape

@@ -145,7 +145,7 @@ impl LayerType for PositionalEmbedding {
             Positions::Sinusoidal => vec![Param::buffer(
                 "pe",
                 vec![rows, features],
-                Init::Values(sinusoids(rows, features)),
+                Init::Sinusoidal,
             )],
         }
     }
@@ -168,9 +168,10 @@ impl LayerType for PositionalEmbedding {
     }
 }
 
-/// `pe[pos, 2i] = sin(pos / 10000^(2i/d))`, `pe[pos, 2i+1] = cos(…)`, row-major.
-fn sinusoids(rows: i64, features: i64) -> Vec<f64> {
-    let mut out = Vec::with_capacity((rows * features) as usize);
+/// The values of [`super::Init::Sinusoidal`] for a (rows, features) table, row-major:
+/// `pe[pos, 2i] = sin(pos / 10000^(2i/d))`, `pe[pos, 2i+1] = cos(…)`.
+pub fn sinusoids(rows: i64, features: i64) -> Vec<f64> {
+    let mut out = Vec::with_capacity((rows * features).max(0) as usize);
     for pos in 0..rows {
         for i in 0..features {
             let pair = (i / 2 * 2) as f64;
