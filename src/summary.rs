@@ -32,6 +32,9 @@ fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
     if let Some(e) = &s.error {
         v["error"] = render::json(e, source);
     }
+    if let Some(init) = &s.init {
+        v["init"] = json!(init);
+    }
     v
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{digits_project, pipeline, text};
+use common::{digits_project, pipeline, tensors, text};
 use serde_json::Value;
 use std::path::Path;
 
@@ -28,32 +28,6 @@ train "finetune" needs="pretrain" epochs=2 batch-size=16
 eval "test" needs="finetune" split="test"
 checkpoint "export" needs="finetune" path="out/model.safetensors"
 "#;
-
-/// The float32 tensors of a safetensors file, by name.
-fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
-    let bytes = std::fs::read(path).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let mut out: Vec<(String, Vec<f32>)> = header
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| *k != "__metadata__")
-        .map(|(k, v)| {
-            let (s, e) = (
-                v["data_offsets"][0].as_u64().unwrap() as usize,
-                v["data_offsets"][1].as_u64().unwrap() as usize,
-            );
-            let data = bytes[8 + n + s..8 + n + e]
-                .chunks(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            (k.clone(), data)
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
 
 fn project() -> tempfile::TempDir {
     let dir = digits_project();
@@ -192,6 +166,49 @@ fn worst_difference(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> f32 {
         .zip(b)
         .flat_map(|((_, x), (_, y))| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
         .fold(0.0f32, f32::max)
+}
+
+/// `freeze` under `ddp` and `zero1`: the frozen layer takes no part (no gradient to
+/// average, no optimizer shard) and ends as the stage started it, bit for bit, while the
+/// rest trains as one process with the whole batch does.
+#[test]
+fn frozen_layers_stay_as_they_started_on_two_processes() {
+    let dir = project();
+    let manifest = DDP.replace(
+        "train \"finetune\" needs=\"pretrain\" epochs=2 batch-size=16\n",
+        "checkpoint \"pretrained\" needs=\"pretrain\" path=\"out/pretrained.safetensors\"\n\
+         train \"finetune\" needs=\"pretrain\" epochs=2 batch-size=16 freeze=\"0.*\"\n",
+    );
+    assert_ne!(manifest, DDP);
+    std::fs::write(dir.path().join("ddp.kdl"), manifest).unwrap();
+    // Each run's final weights, checked against the weights its `finetune` started from.
+    let trained = |args: &[&str]| {
+        run(dir.path(), args);
+        let start = tensors(&dir.path().join("out/pretrained.safetensors"));
+        let end = tensors(&dir.path().join("out/model.safetensors"));
+        for ((name, a), (_, b)) in start.iter().zip(&end) {
+            let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert_eq!(same, name.starts_with("0."), "{name} in {args:?}");
+        }
+        end
+    };
+    let ddp = trained(&["--nproc-per-node", "2"]);
+    let zero1 = trained(&[
+        "--nproc-per-node",
+        "2",
+        "--set",
+        "accelerator.strategy=zero1",
+    ]);
+    let single = trained(&[
+        "--set",
+        "accelerator.strategy=none",
+        "--set",
+        "pretrain.batch-size=32",
+        "--set",
+        "finetune.batch-size=32",
+    ]);
+    assert!(worst_difference(&ddp, &single) < 1e-5);
+    assert!(worst_difference(&zero1, &single) < 1e-5);
 }
 
 /// With `sync-batch-norm`, batch-norm layers normalise over the whole batch across the

@@ -16,6 +16,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod evaluate;
+pub mod finetune;
 pub mod loss;
 pub mod model;
 pub mod numerics;

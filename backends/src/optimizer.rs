@@ -99,11 +99,21 @@ fn slot_names(spec: &OptimizerSpec) -> Vec<&'static str> {
     }
 }
 
+/// The parameters an optimizer updates: the trainable variables of `vs` but those
+/// frozen (`train.freeze` turns their `requires_grad` off), in the order they were
+/// created, which is the same in every process.
+pub fn trainable(vs: &nn::VarStore) -> Vec<Tensor> {
+    vs.trainable_variables()
+        .into_iter()
+        .filter(Tensor::requires_grad)
+        .collect()
+}
+
 /// The optimizer of a training stage.
 pub struct Optimizer {
     spec: OptimizerSpec,
     lr: f64,
-    /// Every trainable parameter (their gradients are cleared and averaged).
+    /// Every parameter not frozen (their gradients are cleared and averaged).
     all: Vec<Tensor>,
     /// The parameters this optimizer updates and keeps state for: all of them, or this
     /// process's shard under `zero1`.
@@ -120,14 +130,14 @@ impl Optimizer {
         Optimizer::sharded(spec, vs, |_| true)
     }
 
-    /// An optimizer that updates, and keeps state for, only the trainable parameters
-    /// whose index (in the order of `trainable_variables`) `owns` accepts.
+    /// An optimizer that updates, and keeps state for, only the parameters whose index
+    /// (in the order of [`trainable`]) `owns` accepts.
     pub fn sharded(
         spec: &OptimizerSpec,
         vs: &nn::VarStore,
         owns: impl Fn(usize) -> bool,
     ) -> Result<Optimizer, Diagnostic> {
-        let all = vs.trainable_variables();
+        let all = trainable(vs);
         let params: Vec<Tensor> = all
             .iter()
             .enumerate()

@@ -50,6 +50,8 @@ struct Produced {
     metrics: BTreeMap<String, f64>,
     outputs: Vec<PathBuf>,
     store: Vec<(String, PathBuf)>,
+    /// A `train` stage's `init`: what it loaded.
+    init: Option<pipeline_core::finetune::InitMatch>,
 }
 
 fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
@@ -137,6 +139,7 @@ impl<'a> Context<'a> {
                 result.status = StageStatus::Ran;
                 result.metrics = produced.metrics;
                 result.outputs = produced.outputs;
+                result.init = produced.init;
             }
             Err(e) => result = failed(manifest, state.index, e),
         }
@@ -200,6 +203,7 @@ impl<'a> Context<'a> {
                     obs,
                 )?;
                 let metrics = training_metrics(&trained);
+                let init = trained.init.clone();
                 // The weights for the cache, which only rank 0 writes.
                 let mut store = Vec::new();
                 if self.session.rank() == 0 {
@@ -218,6 +222,7 @@ impl<'a> Context<'a> {
                     metrics,
                     outputs: Vec::new(),
                     store,
+                    init,
                 })
             }
             StageConfig::Eval(spec) => {
@@ -282,12 +287,14 @@ impl<'a> Context<'a> {
                     metrics,
                     outputs: Vec::new(),
                     store: Vec::new(),
+                    init: None,
                 })
             }
             StageConfig::Checkpoint(_) if self.session.rank() != 0 => Ok(Produced {
                 metrics: BTreeMap::new(),
                 outputs: Vec::new(),
                 store: Vec::new(),
+                init: None,
             }),
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
@@ -336,6 +343,7 @@ impl<'a> Context<'a> {
                     metrics: BTreeMap::new(),
                     outputs,
                     store,
+                    init: None,
                 })
             }
         }

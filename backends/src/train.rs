@@ -10,6 +10,7 @@
 use crate::data::{index_tensor, Dataset};
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
+use crate::finetune;
 use crate::loss;
 use crate::model::Model;
 use crate::numerics::{self, Scaler};
@@ -21,6 +22,7 @@ use crate::snapshot::{Position, Restored, Snapshots, Sums};
 use manifests::{
     AcceleratorSpec, Diagnostic, Layer, Manifest, SplitName, StageSpec, Strategy, TrainSpec,
 };
+use pipeline_core::finetune::InitMatch;
 use pipeline_core::rng::Rng;
 use pipeline_core::sampler::{batches_per_epoch, Sampler};
 use pipeline_core::schedule::LrSchedule;
@@ -36,6 +38,8 @@ pub struct Trained {
     pub steps: u64,
     /// Steps the loss scaler skipped for inf/NaN gradients (`16-mixed` only).
     pub skipped_steps: Option<u64>,
+    /// How the `init` file met the model, when there was one.
+    pub init: Option<InitMatch>,
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
@@ -70,21 +74,19 @@ pub fn train(
         device,
         numerics.weights,
     )?;
-    if let Some(init) = &spec.init {
-        let path = manifest.resolve(&init.value);
-        pipeline_core::freshness::regular_input(manifest, "init", &path, init.span)?;
-        model.vs.load(&path).map_err(|e| {
-            torch_error("pipeline::train::bad_init", &format!("stage `{name}`: cannot start from {}", path.display()), &e)
-                .label_opt(init.span, "starting weights")
-                .help("the file must hold every parameter under the model's names (`0.weight`, `0.bias`, …) with the same shapes")
-        })?;
-    }
+    let init = match &spec.init {
+        Some(init) => Some(finetune::load_init(
+            &model, manifest, stage, spec, init, obs,
+        )?),
+        None => None,
+    };
     if let Some(start) = start {
         model
             .vs
             .copy(&start.vs)
             .map_err(|e| fail("cannot copy the starting weights", e))?;
     }
+    finetune::freeze(&model, stage, spec, obs)?;
     let group = session.group.as_ref();
     let distributed = &accelerator.distributed;
     let (mut opt, mut shards) = optimizer_for(manifest, &model, group)?;
@@ -379,6 +381,7 @@ pub fn train(
         last_epoch: last.expect("epochs ≥ 1"),
         steps: step,
         skipped_steps: scaler.as_ref().map(|s| s.skipped),
+        init,
     })
 }
 
@@ -433,7 +436,7 @@ fn optimizer_for(
     let (Some(g), Strategy::Zero1) = (group, manifest.accelerator.distributed.strategy) else {
         return Ok((Optimizer::new(&manifest.optimizer, &model.vs)?, Vec::new()));
     };
-    let params = model.vs.trainable_variables();
+    let params = crate::optimizer::trainable(&model.vs);
     let owners = owners(&params, g.world);
     let opt = Optimizer::sharded(&manifest.optimizer, &model.vs, |i| owners[i] == g.rank)?;
     let shards = (0..g.world)

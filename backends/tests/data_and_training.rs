@@ -3,14 +3,17 @@
 use backends::data::Dataset;
 use backends::observer::Silent;
 use backends::{run, RunReport, StageStatus};
-use manifests::{Diagnostic, Manifest, SplitName};
+use manifests::{Diagnostic, Manifest, SplitName, StageConfig};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// Runs the stages `order` without a cache, one run at a time: libtorch's random
 /// generator is global, and tests run on parallel threads.
+/// Taken by whatever uses libtorch's random generator, which is global, while tests run
+/// on parallel threads.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let env = pipeline_core::fingerprint::Environment {
         tool: "test".into(),
@@ -281,11 +284,63 @@ fn training_can_start_from_exported_weights_and_a_mismatch_is_diagnosed() {
     let report = run_uncached(&m, &[0]).unwrap();
     let err = report.stages[0].error.as_ref().unwrap();
     assert_eq!(err.code, "pipeline::train::bad_init");
-    assert!(
-        err.message.starts_with("stage `train`: cannot start from "),
-        "{}",
-        err.message
+    assert_eq!(
+        err.message,
+        "stage `train`: the weights in w.safetensors do not match the model: of another shape `0.bias` (the model's [5], the file's [4]), `0.weight` (the model's [5, 2], the file's [4, 2]), `2.weight` (the model's [2, 5], the file's [2, 4])"
     );
+}
+
+#[test]
+fn init_loads_what_matches_by_name_and_shape_in_the_models_dtype_and_keeps_the_rest_fresh() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.csv"), "1,2,0\n3,4,1\n").unwrap();
+    // Another model's weights: layer 0 as this one's (in float64), layer 2 of another
+    // size, and a tensor this model has not.
+    let opts = (Kind::Double, Device::Cpu);
+    let (w0, b0) = (Tensor::randn([4, 2], opts), Tensor::randn([4], opts));
+    let (w2, b2) = (Tensor::randn([3, 4], opts), Tensor::randn([3], opts));
+    let extra = Tensor::randn([7], opts);
+    Tensor::write_safetensors(
+        &[
+            ("0.weight", &w0),
+            ("0.bias", &b0),
+            ("2.weight", &w2),
+            ("2.bias", &b2),
+            ("head.scale", &extra),
+        ],
+        dir.path().join("w.safetensors"),
+    )
+    .unwrap();
+    let m = manifest(
+        dir.path(),
+        "data { source \"c.csv\"; }\nmodel { linear 4; relu; linear 2; }\nloss \"cross-entropy\"\noptimizer \"sgd\"\ntrain init=\"w.safetensors\" strict=#false\n",
+    );
+    let build = || {
+        tch::manual_seed(7);
+        backends::model::Model::build(&m.model, &[2], Device::Cpu, Kind::Float).unwrap()
+    };
+    let (fresh, model) = (build(), build());
+    let StageConfig::Train(spec) = &m.stages[0].config else {
+        panic!("a train stage")
+    };
+    let init = spec.init.as_ref().unwrap();
+    let matched =
+        backends::finetune::load_init(&model, &m, &m.stages[0], spec, init, &mut Silent).unwrap();
+    assert_eq!(matched.loaded, ["0.bias", "0.weight"]);
+    assert_eq!(matched.not_loaded(), ["2.bias", "2.weight"]);
+    assert_eq!(matched.unused(), ["2.bias", "2.weight", "head.scale"]);
+    let (now, before) = (model.vs.variables(), fresh.vs.variables());
+    for (name, file) in [("0.weight", &w0), ("0.bias", &b0)] {
+        assert_eq!(now[name].kind(), Kind::Float, "{name}");
+        assert!(now[name].equal(&file.to_kind(Kind::Float)), "{name} loaded");
+    }
+    for name in ["2.weight", "2.bias"] {
+        assert!(
+            now[name].equal(&before[name]),
+            "{name} kept its fresh values"
+        );
+    }
 }
 
 /// The weights a run exported through its `checkpoint` stage (the last stage).

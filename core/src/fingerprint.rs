@@ -10,7 +10,7 @@
 //! | device kind (`cpu`, `cuda`), precision | numerics differ between them |
 //! | the number of processes (when more than one) | each process sees its share of every batch |
 //! | seed | initialisation, data order and dropout depend on it |
-//! | the stage's kind and settings, defaults applied | what the stage does |
+//! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
 //! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
@@ -135,6 +135,11 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     if let Some(map) = stage.as_object_mut() {
         for unkeyed in ["init", "snapshot_every_epochs", "snapshot_every_steps"] {
             map.remove(unkeyed);
+        }
+        // The same patterns freeze the same parameters in any order.
+        if let Some(Value::Array(patterns)) = map.get_mut("freeze") {
+            patterns.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            patterns.dedup();
         }
     }
     // How the steps are taken; the device is in the environment, precision in the key,
@@ -270,6 +275,11 @@ fn as_written(spec: &Value) -> Value {
             .and_then(Value::as_str)
             .unwrap_or("stage")
             .to_string();
+        // Left out of the key at their defaults (so that older keys stay valid).
+        if let (Some(s), "train") = (stage.as_object_mut(), name.as_str()) {
+            s.entry("strict").or_insert(json!(true));
+            s.entry("freeze").or_insert(json!([]));
+        }
         map.insert(name, stage);
     }
     if let Some(acc) = map.get_mut("accelerator").and_then(Value::as_object_mut) {
@@ -465,6 +475,53 @@ checkpoint needs="train"
             [false, false, false],
             "names are not part of the key"
         );
+    }
+
+    #[test]
+    fn strict_and_freeze_are_in_the_key_and_their_defaults_are_not() {
+        // The train stage with `body` in its block.
+        let train = |body: &str| {
+            keys(&BASE.replace(
+                "train\n",
+                &format!("train {{ init \"w.safetensors\"; {body} }}\n"),
+            ))
+        };
+        let a = train("");
+        assert_eq!(changed(&a, &train("strict #true;")), [false, false, false]);
+        let spec = a[0].key.canonical();
+        assert!(
+            !spec.contains("strict") && !spec.contains("freeze"),
+            "left out at their defaults, as in keys from before them: {spec}"
+        );
+        let loose = train("strict #false;");
+        assert_eq!(changed(&a, &loose), [true, true, true]);
+        let frozen = train("freeze \"0.*\";");
+        assert_eq!(changed(&a, &frozen), [true, true, true]);
+        let ab = train("freeze \"0.*\" \"2.*\";");
+        let ba = train("freeze \"2.*\" \"0.*\" \"0.*\";");
+        assert_eq!(
+            changed(&ab, &ba),
+            [false, false, false],
+            "a set of patterns"
+        );
+        assert_eq!(changed(&ab, &frozen), [true, true, true]);
+
+        let files = BTreeMap::from([("init".to_string(), PathBuf::from("w.safetensors"))]);
+        assert_eq!(
+            explain_change(&a[0].key, &loose[0].key, &files),
+            ["train.strict changed true → false"]
+        );
+        assert_eq!(
+            explain_change(&a[0].key, &frozen[0].key, &files),
+            ["train.freeze changed [] → [\"0.*\"]"]
+        );
+        assert_eq!(
+            explain_change(&frozen[0].key, &ab[0].key, &files),
+            ["train.freeze changed [\"0.*\"] → [\"0.*\",\"2.*\"]"]
+        );
+        for reason in ["train.strict changed", "train.freeze changed"] {
+            assert!(names_a_manifest_key(reason), "{reason}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@
 
 pub mod check;
 pub mod compat;
+pub mod finetune;
 pub mod fingerprint;
 pub mod freshness;
 pub mod launch;

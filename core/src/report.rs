@@ -44,6 +44,8 @@ pub struct StageResult {
     pub metrics: BTreeMap<String, f64>,
     pub outputs: Vec<PathBuf>,
     pub error: Option<Diagnostic>,
+    /// A `train` stage that ran from `init` weights: what it loaded from the file.
+    pub init: Option<crate::finetune::InitMatch>,
 }
 
 impl StageResult {
@@ -58,6 +60,7 @@ impl StageResult {
             metrics: BTreeMap::new(),
             outputs: Vec::new(),
             error: None,
+            init: None,
         }
     }
 }

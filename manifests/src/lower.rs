@@ -606,6 +606,49 @@ impl<'a> Reader<'a> {
         spec
     }
 
+    fn train(&mut self, f: &Fields) -> TrainSpec {
+        let init = f.opt_text("init").map(|p| Spanned {
+            value: PathBuf::from(p),
+            span: f.span("init"),
+        });
+        if init.is_none() && f.value("strict").is_some() {
+            self.diags.push(
+                Diagnostic::warning(
+                    "pipeline::train::strict_without_init",
+                    "`train.strict` has no effect without `init`",
+                )
+                .label_opt(f.span("strict"), "ignored")
+                .help("`strict` says how the weights of `init \"file.safetensors\"` are loaded; remove it, or add `init`"),
+            );
+        }
+        let freeze = f.texts("freeze");
+        for pattern in &freeze {
+            if let Err(e) = glob::Pattern::new(&pattern.value) {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::bad_pattern",
+                        format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
+                    )
+                    .label_opt(pattern.span, "in this pattern")
+                    .help("`*` matches any characters (dots included), `?` one character, `[…]` one of a set: `\"0.*\"`, `\"*.bias\"`"),
+                );
+            }
+        }
+        TrainSpec {
+            epochs: f.int("epochs") as u64,
+            batch_size: f.int("batch-size") as u64,
+            shuffle: f.bool("shuffle"),
+            drop_last: f.bool("drop-last"),
+            snapshot_every_epochs: f.int("snapshot-every-epochs") as u64,
+            snapshot_every_steps: f.int("snapshot-every-steps") as u64,
+            // Without `init` there is nothing to be strict about: the default, so that
+            // the key is the same as with `strict` left out.
+            strict: f.bool("strict") || init.is_none(),
+            init,
+            freeze,
+        }
+    }
+
     fn stage(&mut self, f: &Fields, kind: StageKind) -> StageSpec {
         let name = f.text("name");
         let name_span = f.span("name").or(f.name_span);
@@ -620,18 +663,7 @@ impl<'a> Reader<'a> {
             );
         }
         let config = match kind {
-            StageKind::Train => StageConfig::Train(TrainSpec {
-                epochs: f.int("epochs") as u64,
-                batch_size: f.int("batch-size") as u64,
-                shuffle: f.bool("shuffle"),
-                drop_last: f.bool("drop-last"),
-                snapshot_every_epochs: f.int("snapshot-every-epochs") as u64,
-                snapshot_every_steps: f.int("snapshot-every-steps") as u64,
-                init: f.opt_text("init").map(|p| Spanned {
-                    value: PathBuf::from(p),
-                    span: f.span("init"),
-                }),
-            }),
+            StageKind::Train => StageConfig::Train(self.train(f)),
             StageKind::Eval => StageConfig::Eval(EvalSpec {
                 split: Spanned {
                     // Not reached: `split` has a default.

@@ -523,6 +523,20 @@ pub struct TrainSpec {
     pub snapshot_every_steps: u64,
     /// Starting weights from a file (instead of a fresh initialisation).
     pub init: Option<Spanned<PathBuf>>,
+    /// Whether `init` must hold exactly the model's tensors (#false: those that match by
+    /// name and shape are loaded, the others keep their fresh initialisation). Always
+    /// true without `init`. Left out of the serialised form (the cache key) when true, so
+    /// that keys from before it stay valid.
+    #[serde(skip_serializing_if = "is_true")]
+    pub strict: bool,
+    /// Glob patterns on parameter names (`0.*`): the parameters the optimizer leaves
+    /// alone. Left out of the serialised form when empty, as `strict`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub freeze: Vec<Spanned<String>>,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

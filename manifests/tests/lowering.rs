@@ -79,7 +79,9 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             drop_last: false,
             snapshot_every_epochs: 1,
             snapshot_every_steps: 0,
-            init: None
+            init: None,
+            strict: true,
+            freeze: Vec::new(),
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));
@@ -398,4 +400,59 @@ fn overrides_replace_values_and_are_checked_like_the_file() {
         diags_with(BASE, &["model.linear=1"])[0].0,
         "pipeline::manifest::unknown_override"
     );
+}
+
+#[test]
+fn fine_tuning_keys_lower_with_their_spans_and_bad_patterns_are_located() {
+    let src = BASE.replace(
+        "train\n",
+        "train init=\"w.safetensors\" strict=#false {\n    freeze \"0.*\" \"*.bias\"\n}\n",
+    );
+    let m = manifest(&src, &[]);
+    let StageConfig::Train(t) = &m.stages[0].config else {
+        panic!("a train stage")
+    };
+    assert!(!t.strict);
+    let patterns: Vec<(&str, &str)> = t
+        .freeze
+        .iter()
+        .map(|p| {
+            let s = p.span.unwrap();
+            (p.value.as_str(), &src[s.offset()..s.offset() + s.len()])
+        })
+        .collect();
+    assert_eq!(patterns, [("0.*", "\"0.*\""), ("*.bias", "\"*.bias\"")]);
+    // From the command line, as a comma-separated list.
+    let m = manifest(BASE, &["train.freeze=0.*,1.*"]);
+    let StageConfig::Train(t) = &m.stages[0].config else {
+        panic!("a train stage")
+    };
+    let set: Vec<&str> = t.freeze.iter().map(|p| p.value.as_str()).collect();
+    assert_eq!(set, ["0.*", "1.*"]);
+    assert!(t.strict, "the default");
+
+    assert_eq!(
+        one(&BASE.replace("train\n", "train freeze=\"0.[*\"\n")),
+        (
+            "pipeline::train::bad_pattern",
+            "`0.[*` is not a glob pattern: invalid range pattern".into(),
+            "freeze=\"0.[*\"".into()
+        )
+    );
+    // `strict` without `init` does nothing: a warning, and the key of the default.
+    let src = BASE.replace("train\n", "train strict=#false\n");
+    let lowered = lower(&src, "t", Path::new(""), &[]);
+    let d = &lowered.diagnostics[0];
+    assert_eq!(
+        (d.code, d.severity, d.message.as_str()),
+        (
+            "pipeline::train::strict_without_init",
+            Severity::Warning,
+            "`train.strict` has no effect without `init`"
+        )
+    );
+    let StageConfig::Train(t) = &lowered.manifest.unwrap().stages[0].config else {
+        panic!("a train stage")
+    };
+    assert!(t.strict);
 }

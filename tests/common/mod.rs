@@ -1,6 +1,7 @@
 //! What the end-to-end tests share: running the binary, fixtures, a project directory.
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -84,4 +85,30 @@ pub fn small_project(manifest: &str) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(dir.path().join("small.kdl"), manifest).unwrap();
     dir
+}
+
+/// The float32 tensors of a safetensors file, by name.
+pub fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let mut out: Vec<(String, Vec<f32>)> = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(k, v)| {
+            let (s, e) = (
+                v["data_offsets"][0].as_u64().unwrap() as usize,
+                v["data_offsets"][1].as_u64().unwrap() as usize,
+            );
+            let data = bytes[8 + n + s..8 + n + e]
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            (k.clone(), data)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
