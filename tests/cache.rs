@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{pipeline, small_project, text, SMALL};
+use common::{pipeline, small_project, snapshot_step, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
 
@@ -323,15 +323,6 @@ fn digits_with_snapshots() -> tempfile::TempDir {
     assert!(text.contains("snapshot-every-steps 5"));
     std::fs::write(dir.path().join("digits.kdl"), text).unwrap();
     dir
-}
-
-/// The step of the last snapshot in `dir`'s cache, if any.
-fn snapshot_step(dir: &Path) -> Option<u64> {
-    let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
-    let stage = snapshots.flatten().next()?.path();
-    let index: Value =
-        serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
-    index["position"]["step"].as_u64()
 }
 
 fn exported_weights(dir: &Path, report: &Value) -> Vec<u8> {

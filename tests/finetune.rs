@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_fixture, pipeline, small_project, tensors, text, SMALL};
+use common::{assert_fixture, pipeline, small_project, snapshot_step, tensors, text, SMALL};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -226,15 +226,6 @@ fn frozen_digits() -> tempfile::TempDir {
     assert!(text.contains("freeze \"1.*\""));
     std::fs::write(dir.path().join("digits.kdl"), text).unwrap();
     dir
-}
-
-/// The step of the last snapshot in `dir`'s cache, if any.
-fn snapshot_step(dir: &Path) -> Option<u64> {
-    let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
-    let stage = snapshots.flatten().next()?.path();
-    let index: Value =
-        serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
-    index["position"]["step"].as_u64()
 }
 
 #[test]

@@ -111,7 +111,7 @@ fn stage_name_of(node: &KdlNode) -> String {
         .to_string()
 }
 
-fn valid_stage_name(name: &str) -> bool {
+pub(crate) fn valid_stage_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()

@@ -48,12 +48,16 @@ struct Scope<'s> {
     values: BTreeMap<String, KdlValue>,
 }
 
+/// A block or parameter name: a stage name's characters, not starting with a digit.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    crate::lower::valid_stage_name(name) && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The nodes of `node`'s body (none without braces), as copies to substitute into.
+fn body_of(node: &KdlNode) -> Vec<KdlNode> {
+    node.children()
+        .map(|c| c.nodes().to_vec())
+        .unwrap_or_default()
 }
 
 impl<'a> Reader<'a> {
@@ -195,10 +199,7 @@ impl<'a> Reader<'a> {
         for entry in node.entries() {
             self.too_many_arguments(&schema::MODEL, entry.span(), "model");
         }
-        let children: Vec<KdlNode> = node
-            .children()
-            .map(|c| c.nodes().to_vec())
-            .unwrap_or_default();
+        let children = body_of(node);
         let mut scope = Scope {
             unresolved: Vec::new(),
             chain: Vec::new(),
@@ -307,16 +308,10 @@ impl<'a> Reader<'a> {
         let name = child.name().value();
         // A structure is pointed at by its name (its body has spans of its own).
         let span = Some(child.name().span());
-        let body = |child: &KdlNode| -> Vec<KdlNode> {
-            child
-                .children()
-                .map(|c| c.nodes().to_vec())
-                .unwrap_or_default()
-        };
         match name {
             _ if name == schema::RESIDUAL.name => {
                 let f = self.read_node(child, &schema::RESIDUAL);
-                let nodes = self.nodes(body(child), blocks, scope);
+                let nodes = self.nodes(body_of(child), blocks, scope);
                 self.not_empty(child, &nodes)?;
                 Some(Node::Residual {
                     body: nodes,
@@ -327,7 +322,7 @@ impl<'a> Reader<'a> {
             }
             _ if name == schema::REPEAT.name => {
                 let f = self.read_node(child, &schema::REPEAT);
-                let nodes = self.nodes(body(child), blocks, scope);
+                let nodes = self.nodes(body_of(child), blocks, scope);
                 self.not_empty(child, &nodes)?;
                 Some(Node::Repeat {
                     times: f.int("times").max(1) as u64,
@@ -338,7 +333,7 @@ impl<'a> Reader<'a> {
             _ if name == schema::PARALLEL.name => {
                 let f = self.read_node(child, &schema::PARALLEL);
                 let mut branches = Vec::new();
-                for branch in body(child) {
+                for branch in body_of(child) {
                     if branch.name().value() != schema::BRANCH.name {
                         self.diags.push(
                             Diagnostic::error(
@@ -354,7 +349,7 @@ impl<'a> Reader<'a> {
                         continue;
                     }
                     self.read_node(&branch, &schema::BRANCH);
-                    let nodes = self.nodes(body(&branch), blocks, scope);
+                    let nodes = self.nodes(body_of(&branch), blocks, scope);
                     self.not_empty(&branch, &nodes)?;
                     branches.push(nodes);
                 }
@@ -626,11 +621,7 @@ impl<'a> Reader<'a> {
         if !ok {
             return None;
         }
-        let body: Vec<KdlNode> = def
-            .node
-            .children()
-            .map(|c| c.nodes().to_vec())
-            .unwrap_or_default();
+        let body = body_of(def.node);
         let mut inner = Scope {
             unresolved: Vec::new(),
             chain: scope

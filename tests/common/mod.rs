@@ -112,3 +112,12 @@ pub fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
+
+/// The step of the last snapshot in `dir`'s cache, if any.
+pub fn snapshot_step(dir: &Path) -> Option<u64> {
+    let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
+    let stage = snapshots.flatten().next()?.path();
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
+    index["position"]["step"].as_u64()
+}

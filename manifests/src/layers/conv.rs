@@ -159,65 +159,49 @@ impl Conv {
     }
 }
 
-impl LayerType for Conv1d {
-    const SCHEMA: Section = section(
-        "conv1d",
-        &["out", "kernel"],
-        KEYS,
-        "1-D convolution over (channels, length) inputs (`nn.Conv1d`); input channels are inferred.",
-    );
+/// `LayerType` for a convolution over `$dims` spatial dimensions: the shared settings do
+/// the work.
+macro_rules! convolution {
+    ($ty:ident, $name:literal, $dims:literal, $doc:literal) => {
+        impl LayerType for $ty {
+            const SCHEMA: Section = section($name, &["out", "kernel"], KEYS, $doc);
 
-    fn lower(f: &Fields) -> Self {
-        Conv1d(Conv::lower(f))
-    }
+            fn lower(f: &Fields) -> Self {
+                $ty(Conv::lower(f))
+            }
 
-    fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        self.0.infer("conv1d", 1, x)
-    }
+            fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
+                self.0.infer($name, $dims, x)
+            }
 
-    fn parameters(&self, x: &[i64]) -> Vec<Param> {
-        self.0.parameters(1, x)
-    }
+            fn parameters(&self, x: &[i64]) -> Vec<Param> {
+                self.0.parameters($dims, x)
+            }
 
-    fn forward<O: Ops>(
-        &self,
-        ops: &mut O,
-        p: &Params<'_, O::T>,
-        x: &O::T,
-    ) -> Result<O::T, O::Error> {
-        self.0.forward(1, ops, p, x)
-    }
+            fn forward<O: Ops>(
+                &self,
+                ops: &mut O,
+                p: &Params<'_, O::T>,
+                x: &O::T,
+            ) -> Result<O::T, O::Error> {
+                self.0.forward($dims, ops, p, x)
+            }
+        }
+    };
 }
 
-impl LayerType for Conv2d {
-    const SCHEMA: Section = section(
-        "conv2d",
-        &["out", "kernel"],
-        KEYS,
-        "2-D convolution over (channels, height, width) inputs (`nn.Conv2d`); input channels are inferred.",
-    );
-
-    fn lower(f: &Fields) -> Self {
-        Conv2d(Conv::lower(f))
-    }
-
-    fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        self.0.infer("conv2d", 2, x)
-    }
-
-    fn parameters(&self, x: &[i64]) -> Vec<Param> {
-        self.0.parameters(2, x)
-    }
-
-    fn forward<O: Ops>(
-        &self,
-        ops: &mut O,
-        p: &Params<'_, O::T>,
-        x: &O::T,
-    ) -> Result<O::T, O::Error> {
-        self.0.forward(2, ops, p, x)
-    }
-}
+convolution!(
+    Conv1d,
+    "conv1d",
+    1,
+    "1-D convolution over (channels, length) inputs (`nn.Conv1d`); input channels are inferred."
+);
+convolution!(
+    Conv2d,
+    "conv2d",
+    2,
+    "2-D convolution over (channels, height, width) inputs (`nn.Conv2d`); input channels are inferred."
+);
 
 #[cfg(test)]
 mod tests {

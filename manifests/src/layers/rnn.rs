@@ -145,62 +145,47 @@ impl Recurrent {
     }
 }
 
-impl LayerType for Lstm {
-    const SCHEMA: Section = section(
-        "lstm",
-        &["hidden"],
-        KEYS,
-        "Long short-term memory over (length, features) inputs (`nn.LSTM(batch_first=True)`), from zero states.",
-    );
+/// `LayerType` for a recurrent cell with `$gates` gates: the shared settings do the work.
+macro_rules! recurrent {
+    ($ty:ident, $name:literal, $cell:expr, $gates:literal, $doc:literal) => {
+        impl LayerType for $ty {
+            const SCHEMA: Section = section($name, &["hidden"], KEYS, $doc);
 
-    fn lower(f: &Fields) -> Self {
-        Lstm(Recurrent::lower(f))
-    }
+            fn lower(f: &Fields) -> Self {
+                $ty(Recurrent::lower(f))
+            }
 
-    fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        self.0.infer("lstm", x)
-    }
+            fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
+                self.0.infer($name, x)
+            }
 
-    fn parameters(&self, x: &[i64]) -> Vec<Param> {
-        self.0.parameters(4, x)
-    }
+            fn parameters(&self, x: &[i64]) -> Vec<Param> {
+                self.0.parameters($gates, x)
+            }
 
-    fn forward<O: Ops>(
-        &self,
-        ops: &mut O,
-        p: &Params<'_, O::T>,
-        x: &O::T,
-    ) -> Result<O::T, O::Error> {
-        self.0.forward(Cell::Lstm, ops, p, x)
-    }
+            fn forward<O: Ops>(
+                &self,
+                ops: &mut O,
+                p: &Params<'_, O::T>,
+                x: &O::T,
+            ) -> Result<O::T, O::Error> {
+                self.0.forward($cell, ops, p, x)
+            }
+        }
+    };
 }
 
-impl LayerType for Gru {
-    const SCHEMA: Section = section(
-        "gru",
-        &["hidden"],
-        KEYS,
-        "Gated recurrent unit over (length, features) inputs (`nn.GRU(batch_first=True)`), from a zero state.",
-    );
-
-    fn lower(f: &Fields) -> Self {
-        Gru(Recurrent::lower(f))
-    }
-
-    fn infer(&self, x: &[i64], _first: bool) -> Result<Shape, ShapeError> {
-        self.0.infer("gru", x)
-    }
-
-    fn parameters(&self, x: &[i64]) -> Vec<Param> {
-        self.0.parameters(3, x)
-    }
-
-    fn forward<O: Ops>(
-        &self,
-        ops: &mut O,
-        p: &Params<'_, O::T>,
-        x: &O::T,
-    ) -> Result<O::T, O::Error> {
-        self.0.forward(Cell::Gru, ops, p, x)
-    }
-}
+recurrent!(
+    Lstm,
+    "lstm",
+    Cell::Lstm,
+    4,
+    "Long short-term memory over (length, features) inputs (`nn.LSTM(batch_first=True)`), from zero states."
+);
+recurrent!(
+    Gru,
+    "gru",
+    Cell::Gru,
+    3,
+    "Gated recurrent unit over (length, features) inputs (`nn.GRU(batch_first=True)`), from a zero state."
+);
