@@ -1,5 +1,5 @@
 //! Builds the C++ shim (`shim/`: optimizer updates, random-generator state, autocast, loss
-//! scaling and clipping, which tch does not expose)
+//! scaling and clipping, TorchScript modules with their buffers, which tch does not expose)
 //! against the headers of the same libtorch tch links, and makes binaries that link
 //! libtorch find it without `LD_LIBRARY_PATH`.
 //!
@@ -31,6 +31,7 @@ fn main() {
         "shim/group.h",
         "shim/nccl.cpp",
         "shim/sync_bn.cpp",
+        "shim/script.cpp",
     ] {
         println!("cargo:rerun-if-changed={file}");
     }
@@ -62,6 +63,7 @@ fn main() {
         .file("shim/amp.cpp")
         .file("shim/c10d.cpp")
         .file("shim/sync_bn.cpp")
+        .file("shim/script.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

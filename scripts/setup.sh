@@ -13,6 +13,8 @@
 #     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
 #   - the sequence examples' data: examples/data/order.csv, written by
 #     scripts/make-order-data.py (seeded);
+#   - the TorchScript example's module: examples/data/digits-cnn.pt, scripted by
+#     scripts/make-torchscript-model.py (seeded);
 #   - the digits data set: `sklearn/datasets/data/digits.csv.gz` out of the scikit-learn
 #     wheel (pip download; nothing is downloaded at run time), into examples/data/.
 #
@@ -102,6 +104,15 @@ if [ ! -f "$order" ]; then
   say "writing the sequence examples' data (examples/data/order.csv)"
   mkdir -p "$root/examples/data"
   "$venv/bin/python" "$root/scripts/make-order-data.py" "$order"
+fi
+
+# --- the TorchScript example's module ---------------------------------------------------
+# A scripted twin of examples/digits.kdl's CNN (scripts/make-torchscript-model.py).
+script_model="$root/examples/data/digits-cnn.pt"
+if [ ! -f "$script_model" ]; then
+  say "scripting the TorchScript example's module (examples/data/digits-cnn.pt)"
+  mkdir -p "$root/examples/data"
+  "$venv/bin/python" "$root/scripts/make-torchscript-model.py" "$script_model"
 fi
 
 if [ "${1:-}" = "--env" ]; then

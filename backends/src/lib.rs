@@ -7,7 +7,8 @@
 //!
 //! What tch does not expose comes from a small C++ shim in `shim/` (optimizer updates whose
 //! state we own, the random generators' state, autocast and loss scaling, c10d process
-//! groups), compiled by `build.rs` against the same libtorch's headers.
+//! groups, TorchScript modules with their buffers), compiled by `build.rs` against the
+//! same libtorch's headers.
 
 mod arrays;
 pub mod checkpoint;
@@ -26,6 +27,7 @@ pub mod optimizer;
 pub mod process_group;
 mod rng_state;
 pub mod runner;
+pub mod script;
 pub mod session;
 pub mod snapshot;
 pub mod train;

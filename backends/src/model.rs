@@ -1,6 +1,9 @@
 //! The model: the manifest's layer stack built with input sizes from shape inference,
 //! parameters in one `VarStore`, named like PyTorch's `nn.Sequential` state dict
-//! (`0.weight`, `1.running_mean`, …) and initialised as `torch.nn` does.
+//! (`0.weight`, `1.running_mean`, …) and initialised as `torch.nn` does; or a
+//! TorchScript module (`torchscript "net.pt"`), whose parameters and buffers are put in
+//! the `VarStore` under its own state-dict names, so that everything downstream
+//! (optimizers, ddp, snapshots, checkpoints, `init`, `freeze`) treats both alike.
 //!
 //! Each layer declares its parameters and writes its forward pass itself
 //! (`manifests::layers`); this file allocates the one and runs the other with
@@ -9,8 +12,9 @@
 
 use crate::ops::Torch;
 use crate::process_group::ProcessGroup;
+use crate::script::ScriptModule;
 use manifests::layers::{sinusoids, Init, Param, Params};
-use manifests::{Diagnostic, Layer, ModelSpec};
+use manifests::{Diagnostic, Layer, ModelSpec, TorchScriptSpec};
 use pipeline_core::network::{Network, Op};
 use tch::nn;
 use tch::{Device, Kind, TchError, Tensor};
@@ -94,15 +98,22 @@ pub struct Model {
     pub vs: nn::VarStore,
     /// The dtype of the weights; floating inputs are converted to it.
     pub kind: Kind,
-    steps: Vec<Built>,
-    /// How many values the network has, and which one is the output.
-    values: usize,
-    output: usize,
-    /// The shape of one output (no batch dimension).
-    pub output_shape: Vec<i64>,
-    /// Whether an `embedding` reads the input: its token ids then stay as they are
-    /// (bfloat16 holds integers exactly only up to 256).
-    reads_ids: bool,
+    body: Body,
+}
+
+/// What computes the forward pass.
+#[derive(Debug)]
+enum Body {
+    Network {
+        steps: Vec<Built>,
+        /// How many values the network has, and which one is the output.
+        values: usize,
+        output: usize,
+        /// Whether an `embedding` reads the input: its token ids then stay as they are
+        /// (bfloat16 holds integers exactly only up to 256).
+        reads_ids: bool,
+    },
+    Script(ScriptModule),
 }
 
 /// A parameter's random or constant initialisation, as tch performs it (`uniform_`,
@@ -165,6 +176,9 @@ impl Model {
         device: Device,
         kind: Kind,
     ) -> Result<Model, Diagnostic> {
+        if let Some(script) = &spec.torchscript {
+            return Model::load_script(script, device, kind);
+        }
         let network = Network::compile(spec, input)?;
         fits_in_memory(spec, &network, device, kind)?;
         let vs = nn::VarStore::new(device);
@@ -219,7 +233,6 @@ impl Model {
                 last_uses: step.last_uses.clone(),
             });
         }
-        let output_shape = network.output_shape().to_vec();
         let reads_ids = network.steps.iter().any(|s| {
             s.inputs.contains(&0)
                 && matches!(
@@ -242,11 +255,57 @@ impl Model {
         Ok(Model {
             kind,
             vs,
-            steps,
-            values: network.shapes.len(),
-            output: network.output,
-            output_shape,
-            reads_ids,
+            body: Body::Network {
+                steps,
+                values: network.shapes.len(),
+                output: network.output,
+                reads_ids,
+            },
+        })
+    }
+
+    /// Loads a TorchScript module onto `device` with its floating tensors in `kind`, and
+    /// puts its parameters (trainable unless they were frozen in Python) and buffers in
+    /// a `VarStore` under their state-dict names.
+    fn load_script(
+        spec: &TorchScriptSpec,
+        device: Device,
+        kind: Kind,
+    ) -> Result<Model, Diagnostic> {
+        if let Some(refused) = pipeline_core::torchscript::refusal(spec) {
+            return Err(refused);
+        }
+        let failed = |e: TchError| {
+            Diagnostic::error(
+                "pipeline::model::torchscript_load",
+                format!(
+                    "cannot load the TorchScript model {}: {}",
+                    spec.path.value.display(),
+                    crate::error::short_message(&e)
+                ),
+            )
+            .label_opt(spec.path.span, "this module")
+            .help("save it again with `torch.jit.save` from the PyTorch version pipeline runs (the one `scripts/setup.sh` installs); a newer one may write what this libtorch cannot read")
+        };
+        let module = ScriptModule::load(&spec.file, device, kind).map_err(failed)?;
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        for named in module.tensors().map_err(failed)? {
+            let (dirs, leaf) = match named.name.rsplit_once('.') {
+                Some((dirs, leaf)) => (Some(dirs), leaf),
+                None => (None, named.name.as_str()),
+            };
+            let path = dirs
+                .into_iter()
+                .flat_map(|d| d.split('.'))
+                .fold(root.clone(), |at, part| at.sub(part));
+            let trainable = named.parameter && named.tensor.requires_grad();
+            let _shared = path.add(leaf, named.tensor, trainable);
+        }
+        Ok(Model {
+            kind,
+            vs,
+            body: Body::Script(module),
         })
     }
 
@@ -263,15 +322,31 @@ impl Model {
         train: bool,
         sync: Option<&ProcessGroup>,
     ) -> Result<Tensor, TchError> {
-        let x = if input.is_floating_point() && input.kind() != self.kind && !self.reads_ids {
+        let (steps, count, output, reads_ids) = match &self.body {
+            Body::Network {
+                steps,
+                values,
+                output,
+                reads_ids,
+            } => (steps, *values, *output, *reads_ids),
+            Body::Script(module) => {
+                let x = if input.is_floating_point() && input.kind() != self.kind {
+                    input.f_to_kind(self.kind)?
+                } else {
+                    input.shallow_clone()
+                };
+                return module.forward(&x, train);
+            }
+        };
+        let x = if input.is_floating_point() && input.kind() != self.kind && !reads_ids {
             input.f_to_kind(self.kind)?
         } else {
             input.shallow_clone()
         };
         let mut ops = Torch { train, sync };
-        let mut values: Vec<Option<Tensor>> = (0..self.values).map(|_| None).collect();
+        let mut values: Vec<Option<Tensor>> = (0..count).map(|_| None).collect();
         values[0] = Some(x);
-        for step in &self.steps {
+        for step in steps {
             let inputs: Vec<&Tensor> = step
                 .inputs
                 .iter()
@@ -307,7 +382,7 @@ impl Model {
                 values[v] = None;
             }
         }
-        Ok(values[self.output]
+        Ok(values[output]
             .take()
             .expect("the output is written by the last step or is the input"))
     }

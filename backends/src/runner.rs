@@ -320,7 +320,7 @@ impl<'a> Context<'a> {
                         .into_iter()
                         .filter_map(|k| Some((k, *m.get(k)?)))
                         .collect();
-                let metadata = json!({
+                let mut metadata = json!({
                     "pipeline": manifest.name,
                     "stage": stage.name(),
                     "from_stage": manifest.stages[source].name(),
@@ -334,6 +334,10 @@ impl<'a> Context<'a> {
                     "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });
+                if let Some(script) = &manifest.model.torchscript {
+                    // The module the weights belong to, as the manifest names it.
+                    metadata["torchscript"] = json!(script.path.value);
+                }
                 let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
                 let store = vec![
                     (CHECKPOINT_OUTPUT.to_string(), outputs[0].clone()),

@@ -63,13 +63,19 @@ impl<'a> Session<'a> {
 }
 
 /// A libtorch failure in the dry forward pass, as a diagnostic on the model.
-fn dry_run_error(manifest: &Manifest, e: &tch::TchError) -> Diagnostic {
-    Diagnostic::error(
+fn dry_run_error(manifest: &Manifest, data: &Dataset, e: &tch::TchError) -> Diagnostic {
+    let d = Diagnostic::error(
         "pipeline::model::forward_failed",
         format!("the model fails on the data: {}", short_message(e)),
-    )
-    .label_opt(manifest.model.span, "this model")
-    .help("check the layer sizes against the data's shape")
+    );
+    match &manifest.model.torchscript {
+        Some(script) => d
+            .label_opt(script.path.span.or(manifest.model.span), "this module")
+            .help(format!("the module's `forward` takes one tensor, a batch: the batch dimension first, then a sample's shape, here {:?}", data.sample_shape)),
+        None => d
+            .label_opt(manifest.model.span, "this model")
+            .help("check the layer sizes against the data's shape"),
+    }
 }
 
 /// Checks the model against the data before any training: shapes (by inference, then a
@@ -85,22 +91,44 @@ fn dry_run(
         numerics.device,
         numerics.weights,
     )?;
-    let last_layer = manifest.model.nodes.last().and_then(manifests::Node::span);
-    let out_shape = &model.output_shape;
+    // What the output's size comes from: the last layer, or the scripted module.
+    let script = manifest.model.torchscript.as_ref();
+    let last_layer = match script {
+        Some(s) => s.path.span,
+        None => manifest.model.nodes.last().and_then(manifests::Node::span),
+    };
     let train = data.indices(SplitName::Train);
     let first = train.narrow(0, 0, train.size()[0].min(2));
     let (xb, yb) = data
         .batch(&first)
-        .map_err(|e| dry_run_error(manifest, &e))?;
+        .map_err(|e| dry_run_error(manifest, data, &e))?;
     let out = numerics
         .autocast(|| model.forward(&xb, false))
-        .map_err(|e| dry_run_error(manifest, &e))?;
-    let outputs = match out_shape.as_slice() {
-        [k] => *k,
+        .map_err(|e| dry_run_error(manifest, data, &e))?;
+    let outputs = match out.size().as_slice() {
+        [b, k] if *b == xb.size()[0] => *k,
         other => {
-            return Err(Diagnostic::error("pipeline::model::output_shape", format!("the model's output has shape {other:?} per sample; a loss needs one vector per sample"))
-                .label_opt(last_layer, "last layer")
-                .help("add `flatten` before the last `linear`"))
+            let (shape, help) = match (script, other) {
+                (None, [_, rest @ ..]) => (format!("{rest:?} per sample"), "add `flatten` before the last `linear`"),
+                (None, []) => ("no batch dimension".to_string(), "add `flatten` before the last `linear`"),
+                (Some(_), _) => (
+                    format!("{other:?} for a batch of {}", xb.size()[0]),
+                    "make the module's `forward` return one row of scores (or targets) per sample: shape [batch, outputs]",
+                ),
+            };
+            return Err(Diagnostic::error(
+                "pipeline::model::output_shape",
+                format!("the model's output has shape {shape}; a loss needs one vector per sample"),
+            )
+            .label_opt(
+                last_layer,
+                if script.is_some() {
+                    "this module"
+                } else {
+                    "last layer"
+                },
+            )
+            .help(help));
         }
     };
     if manifest.loss.kind.is_classification() {

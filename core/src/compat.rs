@@ -166,6 +166,15 @@ pub const RULES: &[Rule] = &[
         check: sync_batch_norm_without_strategy,
     },
     Rule {
+        code: "pipeline::accelerator::sync_batch_norm_torchscript",
+        keys: &["accelerator.sync-batch-norm", "model.torchscript.path"],
+        summary: "`sync-batch-norm` with a `torchscript` model: the batch-norm layers inside a scripted module are its own, and cannot be synchronised from outside.",
+        severity: Severity::Error,
+        when: "check",
+        help: "remove `sync-batch-norm` (each process then normalises over its own share of the batch), or write the model with native layers",
+        check: sync_batch_norm_torchscript,
+    },
+    Rule {
         code: "pipeline::accelerator::nondeterministic_op",
         keys: &["accelerator.deterministic"],
         summary: "`deterministic #true` with an operation libtorch has no deterministic kernel for (mostly CUDA scatter-type backward passes).",
@@ -387,6 +396,20 @@ fn sync_batch_norm_without_strategy(rule: &Rule, m: &Manifest, _: &Facts) -> Vec
     }
 }
 
+fn sync_batch_norm_torchscript(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
+    let a = &m.accelerator;
+    match (&m.model.torchscript, a.distributed.sync_batch_norm) {
+        (Some(script), true) => vec![rule
+            .error(
+                "`sync-batch-norm` cannot reach the batch-norm layers of a TorchScript model"
+                    .into(),
+            )
+            .entry(a, "sync-batch-norm", "synchronised batch-norm")
+            .label_opt(script.path.span, "a scripted module")],
+        _ => Vec::new(),
+    }
+}
+
 fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
     match (m.accelerator.distributed.strategy, facts.world) {
         (Strategy::None, Some(world)) if world > 1 => vec![rule
@@ -451,11 +474,17 @@ mod tests {
         assert_eq!(codes.len(), RULES.len());
         for rule in RULES {
             for key in rule.keys {
-                let (section, name) = key.split_once('.').unwrap();
-                let found = manifests::schema::SECTIONS
-                    .iter()
-                    .chain(manifests::schema::STAGES)
-                    .any(|s| s.name == section && s.key(name).is_some());
+                let (section, name) = key.rsplit_once('.').unwrap();
+                // `model.torchscript.path`: a key of a model node.
+                let found = match section.split_once('.') {
+                    Some(("model", node)) => {
+                        manifests::schema::model_node(node).is_some_and(|s| s.key(name).is_some())
+                    }
+                    _ => manifests::schema::SECTIONS
+                        .iter()
+                        .chain(manifests::schema::STAGES)
+                        .any(|s| s.name == section && s.key(name).is_some()),
+                };
                 assert!(found, "{}: no key {key}", rule.code);
             }
         }

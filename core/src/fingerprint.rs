@@ -12,7 +12,7 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights |
+//! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights, a `torchscript` model |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
@@ -111,6 +111,9 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             }
             if let Some(init) = &train.init {
                 files.insert("init".to_string(), manifest.resolve(&init.value));
+            }
+            if let Some(script) = &manifest.model.torchscript {
+                files.insert("model".to_string(), script.file.clone());
             }
         }
         StageConfig::Eval(_) => {
@@ -474,6 +477,50 @@ checkpoint needs="train"
             changed(&a, &renamed),
             [false, false, false],
             "names are not part of the key"
+        );
+    }
+
+    #[test]
+    fn a_torchscript_models_content_is_in_the_key_and_its_path_is_not() {
+        // Lowered without `check`, which would look for the files.
+        let keys = |text: &str, hash: &str| {
+            let lowered = manifests::lower(text, "m", Path::new("proj"), &[]);
+            let m = lowered.manifest.unwrap();
+            let plan = crate::Plan::new(&m);
+            let env = Environment {
+                tool: "t".into(),
+                libtorch: "2.13.0".into(),
+                device: "cpu".into(),
+                processes: 1,
+            };
+            fingerprints(&m, &plan.order, &env, |p| {
+                Ok::<_, ()>(match p.extension().and_then(|e| e.to_str()) {
+                    Some("pt") => hash.to_string(),
+                    _ => "data".to_string(),
+                })
+            })
+            .unwrap()
+            .into_values()
+            .collect::<Vec<_>>()
+        };
+        let script = |path: &str| {
+            BASE.replace(
+                "model { linear 8; relu; linear 3; }",
+                &format!("model {{ torchscript \"{path}\"; }}"),
+            )
+        };
+        let a = keys(&script("net.pt"), "one");
+        assert_eq!(a[0].key.inputs["model"], "one");
+        let moved = keys(&script("models/copy.pt"), "one");
+        assert_eq!(changed(&a, &moved), [false, false, false]);
+        let other = keys(&script("net.pt"), "two");
+        assert_eq!(changed(&a, &other), [true, true, true]);
+        let native = keys(BASE, "one");
+        assert_eq!(changed(&a, &native), [true, true, true]);
+        let files = BTreeMap::from([("model".to_string(), PathBuf::from("proj/net.pt"))]);
+        assert_eq!(
+            explain_change(&a[0].key, &other[0].key, &files),
+            ["model file net.pt changed"]
         );
     }
 

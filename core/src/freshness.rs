@@ -216,6 +216,7 @@ pub fn input_key(role: &str) -> &'static str {
     match role {
         "labels" => "data.labels",
         "init" => "train.init",
+        "model" => "model.torchscript",
         _ => "data.source",
     }
 }
@@ -260,6 +261,7 @@ fn input_error(
     }
     let span = match role {
         "init" => init_span,
+        "model" => script_span(manifest),
         "labels" => manifest.data.span.or(manifest.data.source.span),
         _ => manifest.data.source.span,
     };
@@ -269,6 +271,8 @@ fn input_error(
         return Diagnostic::error(
             if role == "init" {
                 "pipeline::train::init_not_a_file"
+            } else if role == "model" {
+                "pipeline::model::not_a_file"
             } else {
                 "pipeline::data::not_a_file"
             },
@@ -289,8 +293,17 @@ fn input_error(
     .help("check the file's permissions")
 }
 
+/// Where the manifest names its TorchScript model.
+fn script_span(manifest: &Manifest) -> Option<SourceSpan> {
+    manifest
+        .model
+        .torchscript
+        .as_ref()
+        .and_then(|s| s.path.span.or(manifest.model.span))
+}
+
 /// The diagnostic for an input file that does not exist; `role` is as in
-/// [`stage_inputs`] (`data`, `labels`, `init`), `init_span` points at a stage's `init`.
+/// [`stage_inputs`] (`data`, `labels`, `init`, `model`), `init_span` points at a stage's `init`.
 pub fn missing_input(
     manifest: &Manifest,
     role: &str,
@@ -319,6 +332,14 @@ pub fn missing_input(
         )
         .label_opt(init_span, "starting weights")
         .help(relative),
+        "model" => Diagnostic::error(
+            "pipeline::model::missing_torchscript",
+            format!("the TorchScript model {} does not exist", path.display()),
+        )
+        .label_opt(script_span(manifest), "file not found")
+        .help(format!(
+            "{relative}; write it in Python with `torch.jit.script(model).save(\"…\")`"
+        )),
         _ => Diagnostic::error(
             "pipeline::data::missing_file",
             format!("the data file {} does not exist", path.display()),

@@ -32,6 +32,7 @@ pub mod sample_shape;
 pub mod sampler;
 pub mod schedule;
 pub mod split;
+pub mod torchscript;
 
 pub use check::check;
 pub use manifests;
@@ -72,9 +73,10 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
     if let Some(manifest) = &lowered.manifest {
         diagnostics.extend(check(manifest));
         diagnostics.extend(outputs::check(manifest, Some(path)));
+        diagnostics.extend(torchscript::check(manifest));
         // The model's shapes, when the rest is sound and the data's shape can be known
         // without loading it (a model that does not lower would only add noise).
-        if !manifests::has_errors(&diagnostics) {
+        if !manifests::has_errors(&diagnostics) && manifest.model.torchscript.is_none() {
             if let Some(shape) = sample_shape::of(manifest) {
                 if let Err(d) = network::Network::compile(&manifest.model, &shape) {
                     diagnostics.push(d);

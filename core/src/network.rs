@@ -365,7 +365,11 @@ mod tests {
     }
 
     fn model(nodes: Vec<Node>) -> ModelSpec {
-        ModelSpec { nodes, span: None }
+        ModelSpec {
+            nodes,
+            torchscript: None,
+            span: None,
+        }
     }
 
     #[test]

@@ -323,7 +323,7 @@ impl<'a> Reader<'a> {
         let seed = seed_f.int("value") as u64;
         let data = self.data(&data_f, seed);
         let blocks = self.blocks(&block_nodes);
-        let model = self.model(sections.get("model").copied(), &blocks);
+        let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
         let loss = LossSpec {
             kind: LossKind::parse(&loss_f.text("kind"))

@@ -227,9 +227,25 @@ impl Node {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelSpec {
+    /// The layers and structures (none for a TorchScript model).
     pub nodes: Vec<Node>,
+    /// A module scripted in Python, which is then the whole model. Its path is not in the
+    /// cache key (the file's content is, as a stage input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torchscript: Option<TorchScriptSpec>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+/// `model { torchscript "net.pt" }`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TorchScriptSpec {
+    /// The path as written, relative to the manifest's directory.
+    #[serde(skip)]
+    pub path: Spanned<PathBuf>,
+    /// The path resolved against the manifest's directory.
+    #[serde(skip)]
+    pub file: PathBuf,
 }
 
 impl ModelSpec {

@@ -9,7 +9,7 @@
 //! checks them through the whole tree.
 
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{Join, LayerSpec, ModelSpec, Node, Projection};
+use crate::manifest::{Join, LayerSpec, ModelSpec, Node, Projection, Spanned, TorchScriptSpec};
 use crate::reader::{Fields, Reader};
 use crate::schema::{self, Children, Section, MAX_MODEL_LAYERS};
 use crate::suggest;
@@ -17,6 +17,7 @@ use crate::Layer;
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// A `block` definition: its parameters in order, each with its default (`None`: a use
 /// must give it).
@@ -189,10 +190,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    pub(crate) fn model(&mut self, node: Option<&'a KdlNode>, blocks: &Blocks<'a>) -> ModelSpec {
+    pub(crate) fn model(
+        &mut self,
+        node: Option<&'a KdlNode>,
+        blocks: &Blocks<'a>,
+        base_dir: &Path,
+    ) -> ModelSpec {
         let Some(node) = node else {
             return ModelSpec {
                 nodes: Vec::new(),
+                torchscript: None,
                 span: None,
             };
         };
@@ -200,6 +207,12 @@ impl<'a> Reader<'a> {
             self.too_many_arguments(&schema::MODEL, entry.span(), "model");
         }
         let children = body_of(node);
+        if let Some(script) = children
+            .iter()
+            .find(|c| c.name().value() == schema::TORCHSCRIPT.name)
+        {
+            return self.torchscript_model(node, &children, script, base_dir);
+        }
         let mut scope = Scope {
             unresolved: Vec::new(),
             chain: Vec::new(),
@@ -231,6 +244,7 @@ impl<'a> Reader<'a> {
         }
         let spec = ModelSpec {
             nodes,
+            torchscript: None,
             span: Some(node.span()),
         };
         let count = expanded_len(&spec.nodes);
@@ -245,6 +259,45 @@ impl<'a> Reader<'a> {
             );
         }
         spec
+    }
+
+    /// A model that is one TorchScript module: nothing else may be written beside it.
+    fn torchscript_model(
+        &mut self,
+        model: &KdlNode,
+        children: &[KdlNode],
+        script: &KdlNode,
+        base_dir: &Path,
+    ) -> ModelSpec {
+        let f = self.read(
+            Some(script),
+            &schema::TORCHSCRIPT,
+            &["model".into()],
+            "model.torchscript",
+        );
+        for other in children.iter().filter(|c| !std::ptr::eq(*c, script)) {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::model::torchscript_alone",
+                    "a `torchscript` module is the whole model: nothing can be written beside it",
+                )
+                .label(other.name().span(), "not part of the TorchScript module")
+                .label(script.name().span(), "the whole model")
+                .help("put these layers into the module in Python and script it again, or write the model without `torchscript`"),
+            );
+        }
+        let path = PathBuf::from(f.text("path"));
+        ModelSpec {
+            nodes: Vec::new(),
+            torchscript: Some(TorchScriptSpec {
+                file: base_dir.join(&path),
+                path: Spanned {
+                    value: path,
+                    span: f.span("path"),
+                },
+            }),
+            span: Some(model.span()),
+        }
     }
 
     /// Lowers the nodes of one body, after putting the scope's parameter values in.
@@ -375,6 +428,17 @@ impl<'a> Reader<'a> {
                     dim: f.int("dim"),
                     span,
                 })
+            }
+            _ if name == schema::TORCHSCRIPT.name => {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::model::torchscript_nested",
+                        "a `torchscript` module is a whole model, not a part of one",
+                    )
+                    .label(child.name().span(), "inside a structure or block")
+                    .help("write `model { torchscript \"net.pt\" }` alone, with every layer inside the scripted module"),
+                );
+                None
             }
             _ => {
                 if let Some(section) = schema::layer(name) {

@@ -791,7 +791,7 @@ pub const CHECKPOINT: Section = section(
 
 pub const MODEL: Section = Section {
     name: "model",
-    doc: "The network: a stack of layers applied in order (`nn.Sequential`); input sizes are inferred from the data. Besides layers it may hold `residual`, `repeat` and `parallel` blocks, and uses of named `block`s.",
+    doc: "The network: a stack of layers applied in order (`nn.Sequential`); input sizes are inferred from the data. Besides layers it may hold `residual`, `repeat` and `parallel` blocks, and uses of named `block`s; or it is one `torchscript` module written in Python.",
     args: &[],
     keys: &[],
     children: Children::Layers,
@@ -852,8 +852,20 @@ pub const BRANCH: Section = Section {
     children: Children::Layers,
 };
 
+pub const TORCHSCRIPT: Section = Section {
+    name: "torchscript",
+    doc: "A module scripted or traced in Python, as the whole model: `torchscript \"net.pt\"`, written by `torch.jit.script(model).save(\"net.pt\")` (or `torch.jit.trace(model, example).save(…)`). Its `forward` takes the batch and returns one tensor; its parameters are trained, its buffers (batch-norm statistics) kept, and checkpoints use its own state-dict names. The file's content is in the cache key.",
+    args: &["path"],
+    keys: &[required(
+        "path",
+        Ty::Path,
+        "The TorchScript archive, relative to the manifest's directory (not a `torch.save` pickle: script or trace the module first).",
+    )],
+    children: Children::Keys,
+};
+
 /// The structures a model may hold besides layers.
-pub const STRUCTURES: &[&Section] = &[&RESIDUAL, &REPEAT, &PARALLEL];
+pub const STRUCTURES: &[&Section] = &[&RESIDUAL, &REPEAT, &PARALLEL, &TORCHSCRIPT];
 
 pub const BLOCK: Section = Section {
     name: "block",

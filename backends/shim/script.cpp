@@ -1,0 +1,61 @@
+// TorchScript modules (`model { torchscript "net.pt" }`), which tch's CModule covers only
+// in part: it lists a module's parameters but not its buffers (batch-norm statistics),
+// which checkpoints, snapshots and ddp's first broadcast need under their state-dict
+// names. A module is a `torch::jit::Module*` the caller owns (`pipeline_script_free`).
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include "shim.h"
+
+extern "C" {
+
+// Loads the archive at `path` onto the CPU (`device` < 0) or CUDA device `device`.
+const char* pipeline_script_load(const char* path, int device, void** out) {
+  return pipeline_guard([&] {
+    auto where = device < 0 ? c10::Device(c10::kCPU)
+                            : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
+    *out = new torch::jit::Module(torch::jit::load(path, where));
+  });
+}
+
+void pipeline_script_free(void* module) { delete static_cast<torch::jit::Module*>(module); }
+
+// Converts the module's floating-point parameters and buffers to `kind` (a c10
+// ScalarType's number), in place.
+const char* pipeline_script_to_kind(void* module, int kind) {
+  return pipeline_guard(
+      [&] { static_cast<torch::jit::Module*>(module)->to(static_cast<c10::ScalarType>(kind)); });
+}
+
+// Calls `each(data, name, tensor, is_parameter)` for every parameter, then every buffer,
+// of the module and its submodules, with state-dict names (`0.weight`,
+// `encoder.norm.running_mean`). `tensor` is a new `at::Tensor*` sharing the module's
+// storage, which the callee owns.
+const char* pipeline_script_tensors(void* module, void* data,
+                                    void (*each)(void*, const char*, at::Tensor*, int)) {
+  return pipeline_guard([&] {
+    auto m = static_cast<torch::jit::Module*>(module);
+    for (const auto& p : m->named_parameters(/*recurse=*/true))
+      each(data, p.name.c_str(), new at::Tensor(p.value), 1);
+    for (const auto& b : m->named_buffers(/*recurse=*/true))
+      each(data, b.name.c_str(), new at::Tensor(b.value), 0);
+  });
+}
+
+// `module.train(on)`: dropout and batch statistics in every submodule.
+const char* pipeline_script_train(void* module, int on) {
+  return pipeline_guard([&] { static_cast<torch::jit::Module*>(module)->train(on != 0); });
+}
+
+// `module.forward(input)`, which must return one tensor: stored as a new `at::Tensor*`
+// in `*out`.
+const char* pipeline_script_forward(void* module, at::Tensor* input, at::Tensor** out) {
+  return pipeline_guard([&] {
+    auto m = static_cast<torch::jit::Module*>(module);
+    auto result = m->forward({*input});
+    if (!result.isTensor())
+      throw std::runtime_error("the module's forward returns " + result.tagKind() +
+                               ", not one tensor");
+    *out = new at::Tensor(result.toTensor());
+  });
+}
+}

@@ -1,0 +1,216 @@
+//! A TorchScript module (`model { torchscript "net.pt" }`) through the C++ shim
+//! (`shim/script.cpp`): loaded onto a device, converted to the weights' dtype, its
+//! parameters *and* buffers listed under their state-dict names (tch's `CModule` lists
+//! parameters only), switched between training and evaluation, and run forward.
+
+use crate::optimizer::check;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use tch::{Device, Kind, TchError, Tensor};
+
+mod ffi {
+    use std::ffi::{c_char, c_void};
+
+    extern "C" {
+        pub fn pipeline_script_load(
+            path: *const c_char,
+            device: i32,
+            out: *mut *mut c_void,
+        ) -> *const c_char;
+        pub fn pipeline_script_free(module: *mut c_void);
+        pub fn pipeline_script_to_kind(module: *mut c_void, kind: i32) -> *const c_char;
+        pub fn pipeline_script_tensors(
+            module: *mut c_void,
+            data: *mut c_void,
+            each: unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_void, i32),
+        ) -> *const c_char;
+        pub fn pipeline_script_train(module: *mut c_void, on: i32) -> *const c_char;
+        pub fn pipeline_script_forward(
+            module: *mut c_void,
+            input: *mut c_void,
+            out: *mut *mut c_void,
+        ) -> *const c_char;
+    }
+}
+
+/// One of a module's tensors: a parameter or a buffer, under its state-dict name.
+pub struct Named {
+    pub name: String,
+    pub tensor: Tensor,
+    pub parameter: bool,
+}
+
+/// A loaded TorchScript module.
+#[derive(Debug)]
+pub struct ScriptModule {
+    module: *mut c_void,
+    /// The mode last set: 0 unknown, 1 evaluation, 2 training.
+    mode: AtomicU8,
+}
+
+// SAFETY: a `torch::jit::Module` is a handle to a reference-counted object that libtorch
+// lets several threads run; the mode is switched through an atomic.
+unsafe impl Send for ScriptModule {}
+unsafe impl Sync for ScriptModule {}
+
+impl Drop for ScriptModule {
+    fn drop(&mut self) {
+        // SAFETY: `module` came from `pipeline_script_load` and is freed once.
+        unsafe { ffi::pipeline_script_free(self.module) }
+    }
+}
+
+/// c10's number for a floating dtype.
+fn scalar_type(kind: Kind) -> i32 {
+    match kind {
+        Kind::Half => 5,
+        Kind::Float => 6,
+        Kind::Double => 7,
+        Kind::BFloat16 => 15,
+        other => unreachable!("weights are floating point, not {other:?}"),
+    }
+}
+
+unsafe extern "C" fn push_named(data: *mut c_void, name: *const c_char, t: *mut c_void, p: i32) {
+    // SAFETY: `data` is the `Vec<Named>` passed to `pipeline_script_tensors`, `name` a
+    // NUL-terminated string alive for the call, and `t` a new `at::Tensor*` we own.
+    let out = &mut *(data as *mut Vec<Named>);
+    out.push(Named {
+        name: CStr::from_ptr(name).to_string_lossy().into_owned(),
+        tensor: Tensor::from_ptr(t as *mut torch_sys::C_tensor),
+        parameter: p != 0,
+    });
+}
+
+impl ScriptModule {
+    /// Loads the archive at `path` onto `device`, with its floating tensors in `kind`.
+    pub fn load(path: &Path, device: Device, kind: Kind) -> Result<ScriptModule, TchError> {
+        let text = path
+            .to_str()
+            .ok_or_else(|| TchError::Torch(format!("{} is not UTF-8", path.display())))?;
+        let c_path = CString::new(text)
+            .map_err(|_| TchError::Torch("a path holds a NUL byte".to_string()))?;
+        let index = match device {
+            Device::Cuda(i) => i as i32,
+            _ => -1,
+        };
+        let mut module: *mut c_void = std::ptr::null_mut();
+        // SAFETY: on success the shim stores a new module in `module`, which `Drop` frees.
+        check(unsafe { ffi::pipeline_script_load(c_path.as_ptr(), index, &mut module) })?;
+        let loaded = ScriptModule {
+            module,
+            mode: AtomicU8::new(0),
+        };
+        if kind != Kind::Float {
+            // SAFETY: `module` is live.
+            check(unsafe { ffi::pipeline_script_to_kind(loaded.module, scalar_type(kind)) })?;
+        }
+        Ok(loaded)
+    }
+
+    /// The parameters, then the buffers, of the module and its submodules; each shares
+    /// the module's storage, so an in-place change (an optimizer step, a restored
+    /// snapshot) is the module's.
+    pub fn tensors(&self) -> Result<Vec<Named>, TchError> {
+        let mut out: Vec<Named> = Vec::new();
+        // SAFETY: `push_named` casts `data` back to this `Vec<Named>`, alive for the call.
+        check(unsafe {
+            ffi::pipeline_script_tensors(
+                self.module,
+                &mut out as *mut Vec<Named> as *mut c_void,
+                push_named,
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// `module.train(train)` when the mode changes.
+    fn set_mode(&self, train: bool) -> Result<(), TchError> {
+        let mode = if train { 2 } else { 1 };
+        if self.mode.swap(mode, Ordering::Relaxed) != mode {
+            // SAFETY: `module` is live.
+            if let Err(e) = check(unsafe { ffi::pipeline_script_train(self.module, train as i32) })
+            {
+                self.mode.store(0, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The module's `forward` on `input`, in training or evaluation mode.
+    pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
+        self.set_mode(train)?;
+        let mut input = input.shallow_clone();
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `input` is live for the call; on success `out` is a new tensor we own.
+        check(unsafe {
+            ffi::pipeline_script_forward(self.module, input.as_mut_ptr() as *mut c_void, &mut out)
+        })
+        .map_err(|e| match e {
+            TchError::Torch(text) => TchError::Torch(interpreter_message(&text)),
+            other => other,
+        })?;
+        Ok(unsafe { Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
+    }
+}
+
+/// What failed in the TorchScript interpreter, in one line: its report is a traceback
+/// of the module's code ending in the error itself (`RuntimeError: mat1 and mat2 shapes
+/// cannot be multiplied …`), which is what a user needs, with the place in their own
+/// source where the call started (the first frame of the original code that is not
+/// PyTorch's own).
+pub fn interpreter_message(text: &str) -> String {
+    if !text.contains("TorchScript interpreter") {
+        return text.to_string();
+    }
+    let error = text.lines().rev().map(str::trim).find_map(|l| {
+        l.split_once("Error: ")
+            .filter(|(kind, _)| !kind.is_empty() && !kind.contains(' '))
+            .map(|(_, message)| message)
+    });
+    let Some(error) = error else {
+        return text.to_string();
+    };
+    // `  File "/home/me/net.py", line 8, in forward`
+    let place = text
+        .split_once("original code")
+        .and_then(|(_, original)| {
+            original
+                .lines()
+                .map(str::trim)
+                .filter_map(|l| l.strip_prefix("File \""))
+                .find(|file| !file.contains("/site-packages/torch/"))
+        })
+        .and_then(|frame| {
+            let (file, rest) = frame.split_once("\", line ")?;
+            let (line, function) = rest.split_once(", in ")?;
+            Some(format!(" (in `{function}`, {file}:{line})"))
+        });
+    format!("{error}{}", place.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interpreter_error_is_its_last_line_and_the_users_frame() {
+        let text = "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript, serialized code (most recent call last):\n  File \"code/__torch__.py\", line 10, in forward\n    return torch.relu((l).forward(x, ))\n                       ~~~~~~~~~~ <--- HERE\n\nTraceback of TorchScript, original code (most recent call last):\n  File \"/tmp/e.py\", line 8, in forward\n    def forward(self, x):\n        return torch.relu(self.l(x))\n                          ~~~~~~ <--- HERE\n  File \"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py\", line 134, in forward\n        return F.linear(input, self.weight, self.bias)\nRuntimeError: mat1 and mat2 shapes cannot be multiplied (2x64 and 32x10)\n";
+        assert_eq!(
+            interpreter_message(text),
+            "mat1 and mat2 shapes cannot be multiplied (2x64 and 32x10) (in `forward`, /tmp/e.py:8)"
+        );
+        assert_eq!(interpreter_message("plain error"), "plain error");
+        // Where every frame is PyTorch's (an `nn.Sequential` of its layers), none is named.
+        let torch_only = text.replace(
+            "/tmp/e.py",
+            "/venv/lib/python3.11/site-packages/torch/nn/modules/container.py",
+        );
+        assert_eq!(
+            interpreter_message(&torch_only),
+            "mat1 and mat2 shapes cannot be multiplied (2x64 and 32x10)"
+        );
+    }
+}
