@@ -6,6 +6,8 @@
 #     so every clean clone reuses it. A marker file is written only once the install
 #     finished, so an interrupted install is redone rather than trusted.
 #   - safetensors (PyPI), with which the parity tests load checkpoints into torch.nn;
+#     scikit-learn, with which the data tests recompute R² and accuracy, and pyarrow, with
+#     which they write Parquet files;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
@@ -15,8 +17,9 @@
 #     scripts/make-order-data.py (seeded);
 #   - the TorchScript example's module: examples/data/digits-cnn.pt, scripted by
 #     scripts/make-torchscript-model.py (seeded);
-#   - the digits data set: `sklearn/datasets/data/digits.csv.gz` out of the scikit-learn
-#     wheel (pip download; nothing is downloaded at run time), into examples/data/.
+#   - scikit-learn's data sets as shipped (`sklearn/datasets/data/`: digits, wine, breast
+#     cancer, diabetes) out of its wheel (pip download; nothing is downloaded at run
+#     time), into examples/data/.
 #
 # Usage: `source <(scripts/setup.sh --env)` or `eval "$(scripts/setup.sh --env)"`.
 # All progress goes to stderr; with --env, stdout holds only `export` lines.
@@ -52,6 +55,17 @@ if [ ! -f "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION" ]; then
   touch "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION"
 fi
 
+# --- what the data tests compare with: scikit-learn and pyarrow --------------------------
+# The tests recompute pipeline's metrics (R², accuracy) with scikit-learn on the same split,
+# and write the Parquet files pipeline reads with pyarrow (what pandas writes them with).
+PYARROW_VERSION=18.1.0
+if [ ! -f "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION" ]; then
+  say "installing scikit-learn==$SKLEARN_VERSION and pyarrow==$PYARROW_VERSION into $venv (the data tests compare with them)"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    "scikit-learn==$SKLEARN_VERSION" "pyarrow==$PYARROW_VERSION" >&2
+  touch "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION"
+fi
+
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
 # torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts
 # of the same CUDA toolkit that cuda_runtime.h includes (crt/, CCCL's nv/target).
@@ -76,24 +90,34 @@ if [ ! -f "$gloo/.pipeline-complete" ]; then
   touch "$gloo/.pipeline-complete"
 fi
 
-# --- digits data -----------------------------------------------------------------------
-digits="$root/examples/data/digits.csv.gz"
-if [ ! -f "$digits" ]; then
-  say "fetching digits.csv.gz from the scikit-learn $SKLEARN_VERSION wheel"
+# --- scikit-learn's data sets ------------------------------------------------------------
+# The files as shipped in the scikit-learn wheel, unchanged: digits, and the tabular
+# examples' wine, breast cancer and diabetes (features and target in two files).
+SKLEARN_FILES="digits.csv.gz wine_data.csv breast_cancer.csv diabetes_data_raw.csv.gz diabetes_target.csv.gz"
+missing_files=""
+for name in $SKLEARN_FILES; do
+  [ -f "$root/examples/data/$name" ] || missing_files="$missing_files $name"
+done
+if [ -n "$missing_files" ]; then
+  say "fetching$missing_files from the scikit-learn $SKLEARN_VERSION wheel"
   wheels="$cache/wheels"
   mkdir -p "$wheels" "$root/examples/data"
-  "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
-    --no-deps --only-binary=:all: -d "$wheels" "scikit-learn==$SKLEARN_VERSION" >&2
+  if ! ls "$wheels"/scikit_learn-"$SKLEARN_VERSION"-*.whl >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+      --no-deps --only-binary=:all: -d "$wheels" "scikit-learn==$SKLEARN_VERSION" >&2
+  fi
   wheel=$(ls "$wheels"/scikit_learn-"$SKLEARN_VERSION"-*.whl | head -n 1)
-  "$venv/bin/python" - "$wheel" "$digits" <<'PY'
+  "$venv/bin/python" - "$wheel" "$root/examples/data" $missing_files <<'PY'
 import os, sys, zipfile
-wheel, out = sys.argv[1], sys.argv[2]
+wheel, out_dir, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 with zipfile.ZipFile(wheel) as z:
-    data = z.read("sklearn/datasets/data/digits.csv.gz")
-tmp = out + ".tmp"
-with open(tmp, "wb") as f:
-    f.write(data)
-os.replace(tmp, out)
+    for name in names:
+        data = z.read("sklearn/datasets/data/" + name)
+        out = os.path.join(out_dir, name)
+        tmp = out + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, out)
 PY
 fi
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need an NVIDIA GPU, which CI (CPU only) cannot run: every test marked
-# `#[ignore = "needs a CUDA GPU …"]`, then the digits example on `cuda` in each precision
-# and on two processes, printing accuracy and time. Run it where a GPU is:
+# `#[ignore = "needs a CUDA GPU …"]`, then the digits example (native, and its scripted
+# twin through TorchScript) on `cuda` in each precision and on two processes, printing
+# accuracy and time. Run it where a GPU is:
 #
 #     scripts/test-gpu.sh
 set -euo pipefail
@@ -15,10 +16,12 @@ if ! nvidia-smi -L >&2; then
 fi
 cargo build --release --bin pipeline --bin pipeline-worker
 cargo test --release --workspace -- --ignored
-for precision in 32 16-mixed bf16-mixed; do
-  echo "test-gpu: digits on cuda, precision $precision" >&2
-  target/release/pipeline run examples/digits.kdl --no-cache \
-    --set accelerator.device=cuda --set "accelerator.precision=$precision"
+for example in digits torchscript; do
+  for precision in 32 16-mixed bf16-mixed; do
+    echo "test-gpu: $example on cuda, precision $precision" >&2
+    target/release/pipeline run "examples/$example.kdl" --no-cache \
+      --set accelerator.device=cuda --set "accelerator.precision=$precision"
+  done
 done
 gpus=$(nvidia-smi -L | wc -l)
 if [ "$gpus" -ge 2 ]; then

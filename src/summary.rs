@@ -68,7 +68,11 @@ pub fn table(report: &RunReport) -> String {
             s.metrics
                 .get("loss")
                 .map_or("-".into(), |l| format!("{l:.4}")),
-            accuracy.map_or("-".into(), |a| percent(*a)),
+            match (accuracy, s.metrics.get("r2")) {
+                (Some(a), _) => percent(*a),
+                (None, Some(r2)) => format!("R² {r2:.3}"),
+                (None, None) => "-".into(),
+            },
             s.outputs
                 .first()
                 .map_or(String::new(), |p| p.display().to_string()),

@@ -1,14 +1,18 @@
-//! Loading a data set into tensors: CSV / CSV.gz, NPY, NPZ and safetensors; the seeded
-//! train / val / test split; and feature scaling fitted on the training split.
+//! Loading a data set into tensors: CSV / CSV.gz (read by `pipeline_core::table`, as
+//! `data` says the file is written), NPY, NPZ and safetensors, with labels from the same
+//! file or from a labels file; text class labels mapped to indices; missing values
+//! (`data.missing`); the seeded train / val / test split, stratified on request; and
+//! feature scaling and filling fitted on the training split only.
 //!
 //! The whole data set is held in memory (and on the device) — right for the tabular and
 //! small-image data this serves today; streaming larger sets is future work.
 
 use crate::arrays;
-use crate::csv::{self, CsvError};
-use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Scale, SplitName};
+use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName};
 use pipeline_core::freshness::regular_input;
+use pipeline_core::sample_shape::csv_layout;
 use pipeline_core::split::Splits;
+use pipeline_core::table::{self, Layout, Table, TableError};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -33,6 +37,14 @@ pub struct Dataset {
     /// What scaling subtracted from and divided the features by (per feature), so that
     /// checkpoints can record it for whoever applies the model later.
     pub scaling: Option<(Vec<f64>, Vec<f64>)>,
+    /// The class names of text labels, in the order of their indices (sorted).
+    pub classes: Option<Vec<String>>,
+    /// The values `missing "mean"` or `"median"` filled each feature with (fitted on the
+    /// training split), for checkpoints.
+    pub filled: Option<Vec<f64>>,
+    /// Each sample's row among the file's data rows (0-based; a header, skipped and
+    /// comment lines not counted, dropped rows counted), for `split.json`.
+    pub rows: Vec<usize>,
     origin: Origin,
 }
 
@@ -45,12 +57,58 @@ fn data_error(code: &'static str, spec: &DataSpec, message: String, help: &str) 
         .help(help.to_string())
 }
 
-fn read_arrays(
+/// The labels as read, before they become tensors of class indices or targets.
+enum Labels {
+    /// Cells of a CSV (the data's or a labels file's), per label column, with the column
+    /// names and each row's line.
+    Cells {
+        columns: Vec<Vec<Option<String>>>,
+        names: Vec<String>,
+        lines: Vec<usize>,
+        path: PathBuf,
+    },
+    /// An array (NaN where missing).
+    Array(Tensor),
+}
+
+impl Labels {
+    fn rows(&self) -> i64 {
+        match self {
+            Labels::Cells { lines, .. } => lines.len() as i64,
+            Labels::Array(t) => t.size().first().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// A diagnostic for a table that could not be read.
+fn table_error(spec: &DataSpec, path: &Path, e: TableError) -> Diagnostic {
+    match e {
+        TableError::Io(m) => data_error(
+            "pipeline::data::unreadable",
+            spec,
+            format!("cannot read {}: {m}", path.display()),
+            "check the file",
+        ),
+        TableError::Line { line, message } => data_error(
+            "pipeline::data::bad_row",
+            spec,
+            format!("{}:{line}: {message}", path.display()),
+            "every row needs the same fields, the features numeric (or missing: see `data.missing`); `pipeline explain data` shows how to describe the file",
+        ),
+        TableError::Columns(m) => data_error(
+            "pipeline::data::bad_label_column",
+            spec,
+            format!("{}: {m}", path.display()),
+            "set `label` and `features` in `data` to columns the file has",
+        ),
+    }
+}
+
+/// Reads the features (with their names) and, unless there is a labels file, the labels.
+fn read_source(
     path: &Path,
-    format: DataFormat,
     spec: &DataSpec,
-    manifest: &Manifest,
-) -> Result<(Tensor, Tensor, Origin), Diagnostic> {
+) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
     // Errors of the array readers: a missing array names what the file holds.
     let array_error = |file: &Path, message: String| {
         let (code, help) = if message.starts_with("no array named") {
@@ -66,56 +124,74 @@ fn read_arrays(
         };
         data_error(code, spec, format!("{}: {message}", file.display()), help)
     };
-    let pair = |mut tensors: Vec<Tensor>| {
-        let labels = tensors.pop().expect("two arrays were asked for");
-        (tensors.pop().expect("two arrays were asked for"), labels)
+    let separate = spec.labels_file.is_some();
+    let feature_names = |t: &Tensor| {
+        let per_sample: i64 = t.size()[1..].iter().product();
+        (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
-    let names = [spec.features.as_str(), spec.labels.as_str()];
-    Ok(match format {
+    Ok(match spec.format {
         DataFormat::Csv => {
-            let table = csv::read(path, spec.header, &spec.label).map_err(|e| match e {
-                CsvError::Io(m) => data_error(
-                    "pipeline::data::unreadable",
-                    spec,
-                    format!("cannot read {}: {m}", path.display()),
-                    "check the file",
-                ),
-                CsvError::Line { line, message } => data_error(
-                    "pipeline::data::bad_row",
-                    spec,
-                    format!("{}:{line}: {message}", path.display()),
-                    "every row needs the same number of numeric columns",
-                ),
-                CsvError::Label(m) => data_error(
-                    "pipeline::data::bad_label_column",
-                    spec,
-                    format!("{}: {m}", path.display()),
-                    "set `label` in `data` to the label column",
-                ),
-            })?;
-            let rows = table.lines.len() as i64;
+            let t: Table = table::read(path, &spec.dialect, csv_layout(spec))
+                .map_err(|e| table_error(spec, path, e))?;
+            let rows = t.rows() as i64;
             let features =
-                Tensor::from_slice(&table.features).reshape([rows, table.columns as i64]);
-            let labels = Tensor::from_slice(&table.labels);
-            (features, labels, Origin::Lines(table.lines))
+                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
+            let labels = (!separate).then(|| Labels::Cells {
+                columns: t.labels,
+                names: t.label_names,
+                lines: t.lines.clone(),
+                path: path.to_path_buf(),
+            });
+            (features, t.feature_names, labels, Origin::Lines(t.lines))
         }
         DataFormat::Npy => {
-            let labels_path = manifest.resolve(Path::new(&spec.labels));
-            regular_input(manifest, "labels", &labels_path, None)?;
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
-            let labels =
-                arrays::read_npy(&labels_path).map_err(|e| array_error(&labels_path, e))?;
-            (features, labels, Origin::Indices)
+            let names = feature_names(&features);
+            (features, names, None, Origin::Indices)
         }
-        DataFormat::Npz => {
-            let (f, l) = pair(arrays::read_npz(path, &names).map_err(|e| array_error(path, e))?);
-            (f, l, Origin::Indices)
+        DataFormat::Npz | DataFormat::Safetensors => {
+            let mut names = vec![spec.features_array()];
+            if !separate {
+                names.push(spec.labels_array.as_str());
+            }
+            let mut arrays = match spec.format {
+                DataFormat::Npz => arrays::read_npz(path, &names),
+                _ => arrays::read_safetensors(path, &names),
+            }
+            .map_err(|e| array_error(path, e))?;
+            let labels = (!separate).then(|| Labels::Array(arrays.pop().expect("asked for")));
+            let features = arrays.pop().expect("asked for");
+            let names = feature_names(&features);
+            (features, names, labels, Origin::Indices)
         }
-        DataFormat::Safetensors => {
-            let (f, l) =
-                pair(arrays::read_safetensors(path, &names).map_err(|e| array_error(path, e))?);
-            (f, l, Origin::Indices)
-        }
+    })
+}
+
+/// Reads a labels file: `.npy`, or a CSV whose every column is a label.
+fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
+    let lower = path.to_string_lossy().to_ascii_lowercase();
+    if lower.ends_with(".npy") {
+        return arrays::read_npy(path).map(Labels::Array).map_err(|e| {
+            data_error(
+                "pipeline::data::unreadable",
+                spec,
+                format!("{}: {e}", path.display()),
+                "check that the labels file is a valid .npy array",
+            )
+        });
+    }
+    let t = table::read(path, &spec.dialect, Layout::Labels).map_err(|e| {
+        let d = table_error(spec, path, e);
+        d.label_opt(
+            spec.labels_file.as_ref().and_then(|l| l.span),
+            "labels file",
+        )
+    })?;
+    Ok(Labels::Cells {
+        columns: t.labels,
+        names: t.label_names,
+        lines: t.lines,
+        path: path.to_path_buf(),
     })
 }
 
@@ -125,7 +201,16 @@ impl Dataset {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         regular_input(manifest, "data", &path, None)?;
-        let (features, labels, origin) = read_arrays(&path, spec.format, spec, manifest)?;
+        let (features, feature_names, labels, origin) = read_source(&path, spec)?;
+        let labels = match (labels, &spec.labels_file) {
+            (Some(labels), _) => labels,
+            (None, Some(file)) => {
+                let labels_path = manifest.resolve(&file.value);
+                regular_input(manifest, "labels", &labels_path, file.span)?;
+                read_labels_file(&labels_path, spec)?
+            }
+            (None, None) => unreachable!("labels come from the source or from a file"),
+        };
         let n = features.size().first().copied().unwrap_or(0);
         if n == 0 || features.dim() < 2 || features.size()[1..].contains(&0) {
             return Err(data_error(
@@ -139,16 +224,24 @@ impl Dataset {
                 "store one row per sample",
             ));
         }
-        if labels.size().first().copied() != Some(n) {
+        if labels.rows() != n {
+            let from = match &spec.labels_file {
+                Some(file) => format!(" in {}", manifest.resolve(&file.value).display()),
+                None => String::new(),
+            };
             return Err(data_error(
                 "pipeline::data::bad_shape",
                 spec,
                 format!(
-                    "{}: {n} samples of features but labels of shape {:?}",
+                    "{}: {n} samples of features but {} rows of labels{from}",
                     path.display(),
-                    labels.size()
+                    labels.rows()
                 ),
-                "features and labels need the same number of samples",
+                "features and labels need the same number of samples, in the same order",
+            )
+            .label_opt(
+                spec.labels_file.as_ref().and_then(|l| l.span),
+                "labels file",
             ));
         }
         let features = features.to_kind(Kind::Float);
@@ -156,11 +249,26 @@ impl Dataset {
             sample_shape: features.size()[1..].to_vec(),
             features,
             labels: Tensor::new(),
-            splits: Splits::new(n as usize, &spec.split),
+            splits: Splits::new(0, &spec.split),
             path,
             scaling: None,
+            classes: None,
+            filled: None,
+            rows: (0..n as usize).collect(),
             origin,
         };
+        let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
+        dataset.labels = labels;
+        dataset.classes = classes;
+        dataset.missing_values(spec, &feature_names)?;
+        let n = dataset.rows.len();
+        dataset.splits = if spec.split.stratify && classification {
+            let classes = Vec::<i64>::try_from(&dataset.labels).unwrap_or_default();
+            Splits::stratified(&classes, &spec.split)
+        } else {
+            Splits::new(n, &spec.split)
+        };
+        dataset.fill(spec, &feature_names)?;
         // A finite sum means every feature is finite; only otherwise pay for a mask as
         // large as the data to find the first culprit (an f32 sum that merely overflows
         // finds none). Summing in f64 would first copy the data into f64.
@@ -182,57 +290,249 @@ impl Dataset {
             return Err(data_error(
                 "pipeline::data::not_finite",
                 spec,
-                format!("{}: a feature is NaN or infinite", dataset.at(i)),
+                format!("{}: a feature is infinite", dataset.at(i)),
                 "clean the data: every feature must be a finite number",
             ));
         }
-        dataset.labels = if classification {
-            let labels = labels.to_kind(Kind::Double).flatten(0, -1);
-            if labels.size()[0] != n {
+        dataset.scale(spec.scale);
+        Ok(dataset)
+    }
+
+    /// The labels as class indices (text labels mapped to their sorted names' indices)
+    /// or float targets. Missing labels are NaN for now (and rows `drop-row` leaves out).
+    fn labels_from(
+        &self,
+        labels: Labels,
+        spec: &DataSpec,
+        classification: bool,
+    ) -> Result<(Tensor, Option<Vec<String>>), Diagnostic> {
+        let n = self.rows.len();
+        let (values, classes): (Tensor, Option<Vec<String>>) = match labels {
+            Labels::Array(t) => (t.to_kind(Kind::Double), None),
+            Labels::Cells {
+                columns,
+                names,
+                lines,
+                path,
+            } => {
+                if classification && columns.len() != 1 {
+                    return Err(data_error(
+                        "pipeline::data::several_class_labels",
+                        spec,
+                        format!(
+                            "{}: class labels are one column, but there are {} ({})",
+                            path.display(),
+                            columns.len(),
+                            names.join(", ")
+                        ),
+                        "keep one label column, or use a regression loss for several targets",
+                    ));
+                }
+                let numbers = |cell: &str| cell.parse::<f64>().ok();
+                let text = columns
+                    .iter()
+                    .flatten()
+                    .flatten()
+                    .any(|c| numbers(c).is_none());
+                if text && classification {
+                    let mut classes: Vec<String> = columns[0].iter().flatten().cloned().collect();
+                    classes.sort();
+                    classes.dedup();
+                    let index: Vec<f64> = columns[0]
+                        .iter()
+                        .map(|c| match c {
+                            Some(c) => classes.binary_search(c).expect("listed") as f64,
+                            None => f64::NAN,
+                        })
+                        .collect();
+                    (Tensor::from_slice(&index), Some(classes))
+                } else {
+                    let mut values = vec![f64::NAN; n * columns.len()];
+                    for (k, column) in columns.iter().enumerate() {
+                        for (i, cell) in column.iter().enumerate() {
+                            let Some(cell) = cell else { continue };
+                            values[i * columns.len() + k] = numbers(cell).ok_or_else(|| {
+                                data_error(
+                                    "pipeline::data::bad_label",
+                                    spec,
+                                    format!(
+                                        "{}:{}: label `{}` is not a number: `{cell}`",
+                                        path.display(),
+                                        lines[i],
+                                        names[k]
+                                    ),
+                                    "a regression loss needs numeric targets; class names go with `cross-entropy` or `nll`",
+                                )
+                            })?;
+                        }
+                    }
+                    let t = Tensor::from_slice(&values);
+                    let t = if columns.len() == 1 {
+                        t
+                    } else {
+                        t.reshape([n as i64, columns.len() as i64])
+                    };
+                    (t, None)
+                }
+            }
+        };
+        let labels = if classification {
+            let labels = values.flatten(0, -1);
+            if labels.size()[0] != n as i64 {
                 return Err(data_error(
                     "pipeline::data::bad_shape",
                     spec,
                     format!(
                         "{}: class labels must be one number per sample",
-                        dataset.path.display()
+                        self.path.display()
                     ),
                     "store labels as a 1-D array",
                 ));
             }
             // Whole numbers from 0 that an int64 holds exactly (beyond 2^53 a double
             // no longer tells neighbouring integers apart; no model has that many classes).
+            // NaN (missing) is left for `missing_values`.
             let bad = labels
                 .lt(0.0)
-                .logical_or(&labels.frac().ne(0.0))
-                .logical_or(&labels.isfinite().logical_not())
+                .logical_or(
+                    &labels
+                        .frac()
+                        .ne(0.0)
+                        .logical_and(&labels.isnan().logical_not()),
+                )
+                .logical_or(&labels.isinf())
                 .logical_or(&labels.ge(MAX_CLASS_INDEX));
             if let Some(i) = first_index(&bad) {
                 let value = labels.double_value(&[i as i64]);
                 return Err(data_error(
                     "pipeline::data::bad_label",
                     spec,
-                    format!("{}: label {value} is not a class index", dataset.at(i)),
-                    "cross-entropy and nll need labels that are whole numbers from 0",
+                    format!("{}: label {value} is not a class index", self.at(i)),
+                    "cross-entropy and nll need labels that are whole numbers from 0, or class names",
                 ));
             }
-            labels.to_kind(Kind::Int64)
+            labels
+        } else if values.dim() == 1 {
+            values.unsqueeze(1)
         } else {
-            let labels = labels.to_kind(Kind::Float);
-            if labels.dim() == 1 {
-                labels.unsqueeze(1)
-            } else {
-                labels.flatten(1, -1)
-            }
+            values.flatten(1, -1)
         };
-        dataset.scale(spec.scale);
-        Ok(dataset)
+        Ok((labels, classes))
+    }
+
+    /// Applies `data.missing` to missing labels (always) and missing features (`error`,
+    /// `drop-row`); the class labels become int64 and the targets float32.
+    fn missing_values(&mut self, spec: &DataSpec, names: &[String]) -> Result<(), Diagnostic> {
+        let per_sample = |t: &Tensor| t.isnan().flatten(1, -1).any_dim(1, false);
+        let labels = if self.labels.dim() == 1 {
+            self.labels.isnan()
+        } else {
+            per_sample(&self.labels)
+        };
+        let features = per_sample(&self.features);
+        if spec.missing == Missing::DropRow {
+            let keep = labels.logical_or(&features).logical_not();
+            let kept: Vec<i64> = Vec::try_from(&keep.nonzero().flatten(0, -1)).unwrap_or_default();
+            if kept.is_empty() {
+                return Err(data_error(
+                    "pipeline::data::nothing_left",
+                    spec,
+                    format!("{}: every row has a missing value", self.path.display()),
+                    "with `missing \"drop-row\"` no sample is left: fill them instead (`missing \"median\"`)",
+                ));
+            }
+            if kept.len() < self.rows.len() {
+                let index = Tensor::from_slice(&kept);
+                self.features = self.features.index_select(0, &index);
+                self.labels = self.labels.index_select(0, &index);
+                let pick = |v: &[usize]| kept.iter().map(|&i| v[i as usize]).collect::<Vec<_>>();
+                self.rows = pick(&self.rows);
+                if let Origin::Lines(lines) = &self.origin {
+                    self.origin = Origin::Lines(pick(lines));
+                }
+            }
+        } else {
+            if let Some(i) = first_index(&labels) {
+                return Err(data_error(
+                    "pipeline::data::missing_label",
+                    spec,
+                    format!("{}: the label is missing", self.at(i)),
+                    "fix the label, or leave such rows out with `missing \"drop-row\"` (only features are filled)",
+                ));
+            }
+            if spec.missing == Missing::Error {
+                if let Some(i) = first_index(&features) {
+                    let row = self.features.get(i as i64).flatten(0, -1).isnan();
+                    let column = first_index(&row).unwrap_or(0);
+                    let name = names.get(column).map_or("?", String::as_str);
+                    return Err(data_error(
+                        "pipeline::data::missing_value",
+                        spec,
+                        format!("{}: feature `{name}` (column {column}) is missing", self.at(i)),
+                        "fix the value, or write `missing \"drop-row\"` (leave such rows out), `\"mean\"` or `\"median\"` (fill with the training split's)",
+                    ));
+                }
+            }
+        }
+        self.labels = if self.labels.dim() == 1 {
+            self.labels.to_kind(Kind::Int64)
+        } else {
+            self.labels.to_kind(Kind::Float)
+        };
+        Ok(())
+    }
+
+    /// `missing "mean"` / `"median"`: fills each feature's missing values with its
+    /// statistic over the training split (a feature missing from every training sample
+    /// is an error).
+    fn fill(&mut self, spec: &DataSpec, names: &[String]) -> Result<(), Diagnostic> {
+        if !matches!(spec.missing, Missing::Mean | Missing::Median) {
+            return Ok(());
+        }
+        let flat = self.features.flatten(1, -1);
+        if !bool::try_from(flat.isnan().any()).unwrap_or(false) {
+            return Ok(());
+        }
+        let train = flat.index_select(0, &index_tensor(&self.splits.train));
+        let stat = match spec.missing {
+            Missing::Mean => train.nanmean(0, false, Kind::Float),
+            _ => train.nanmedian_dim(0, false).0,
+        };
+        if let Some(j) = first_index(&stat.isnan()) {
+            let name = names.get(j).map_or("?", String::as_str);
+            return Err(data_error(
+                "pipeline::data::missing_value",
+                spec,
+                format!(
+                    "{}: feature `{name}` (column {j}) is missing from every training sample, so there is nothing to fill it with",
+                    self.path.display()
+                ),
+                "leave the feature out (`features`), or such rows (`missing \"drop-row\"`)",
+            ));
+        }
+        let filled = flat.where_self(&flat.isnan().logical_not(), &stat.unsqueeze(0));
+        self.features = filled.reshape(self.features.size());
+        self.filled = Some(Vec::<f64>::try_from(&stat.to_kind(Kind::Double)).unwrap_or_default());
+        Ok(())
+    }
+
+    /// The split as the file's data rows, for the run directory's `split.json`.
+    pub fn split_rows(&self) -> serde_json::Value {
+        let rows = |split: &[usize]| split.iter().map(|&i| self.rows[i]).collect::<Vec<_>>();
+        serde_json::json!({
+            "file": self.path,
+            "rows": "0-based data rows of the file (a header, skipped and comment lines not counted)",
+            "train": rows(&self.splits.train),
+            "val": rows(&self.splits.val),
+            "test": rows(&self.splits.test),
+        })
     }
 
     /// Where sample `i` is, for messages: `file:line` for CSV, else `file, sample i`.
     pub fn at(&self, i: usize) -> String {
         match &self.origin {
             Origin::Lines(lines) => format!("{}:{}", self.path.display(), lines[i]),
-            Origin::Indices => format!("{}, sample {i}", self.path.display()),
+            Origin::Indices => format!("{}, sample {}", self.path.display(), self.rows[i]),
         }
     }
 

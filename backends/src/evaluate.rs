@@ -1,4 +1,5 @@
-//! Measuring a model: mean loss and, for classification, accuracy over a split.
+//! Measuring a model: mean loss and, for classification, accuracy over a split; for
+//! regression, R² (scikit-learn's `r2_score`: per target, then averaged).
 
 use crate::data::Dataset;
 use crate::loss;
@@ -12,6 +13,8 @@ use tch::{Kind, TchError, Tensor};
 pub struct Scores {
     pub loss: f64,
     pub accuracy: Option<f64>,
+    /// Regression: 1 − Σ(y − ŷ)² / Σ(y − ȳ)² per target, averaged over the targets.
+    pub r2: Option<f64>,
     pub samples: i64,
 }
 
@@ -32,6 +35,11 @@ pub fn evaluate(
         let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
         let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
         let mut counted = 0i64;
+        // Regression: per target, Σ(y − ŷ)², Σy and Σy² (in f64).
+        let regression = data.labels.is_floating_point();
+        let width = if regression { data.labels.size()[1] } else { 0 };
+        let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
+        let (mut residual, mut sum, mut squares) = (zeros()?, zeros()?, zeros()?);
         let mut start = 0;
         while start < n {
             let len = batch_size.min(n - start);
@@ -46,6 +54,22 @@ pub fn evaluate(
                 let _ = hits_sum.f_add_(&hits)?;
                 counted += count;
             }
+            if regression {
+                let (y, p) = (yb.f_to_kind(Kind::Double)?, out.f_to_kind(Kind::Double)?);
+                if y.size() == p.size() {
+                    let _ = residual.f_add_(&(&y - &p).f_square()?.f_sum_dim_intlist(
+                        0,
+                        false,
+                        Kind::Double,
+                    )?)?;
+                    let _ = sum.f_add_(&y.f_sum_dim_intlist(0, false, Kind::Double)?)?;
+                    let _ = squares.f_add_(&y.f_square()?.f_sum_dim_intlist(
+                        0,
+                        false,
+                        Kind::Double,
+                    )?)?;
+                }
+            }
             start += len;
         }
         let loss = if n > 0 {
@@ -57,10 +81,39 @@ pub fn evaluate(
             .then(|| hits_sum.f_int64_value(&[]))
             .transpose()?
             .map(|h| h as f64 / counted as f64);
+        let r2 = if regression && n > 1 {
+            let residual = Vec::<f64>::try_from(&residual)?;
+            let (sum, squares) = (Vec::<f64>::try_from(&sum)?, Vec::<f64>::try_from(&squares)?);
+            Some(r2_score(&residual, &sum, &squares, n as f64))
+        } else {
+            None
+        };
         Ok(Scores {
             loss,
             accuracy,
+            r2,
             samples: n,
         })
     })
+}
+
+/// R² from per-target sums over `n` samples, as scikit-learn's `r2_score` computes it
+/// (`multioutput="uniform_average"`): a constant target scores 1 when predicted
+/// exactly, else 0.
+pub fn r2_score(residual: &[f64], sum: &[f64], squares: &[f64], n: f64) -> f64 {
+    let per_target = residual
+        .iter()
+        .zip(sum)
+        .zip(squares)
+        .map(|((&res, &s), &sq)| {
+            let total = (sq - s * s / n).max(0.0);
+            if total > 0.0 {
+                1.0 - res / total
+            } else if res == 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        });
+    per_target.sum::<f64>() / residual.len().max(1) as f64
 }

@@ -12,7 +12,6 @@
 
 mod arrays;
 pub mod checkpoint;
-mod csv;
 pub mod data;
 pub mod device;
 pub mod error;

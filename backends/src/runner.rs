@@ -282,6 +282,10 @@ impl<'a> Context<'a> {
                     metrics.insert("accuracy".into(), a);
                     line["accuracy"] = json!(a);
                 }
+                if let Some(r2) = scores.r2 {
+                    metrics.insert("r2".into(), r2);
+                    line["r2"] = json!(r2);
+                }
                 append(&mut self.log, &line)?;
                 Ok(Produced {
                     metrics,
@@ -313,6 +317,10 @@ impl<'a> Context<'a> {
                     (&self.session.data.sample_shape, &self.session.data.scaling);
                 let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
                 let sample_shape = sample_shape.clone();
+                let (classes, filled) = (
+                    self.session.data.classes.clone(),
+                    self.session.data.filled.clone(),
+                );
                 let trained = self.model_of(source)?;
                 let m = &trained.metrics;
                 let source_metrics: BTreeMap<&str, f64> =
@@ -337,6 +345,14 @@ impl<'a> Context<'a> {
                 if let Some(script) = &manifest.model.torchscript {
                     // The module the weights belong to, as the manifest names it.
                     metadata["torchscript"] = json!(script.path.value);
+                }
+                if let Some(classes) = classes {
+                    // Output k is the class named `classes[k]`.
+                    metadata["classes"] = json!(classes);
+                }
+                if let Some(filled) = filled {
+                    // What a missing feature was filled with (before scaling).
+                    metadata["missing"] = json!({"kind": manifest.data.missing, "fill": filled});
                 }
                 let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
                 let store = vec![
@@ -599,6 +615,10 @@ fn open<'a>(
     let log = run_dir
         .metrics_log()
         .map_err(|e| write_failed(&run_dir.path.join("metrics.jsonl"), e))?;
+    // Which rows of the file each split holds, so that anyone can rebuild it.
+    let split = run_dir.path.join("split.json");
+    let text = serde_json::to_string(&session.data.split_rows()).expect("json");
+    cache::write_atomic(&split, text.as_bytes()).map_err(|e| write_failed(&split, e))?;
     Ok(Context {
         session,
         run_dir,

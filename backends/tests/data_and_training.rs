@@ -118,13 +118,23 @@ fn class_labels_must_be_whole_and_features_finite() {
         err.message
     );
 
+    // NaN is a missing value (`data.missing`), infinity is not a number to train on.
     std::fs::write(dir.path().join("b.csv"), "1,2,0\n3,nan,1\n").unwrap();
     let m = manifest(dir.path(), &classification("source \"b.csv\""));
     let err = Dataset::load(&m, true).unwrap_err();
-    assert_eq!(err.code, "pipeline::data::not_finite");
+    assert_eq!(err.code, "pipeline::data::missing_value");
     assert!(
         err.message
-            .ends_with("b.csv:2: a feature is NaN or infinite"),
+            .ends_with("b.csv:2: feature `column 1` (column 1) is missing"),
+        "{}",
+        err.message
+    );
+    std::fs::write(dir.path().join("c.csv"), "1,2,0\n3,inf,1\n").unwrap();
+    let m = manifest(dir.path(), &classification("source \"c.csv\""));
+    let err = Dataset::load(&m, true).unwrap_err();
+    assert_eq!(err.code, "pipeline::data::not_finite");
+    assert!(
+        err.message.ends_with("c.csv:2: a feature is infinite"),
         "{}",
         err.message
     );

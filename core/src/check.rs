@@ -18,6 +18,7 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     cycles(manifest, &mut diags);
     model_sources(manifest, &mut diags);
     empty_eval_splits(manifest, &mut diags);
+    labels_and_loss(manifest, &mut diags);
     diags.extend(crate::compat::check(
         manifest,
         &crate::compat::Facts::at_check(),
@@ -229,6 +230,37 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             }
             _ => {}
         }
+    }
+}
+
+/// Class labels are one column; a stratified split needs classes.
+fn labels_and_loss(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let classification = m.loss.kind.is_classification();
+    let loss = m.loss.kind.as_str();
+    if classification && m.data.label.len() > 1 {
+        diags.push(
+            Diagnostic::error(
+                "pipeline::data::several_class_labels",
+                format!(
+                    "`{loss}` takes one class label per sample, but `data.label` names {} columns",
+                    m.data.label.len()
+                ),
+            )
+            .label_opt(m.data.span, "several label columns")
+            .label_opt(m.loss.span, "one class per sample")
+            .help("keep one label column, or use a regression loss (`mse`) for several targets"),
+        );
+    }
+    if m.data.split.stratify && !classification {
+        diags.push(
+            Diagnostic::error(
+                "pipeline::data::stratify_without_classes",
+                format!("a stratified split needs class labels, but `{loss}` is a regression loss"),
+            )
+            .label_opt(m.data.span, "split stratify=#true")
+            .label_opt(m.loss.span, "regression loss")
+            .help("remove `stratify=#true`, or use `cross-entropy` or `nll`"),
+        );
     }
 }
 

@@ -12,7 +12,7 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and an NPY labels file), `init` weights, a `torchscript` model |
+//! | content hashes of the files it reads | the data file (and a labels file), `init` weights, a `torchscript` model |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
@@ -33,7 +33,9 @@ use std::path::{Path, PathBuf};
 ///
 /// 2: layers initialise as `torch.nn` does (convolution biases, batch-norm weights), so
 /// the same settings train other weights than under 1.
-pub const KEY_VERSION: u32 = 2;
+/// 3: `data` holds the CSV dialect, column selections (label lists), missing values and
+/// stratification; an eval stage's key hashes a labels file.
+pub const KEY_VERSION: u32 = 3;
 
 /// What the keys of one run share: where and with what the stages would run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,11 +105,8 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
                 "data".to_string(),
                 manifest.resolve(&manifest.data.source.value),
             );
-            if manifest.data.format == manifests::DataFormat::Npy {
-                files.insert(
-                    "labels".to_string(),
-                    manifest.resolve(Path::new(&manifest.data.labels)),
-                );
+            if let Some(labels) = &manifest.data.labels_file {
+                files.insert("labels".to_string(), manifest.resolve(&labels.value));
             }
             if let Some(init) = &train.init {
                 files.insert("init".to_string(), manifest.resolve(&init.value));
@@ -121,6 +120,10 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
                 "data".to_string(),
                 manifest.resolve(&manifest.data.source.value),
             );
+            // The scores depend on the labels as much as on the features.
+            if let Some(labels) = &manifest.data.labels_file {
+                files.insert("labels".to_string(), manifest.resolve(&labels.value));
+            }
         }
         StageConfig::Checkpoint(_) => {}
     }
@@ -312,12 +315,11 @@ fn as_written(spec: &Value) -> Value {
         }
     }
     if let Some(data) = map.get_mut("data").and_then(Value::as_object_mut) {
-        if let Some(Value::Object(column)) = data.get("label") {
-            if let Some(v) = column.values().next() {
-                let v = v.clone();
-                data.insert("label".into(), v);
-            }
-        }
+        // `skip_rows` is written `skip-rows`.
+        *data = std::mem::take(data)
+            .into_iter()
+            .map(|(k, v)| (k.replace('_', "-"), v))
+            .collect();
     }
     spec
 }

@@ -262,7 +262,7 @@ fn input_error(
     let span = match role {
         "init" => init_span,
         "model" => script_span(manifest),
-        "labels" => manifest.data.span.or(manifest.data.source.span),
+        "labels" => labels_span(manifest),
         _ => manifest.data.source.span,
     };
     let key = input_key(role);
@@ -291,6 +291,16 @@ fn input_error(
     )
     .label_opt(span, "this file")
     .help("check the file's permissions")
+}
+
+/// Where the manifest names its labels file.
+fn labels_span(manifest: &Manifest) -> Option<SourceSpan> {
+    let data = &manifest.data;
+    data.labels_file
+        .as_ref()
+        .and_then(|l| l.span)
+        .or(data.span)
+        .or(data.source.span)
 }
 
 /// Where the manifest names its TorchScript model.
@@ -324,8 +334,8 @@ pub fn missing_input(
             "pipeline::data::missing_file",
             format!("the labels file {} does not exist", path.display()),
         )
-        .label_opt(source, "data file")
-        .help("for .npy data, name the labels file: `labels \"labels.npy\"`"),
+        .label_opt(labels_span(manifest), "file not found")
+        .help(relative.clone()),
         "init" => Diagnostic::error(
             "pipeline::train::missing_init",
             format!("the starting weights {} do not exist", path.display()),

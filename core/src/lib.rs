@@ -32,6 +32,7 @@ pub mod sample_shape;
 pub mod sampler;
 pub mod schedule;
 pub mod split;
+pub mod table;
 pub mod torchscript;
 
 pub use check::check;

@@ -90,11 +90,18 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
         path: normal(base, &manifest.data.source.value),
         span: manifest.data.source.span,
     });
-    if manifest.data.format == manifests::DataFormat::Npy {
+    if let Some(labels) = &manifest.data.labels_file {
         all.push(Input {
             role: "the labels file".into(),
-            path: normal(base, Path::new(&manifest.data.labels)),
-            span: manifest.data.span,
+            path: normal(base, &labels.value),
+            span: labels.span.or(manifest.data.span),
+        });
+    }
+    if let Some(script) = &manifest.model.torchscript {
+        all.push(Input {
+            role: "the TorchScript model".into(),
+            path: normal(base, &script.path.value),
+            span: script.path.span,
         });
     }
     for stage in &manifest.stages {

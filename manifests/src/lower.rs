@@ -25,6 +25,10 @@ use kdl::{KdlDocument, KdlError, KdlNode, KdlValue};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The endings of a `data.labels` value that make it a file (any other value is the name
+/// of an array inside an NPZ or safetensors `source`).
+pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy"];
+
 /// The result of lowering: the manifest (absent only on a syntax error) and every
 /// diagnostic found on the way.
 #[derive(Debug)]
@@ -499,6 +503,7 @@ impl<'a> Reader<'a> {
                 .and_then(|s| s.opt_int("seed"))
                 .map_or(seed, |s| s as u64),
             shuffle: split_f.is_none_or(|s| s.bool("shuffle")),
+            stratify: split_f.is_some_and(|s| s.bool("stratify")),
         };
         let sum = split.train + split.val + split.test;
         if (sum - 1.0).abs() > 1e-6 || split.train <= 0.0 {
@@ -516,51 +521,168 @@ impl<'a> Reader<'a> {
                     .help("for example `split train=0.8 val=0.1 test=0.1`"),
             );
         }
+        let (labels_file, labels_array) = self.labels(f, format);
+        let written = |key: &str| {
+            f.columns(key)
+                .into_iter()
+                .map(|c| c.value)
+                .collect::<Vec<_>>()
+        };
+        // `label` with another format is reported by `keys_for_format`.
+        let csv_label = f.value("label").is_some() && format == DataFormat::Csv;
+        let label = match (csv_label, &labels_file) {
+            (true, Some(file)) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::data::label_and_labels",
+                        "the labels come either from a column (`label`) or from a file (`labels`), not both",
+                    )
+                    .label_opt(f.span("label"), "a label column")
+                    .label_opt(file.span, "a labels file")
+                    .help("remove one: with a labels file, every column of `source` can be a feature"),
+                );
+                Vec::new()
+            }
+            (true, None) => written("label"),
+            (false, Some(_)) => Vec::new(),
+            (false, None) if format == DataFormat::Csv => vec![Column::Last],
+            (false, None) => Vec::new(),
+        };
+        if format == DataFormat::Npy && labels_file.is_none() && f.span.is_some() {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::data::no_labels",
+                    "NPY data needs a labels file: the `.npy` in `source` holds the features only",
+                )
+                .label_opt(source_span, "features only")
+                .help("add `labels \"labels.npy\"` (or a `.csv` of labels) to `data`"),
+            );
+        }
+        let features = match format {
+            DataFormat::Csv => written("features"),
+            DataFormat::Npy => Vec::new(),
+            DataFormat::Npz | DataFormat::Safetensors => match written("features").as_slice() {
+                [] => vec![Column::Name("x".to_string())],
+                [Column::Name(name)] => vec![Column::Name(name.clone())],
+                _ => {
+                    self.diags.push(
+                        Diagnostic::error(
+                            "pipeline::data::features_not_an_array",
+                            "for NPZ and safetensors data, `features` is the name of one array in the file",
+                        )
+                        .label_opt(f.span("features"), "not one array name")
+                        .help("write `features \"x\"`; the array holds every feature of a sample"),
+                    );
+                    vec![Column::Name("x".to_string())]
+                }
+            },
+        };
+        let comment = match f.opt_text("comment") {
+            None => None,
+            Some(c) if c.len() == 1 && c.is_ascii() && c != "\"" => Some(c.as_bytes()[0]),
+            Some(c) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::data::bad_comment",
+                        format!("`data.comment` is one ASCII character, not `{c}`"),
+                    )
+                    .label_opt(f.span("comment"), "one character")
+                    .help("for example `comment \"#\"`"),
+                );
+                None
+            }
+        };
         DataSpec {
             source: Spanned {
                 value: source,
                 span: source_span,
             },
             format,
-            header: f.bool("header"),
-            label: match f.value("label") {
-                Some(Value::Column(c)) => c.clone(),
-                _ => Column::Last,
+            dialect: Dialect {
+                // Not reached: `delimiter` has a default.
+                delimiter: Delimiter::parse(&f.text("delimiter")).unwrap_or(Delimiter::Auto),
+                header: f.bool("header"),
+                skip_rows: f.int("skip-rows").max(0) as u64,
+                comment,
             },
-            features: f.text("features"),
-            labels: f.text("labels"),
-            // Not reached: `scale` has a default.
+            label,
+            features,
+            labels_array,
+            labels_file,
+            // Not reached: `missing` and `scale` have defaults.
+            missing: Missing::parse(&f.text("missing")).unwrap_or(Missing::Error),
             scale: Scale::parse(&f.text("scale")).unwrap_or(Scale::None),
             split,
             span: f.span,
         }
     }
 
-    /// Keys written in `data` that the format does not read are errors, never ignored
-    /// (CSV with `labels "y.csv"` would otherwise train on the last column).
+    /// `data.labels`: a labels file (a name with a data file's extension, any format),
+    /// or for NPZ / safetensors the name of the labels array (default `y`).
+    fn labels(&mut self, f: &Fields, format: DataFormat) -> (Option<Spanned<PathBuf>>, String) {
+        let Some(text) = f.opt_text("labels") else {
+            return (None, "y".to_string());
+        };
+        let lower = text.to_ascii_lowercase();
+        if LABEL_FILE_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
+            let file = Spanned {
+                value: PathBuf::from(&text),
+                span: f.span("labels"),
+            };
+            return (Some(file), "y".to_string());
+        }
+        match format {
+            DataFormat::Npz | DataFormat::Safetensors => (None, text),
+            DataFormat::Csv | DataFormat::Npy => {
+                let d = if lower.ends_with(".npz") || lower.ends_with(".safetensors") {
+                    Diagnostic::error(
+                        "pipeline::data::bad_labels_file",
+                        format!("a labels file is .csv, .csv.gz or .npy, not `{text}`"),
+                    )
+                    .label_opt(f.span("labels"), "not a labels file format")
+                    .help("save the labels as one .npy array, or as a CSV with one row per sample")
+                } else {
+                    Diagnostic::error(
+                        "pipeline::data::bad_labels_file",
+                        format!("`{text}` is not a labels file: its name needs the extension .csv, .csv.gz or .npy"),
+                    )
+                    .label_opt(f.span("labels"), "a labels file?")
+                    .help("name the labels file with its extension (`labels \"y.csv\"`); a label column of the data is `label \"name\"`")
+                };
+                self.diags.push(d);
+                (None, "y".to_string())
+            }
+        }
+    }
+
+    /// Keys written in `data` that the format does not read are errors, never ignored.
     fn keys_for_format(&mut self, f: &Fields, format: DataFormat) {
-        let (name, unused): (&str, &[(&str, &str)]) = match format {
-            DataFormat::Csv => (
-                "CSV",
-                &[
-                    ("labels", "the label is a column of the CSV file: write `label \"name\"` (or its index, `first`, `last`); a separate labels file is not read for CSV"),
-                    ("features", "every CSV column but the `label` one is a feature"),
-                ],
-            ),
+        const DIALECT: &[(&str, &str)] = &[
+            ("header", "only CSV files have a header"),
+            ("delimiter", "only CSV files have delimiters"),
+            ("skip-rows", "only CSV files have rows to skip"),
+            ("comment", "only CSV files have comment lines"),
+        ];
+        let (name, unused): (&str, Vec<(&str, &str)>) = match format {
+            DataFormat::Csv => ("CSV", Vec::new()),
             DataFormat::Npy => (
                 "NPY",
-                &[
-                    ("header", "only CSV files have a header"),
-                    ("label", "name the labels file: `labels \"labels.npy\"`"),
-                    ("features", "the features are the array in `source`"),
-                ],
+                [
+                    DIALECT,
+                    &[
+                        ("label", "name the labels file: `labels \"labels.npy\"`"),
+                        ("features", "the features are the array in `source`"),
+                    ],
+                ]
+                .concat(),
             ),
             DataFormat::Npz | DataFormat::Safetensors => (
                 if format == DataFormat::Npz { "NPZ" } else { "safetensors" },
-                &[
-                    ("header", "only CSV files have a header"),
-                    ("label", "name the labels array: `labels \"y\"`"),
-                ],
+                [
+                    DIALECT,
+                    &[("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`")],
+                ]
+                .concat(),
             ),
         };
         for (key, help) in unused {
@@ -571,7 +693,7 @@ impl<'a> Reader<'a> {
                         format!("`data.{key}` does not apply to {name} data"),
                     )
                     .label_opt(f.span(key), format!("not read for {name}"))
-                    .help(*help),
+                    .help(help),
                 );
             }
         }
@@ -714,6 +836,8 @@ mod tests {
         Some(match (section, key) {
             ("data", "format") => |m| m.data.format.as_str(),
             ("data", "scale") => |m| m.data.scale.as_str(),
+            ("data", "delimiter") => |m| m.data.dialect.delimiter.as_str(),
+            ("data", "missing") => |m| m.data.missing.as_str(),
             ("loss", "kind") => |m| m.loss.kind.as_str(),
             ("optimizer", "kind") => |m| m.optimizer.kind.as_str(),
             ("schedule", "kind") => |m| m.schedule.kind.name().as_str(),
@@ -746,7 +870,8 @@ mod tests {
     /// the choice keys are reached only for a required key that was left out.
     #[test]
     fn every_name_of_every_choice_list_lowers_to_that_name() {
-        const BASE: &str = "data \"d.csv\"\nmodel { linear 4 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\neval needs=\"train\"\ncheckpoint needs=\"train\"\n";
+        // A labels file, which every format may have (and NPY needs).
+        const BASE: &str = "data \"d.csv\" labels=\"y.npy\"\nmodel { linear 4 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\neval needs=\"train\"\ncheckpoint needs=\"train\"\n";
         let mut sections: Vec<&Section> = schema::SECTIONS
             .iter()
             .chain(schema::STAGES)
@@ -789,7 +914,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 12, "every choice key was tried");
+        assert_eq!(keys, 14, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.

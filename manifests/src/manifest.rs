@@ -59,14 +59,86 @@ choice! {
     }
 }
 
-/// The CSV column that holds the label.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// A CSV column (by 0-based index, header name, `first` or `last`), or a half-open
+/// range of indices (`"2..10"`: columns 2 to 9). Serialised as written: `"last"`, `0`,
+/// `"name"`, `"2..10"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Column {
     First,
     Last,
     Index(usize),
     Name(String),
+    Range { start: usize, end: usize },
+}
+
+impl Serialize for Column {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Column::First => s.serialize_str("first"),
+            Column::Last => s.serialize_str("last"),
+            Column::Index(i) => s.serialize_u64(*i as u64),
+            Column::Name(n) => s.serialize_str(n),
+            Column::Range { start, end } => s.serialize_str(&format!("{start}..{end}")),
+        }
+    }
+}
+
+/// A comment byte as the character written.
+fn as_char<S: serde::Serializer>(c: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
+    c.map(|b| (b as char).to_string()).serialize(s)
+}
+
+/// A list of columns as written: one alone, several as a list.
+fn one_or_many<S: serde::Serializer>(columns: &[Column], s: S) -> Result<S::Ok, S::Error> {
+    match columns {
+        [one] => one.serialize(s),
+        many => many.serialize(s),
+    }
+}
+
+impl std::fmt::Display for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Column::First => write!(f, "first"),
+            Column::Last => write!(f, "last"),
+            Column::Index(i) => write!(f, "{i}"),
+            Column::Name(n) => write!(f, "`{n}`"),
+            Column::Range { start, end } => write!(f, "{start}..{end}"),
+        }
+    }
+}
+
+choice! {
+    /// What separates a CSV file's fields (`data.delimiter`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Delimiter {
+        /// Told from the first lines: the one of `,` `;` tab that splits them all into
+        /// the same number of fields (more than one), else runs of whitespace.
+        Auto = "auto",
+        Comma = ",",
+        Semicolon = ";",
+        Tab = "tab",
+        /// Runs of spaces and tabs, as in `np.loadtxt` (no quoting).
+        Whitespace = "whitespace",
+    }
+}
+
+choice! {
+    /// What a missing feature value does (`data.missing`): an empty cell, `NA`, `N/A`,
+    /// `NaN`, `nan`, `null`, `?`, or NaN in an array file.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum Missing {
+        /// Stop, naming the row and the column.
+        Error = "error",
+        /// Leave out every row with a missing value (feature or label).
+        DropRow = "drop-row",
+        /// Fill with the column's mean over the training split.
+        Mean = "mean",
+        /// Fill with the column's median over the training split.
+        Median = "median",
+    }
 }
 
 choice! {
@@ -86,6 +158,8 @@ pub struct SplitSpec {
     pub test: f64,
     pub seed: u64,
     pub shuffle: bool,
+    /// Each class split in the same fractions (classification only).
+    pub stratify: bool,
 }
 
 choice! {
@@ -112,14 +186,51 @@ impl SplitSpec {
 pub struct DataSpec {
     pub source: Spanned<PathBuf>,
     pub format: DataFormat,
-    pub header: bool,
-    pub label: Column,
-    pub features: String,
-    pub labels: String,
+    /// How a CSV file is written.
+    #[serde(flatten)]
+    pub dialect: Dialect,
+    /// CSV: the label columns (several for multi-output regression); empty when the
+    /// labels come from a file.
+    #[serde(serialize_with = "one_or_many")]
+    pub label: Vec<Column>,
+    /// CSV: the feature columns, empty for every column that is not a label; NPZ /
+    /// safetensors: the features array's name, alone.
+    #[serde(serialize_with = "one_or_many")]
+    pub features: Vec<Column>,
+    /// NPZ / safetensors: the labels array's name (when there is no labels file).
+    #[serde(rename = "labels")]
+    pub labels_array: String,
+    /// A separate labels file (any format). Its path is not in the cache key (its content
+    /// is, as a stage input).
+    #[serde(skip)]
+    pub labels_file: Option<Spanned<PathBuf>>,
+    pub missing: Missing,
     pub scale: Scale,
     pub split: SplitSpec,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+/// How a CSV file is written: `data.delimiter`, `header`, `skip-rows`, `comment`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dialect {
+    pub delimiter: Delimiter,
+    pub header: bool,
+    /// Lines skipped before the header (or the first row): a metadata line.
+    pub skip_rows: u64,
+    /// Lines starting with this byte are skipped.
+    #[serde(serialize_with = "as_char")]
+    pub comment: Option<u8>,
+}
+
+impl DataSpec {
+    /// NPZ / safetensors: the name of the features array.
+    pub fn features_array(&self) -> &str {
+        match self.features.as_slice() {
+            [Column::Name(name)] => name,
+            _ => "x",
+        }
+    }
 }
 
 /// One layer where it was written. Serialised as the layer alone

@@ -34,7 +34,7 @@ pub(crate) enum Value {
     Float(f64),
     Bool(bool),
     Text(String),
-    Column(Column),
+    Columns(Vec<Spanned<Column>>),
     Device(DeviceSpec),
     Texts(Vec<Spanned<String>>),
     Ints(Vec<i64>),
@@ -132,6 +132,14 @@ impl Fields {
         }
     }
 
+    /// The columns written for `key` (none when it was not written).
+    pub(crate) fn columns(&self, key: &str) -> Vec<Spanned<Column>> {
+        match self.value(key) {
+            Some(Value::Columns(v)) => v.clone(),
+            _ => Vec::new(),
+        }
+    }
+
     pub(crate) fn ints(&self, key: &str) -> Vec<i64> {
         match self.value(key) {
             Some(Value::Ints(v)) => v.clone(),
@@ -160,7 +168,33 @@ pub(crate) struct Reader<'a> {
 }
 
 fn is_list(ty: &Ty) -> bool {
-    matches!(ty, Ty::Texts | Ty::Ints { .. })
+    matches!(ty, Ty::Texts | Ty::Ints { .. } | Ty::Columns)
+}
+
+/// A column as written: `first`, `last`, a half-open range `"2..10"`, or a name; `None`
+/// for a range that is empty or past the last index.
+fn column(text: &str) -> Option<Column> {
+    let index = |t: &str| {
+        t.parse::<usize>()
+            .ok()
+            .filter(|&i| i <= MAX_FEATURE_INDEX as usize + 1)
+    };
+    Some(match text {
+        "first" => Column::First,
+        "last" => Column::Last,
+        _ => match text.split_once("..") {
+            Some((a, b))
+                if !a.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()) =>
+            {
+                let (start, end) = (index(a)?, index(b)?);
+                if start >= end {
+                    return None;
+                }
+                Column::Range { start, end }
+            }
+            _ => Column::Name(text.to_string()),
+        },
+    })
 }
 
 fn show_val(v: Val) -> String {
@@ -482,6 +516,7 @@ impl<'a> Reader<'a> {
         if is_list(&key.ty) {
             let mut texts = Vec::new();
             let mut ints = Vec::new();
+            let mut columns = Vec::new();
             if entries.is_empty() {
                 self.missing_value(&what, key, key_span);
                 return None;
@@ -501,6 +536,34 @@ impl<'a> Reader<'a> {
                             value: s.clone(),
                             span: entry.span,
                         }),
+                        (Ty::Columns, KdlValue::Integer(i)) => match usize::try_from(*i) {
+                            Ok(i) if i <= MAX_FEATURE_INDEX as usize => columns.push(Spanned {
+                                value: Column::Index(i),
+                                span: entry.span,
+                            }),
+                            _ => {
+                                let shown = RawEntry {
+                                    raw: entry.raw,
+                                    span: entry.span,
+                                };
+                                self.out_of_range_value(section, &what, key, shown, &v);
+                                return None;
+                            }
+                        },
+                        (Ty::Columns, KdlValue::String(s)) => match column(s) {
+                            Some(c) => columns.push(Spanned {
+                                value: c,
+                                span: entry.span,
+                            }),
+                            None => {
+                                let shown = RawEntry {
+                                    raw: entry.raw,
+                                    span: entry.span,
+                                };
+                                self.out_of_range_value(section, &what, key, shown, &v);
+                                return None;
+                            }
+                        },
                         (Ty::Ints { max }, KdlValue::Integer(i)) => match i64::try_from(*i) {
                             Ok(i) if (1..=*max).contains(&i) => ints.push(i),
                             _ => {
@@ -521,6 +584,7 @@ impl<'a> Reader<'a> {
             }
             return Some(match key.ty {
                 Ty::Texts => Value::Texts(texts),
+                Ty::Columns => Value::Columns(columns),
                 _ => Value::Ints(ints),
             });
         }
@@ -613,18 +677,6 @@ impl<'a> Reader<'a> {
                     }
                 },
             },
-            (Ty::Column, KdlValue::Integer(i)) => match usize::try_from(*i) {
-                Ok(i) if i <= MAX_FEATURE_INDEX as usize => Some(Value::Column(Column::Index(i))),
-                _ => {
-                    self.out_of_range(section, &what, key, entry);
-                    return None;
-                }
-            },
-            (Ty::Column, KdlValue::String(s)) => Some(Value::Column(match s.as_str() {
-                "first" => Column::First,
-                "last" => Column::Last,
-                name => Column::Name(name.to_string()),
-            })),
             _ => None,
         };
         if converted.is_none() {

@@ -13,8 +13,9 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Join, LossKind, LossScale, OptimizerKind, Precision, Projection,
-    SamplerName, Scale, ScheduleName, ShardRemainder, SplitName, StageKind, Strategy,
+    CommBackend, DataFormat, Delimiter, Join, LossKind, LossScale, Missing, OptimizerKind,
+    Precision, Projection, SamplerName, Scale, ScheduleName, ShardRemainder, SplitName, StageKind,
+    Strategy,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -80,8 +81,9 @@ pub enum Ty {
     Choice(&'static [&'static str]),
     /// `cpu`, `cuda`, `cuda:N` or `auto`.
     Device,
-    /// A column: a 0-based index, a header name, `first` or `last`.
-    Column,
+    /// One or more columns: 0-based indices, header names, `first`, `last`, or
+    /// half-open ranges of indices (`"2..10"`).
+    Columns,
     /// One or more strings (all remaining arguments).
     Texts,
     /// One or more integers from 1 to `max` (all remaining arguments).
@@ -135,8 +137,8 @@ impl Ty {
                     .join(", ")
             ),
             Ty::Device => "\"cpu\", \"cuda\", \"cuda:N\" or \"auto\"".into(),
-            Ty::Column => format!(
-                "a column index (0 to {MAX_FEATURE_INDEX}), a header name, \"first\" or \"last\""
+            Ty::Columns => format!(
+                "one or more columns: an index (0 to {MAX_FEATURE_INDEX}), a header name, \"first\", \"last\", or a range \"2..10\" (columns 2 to 9)"
             ),
             Ty::Texts => "one or more strings".into(),
             Ty::Ints { max } => format!("one or more integers from 1 to {max}"),
@@ -213,6 +215,8 @@ pub const MAX_ACCUMULATE: i64 = 65_536;
 pub const MAX_THREADS: i64 = 1024;
 /// A feature's index within a sample, and a CSV column's index.
 pub const MAX_FEATURE_INDEX: i64 = 16_777_215;
+/// Lines `data.skip-rows` may skip.
+pub const MAX_SKIP_ROWS: i64 = 1_000_000;
 /// Features of a `linear` layer's output, and the size of one dimension of `reshape`.
 pub const MAX_FEATURES: i64 = 1_048_576;
 /// Channels of a convolution's output, and the size of an embedding vector.
@@ -317,6 +321,12 @@ pub const SPLIT: Section = section(
             Some(Val::Bool(true)),
             "Shuffle before splitting; #false keeps the file's order (train first, then val, then test).",
         ),
+        key(
+            "stratify",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "Split each class in the same fractions, so that every split has the classes in the data's proportions (classification only).",
+        ),
     ],
     "How the samples are shuffled and split into train / val / test.",
 );
@@ -347,25 +357,49 @@ pub const DATA: Section = section(
             "header",
             Ty::Bool,
             Some(Val::Bool(false)),
-            "CSV only: whether the first line names the columns.",
+            "CSV only: whether the first line (after `skip-rows`) names the columns.",
+        ),
+        key(
+            "delimiter",
+            Ty::Choice(Delimiter::NAMES),
+            Some(Val::Text(Delimiter::Auto.as_str())),
+            "CSV only: what separates fields; `auto` tells `,` `;` or tab from the first lines (the one that splits them all alike), else runs of whitespace (`whitespace`: spaces and tabs, no quoting). Fields may be quoted (`\"a, b\"`).",
+        ),
+        key(
+            "skip-rows",
+            int(0, MAX_SKIP_ROWS),
+            Some(Val::Int(0)),
+            "CSV only: lines skipped at the start, before the header: a metadata line whose field count differs from the rows.",
+        ),
+        key(
+            "comment",
+            Ty::Text,
+            None,
+            "CSV only: lines starting with this character are skipped (`comment \"#\"`).",
         ),
         key(
             "label",
-            Ty::Column,
+            Ty::Columns,
             Some(Val::Text("last")),
-            "CSV only: the column holding the label; every other column is a feature.",
+            "CSV only: the label column, or several (multi-output regression); text labels (`yes`, class names) become class indices in sorted order, recorded in every checkpoint's metadata as `classes`. Not with a `labels` file.",
         ),
         key(
             "features",
-            Ty::Text,
-            Some(Val::Text("x")),
-            "NPZ / safetensors: the name of the features array.",
+            Ty::Columns,
+            None,
+            "CSV: the feature columns, by name, index or range (`\"0..13\"`); default: every column that is not a label. NPZ / safetensors: the name of the features array (default `x`).",
         ),
         key(
             "labels",
             Ty::Text,
-            Some(Val::Text("y")),
-            "NPZ / safetensors: the name of the labels array; NPY: the labels file.",
+            None,
+            "A separate labels file for any format: `.csv`, `.csv.gz` (every column a label, read like the data) or `.npy`, one row per sample, relative to the manifest. NPZ / safetensors: a name without such an extension is the labels array inside `source` (default `y`).",
+        ),
+        key(
+            "missing",
+            Ty::Choice(Missing::NAMES),
+            Some(Val::Text(Missing::Error.as_str())),
+            "A missing feature (an empty cell, `NA`, `N/A`, `NaN`, `nan`, `null`, `?`, or NaN in an array): `error` names the row and column; `drop-row` leaves the row out; `mean` / `median` fill it with the column's statistic over the training split.",
         ),
         key(
             "scale",

@@ -56,7 +56,10 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
     assert_eq!(m.name, "test");
     assert_eq!(m.seed, 0);
     assert_eq!(m.data.format, DataFormat::Csv);
-    assert_eq!(m.data.label, Column::Last);
+    assert_eq!(m.data.label, [Column::Last]);
+    assert_eq!(m.data.features, []);
+    assert_eq!(m.data.missing, Missing::Error);
+    assert_eq!(m.data.dialect.delimiter, Delimiter::Auto);
     assert_eq!(
         m.data.split,
         SplitSpec {
@@ -64,7 +67,8 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             val: 0.0,
             test: 0.2,
             seed: 0,
-            shuffle: true
+            shuffle: true,
+            stratify: false,
         }
     );
     assert_eq!(m.optimizer.lr, 1e-3);

@@ -1,0 +1,698 @@
+//! Tabular text files as they really are (`data.delimiter`, `header`, `skip-rows`,
+//! `comment`, quoted fields, plain or gzip), read into features and label cells, naming
+//! the file's line of every problem. No libtorch: `check` peeks at the first row with
+//! the same reader the run loads the data with.
+//!
+//! Fields are split by the `csv` crate (quoting, comments); `whitespace` splits on runs
+//! of spaces and tabs, as `np.loadtxt` does. A missing value (an empty field, or one of
+//! pandas' markers `NA`, `N/A`, `NaN`, `nan`, `null`, `NULL`, `None`, `<NA>`, `#N/A`,
+//! and `?`) becomes NaN in a feature and `None` in a label: what `data.missing` does
+//! with it is the loader's choice.
+
+use flate2::read::MultiGzDecoder;
+use manifests::{Column, Delimiter, Dialect};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+
+/// The markers of a missing value (after trimming), besides the empty field.
+pub const MISSING: &[&str] = &[
+    "NA", "N/A", "n/a", "NaN", "nan", "-nan", "null", "NULL", "None", "<NA>", "#N/A", "?",
+];
+
+/// Lines read to tell the delimiter (`auto`).
+const SNIFF_LINES: usize = 32;
+
+/// The most bytes `check` reads looking for the first row.
+const PEEK_BYTES: u64 = 4 << 20;
+
+/// Which columns are read as what.
+#[derive(Debug, Clone, Copy)]
+pub enum Layout<'a> {
+    /// Labels and features in one file: `label` columns, and `features` (empty: every
+    /// other column).
+    Both {
+        label: &'a [Column],
+        features: &'a [Column],
+    },
+    /// Features only (the labels are in another file): `features`, empty for all.
+    Features(&'a [Column]),
+    /// Labels only: every column is one.
+    Labels,
+}
+
+/// The numbers of a table, and its label cells as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// The feature columns' names: the header's, or `column N` (0-based).
+    pub feature_names: Vec<String>,
+    /// Row-major, rows × features; NaN where a value is missing.
+    pub features: Vec<f32>,
+    pub label_names: Vec<String>,
+    /// Per label column, one cell per row (trimmed, unquoted); `None` where missing.
+    pub labels: Vec<Vec<Option<String>>>,
+    /// The 1-based line of every row, for messages about a sample.
+    pub lines: Vec<usize>,
+}
+
+impl Table {
+    pub fn rows(&self) -> usize {
+        self.lines.len()
+    }
+}
+
+/// Why a table could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableError {
+    Io(String),
+    /// A problem on one line (1-based).
+    Line {
+        line: usize,
+        message: String,
+    },
+    /// The columns asked for do not fit the file.
+    Columns(String),
+}
+
+fn is_gzip(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// The file's bytes: gzip is read member after member (what `cat a.gz b.gz`, pigz and
+/// bgzip write), and anything after the last member that is not one is an error.
+fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
+    let file = File::open(path)?;
+    let reader: Box<dyn Read> = if is_gzip(path) {
+        Box::new(MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    Ok(Box::new(BufReader::with_capacity(1 << 16, reader)))
+}
+
+/// `inner` with its comment lines (after optional blanks, `comment` first) and its empty
+/// lines made one space: the `csv` crate counts a record's line from where it started
+/// reading, empty lines before it included, so they must not be empty for the lines it
+/// reports to stay the file's (a record of one blank field is skipped).
+struct Blanked<R> {
+    inner: R,
+    comment: Option<u8>,
+    line: Vec<u8>,
+    at: usize,
+}
+
+impl<R: BufRead> Read for Blanked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.line.len() {
+            self.line.clear();
+            self.at = 0;
+            if self.inner.read_until(b'\n', &mut self.line)? == 0 {
+                return Ok(0);
+            }
+            let first = self.line.iter().find(|b| !b" \t".contains(b));
+            let blank = matches!(first, None | Some(b'\r' | b'\n'));
+            if blank || first.copied() == self.comment {
+                let newline = self.line.last() == Some(&b'\n');
+                self.line.clear();
+                self.line.push(b' ');
+                if newline {
+                    self.line.push(b'\n');
+                }
+            }
+        }
+        let n = buf.len().min(self.line.len() - self.at);
+        buf[..n].copy_from_slice(&self.line[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+fn read_error(path: &Path, line: usize, e: impl std::fmt::Display) -> TableError {
+    TableError::Line {
+        line,
+        message: if is_gzip(path) {
+            format!("cannot read: the gzip data is damaged, or has bytes after its end that are not gzip ({e})")
+        } else {
+            format!("cannot read: {e}")
+        },
+    }
+}
+
+/// Reads the whole table at `path`.
+pub fn read(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Result<Table, TableError> {
+    let reader = open(path).map_err(|e| TableError::Io(e.to_string()))?;
+    Reader::new(path, dialect, layout).run(reader, None)
+}
+
+/// How many features a sample of the table at `path` has, from its first row (`None`
+/// when that cannot be told without reading further, or the file is unreadable: the
+/// run reports it).
+pub fn peek_features(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Option<usize> {
+    let reader = open(path).ok()?;
+    let reader = Box::new(BufReader::new(reader.take(PEEK_BYTES)));
+    let table = Reader::new(path, dialect, layout)
+        .run(reader, Some(1))
+        .ok()?;
+    (table.rows() == 1).then_some(table.feature_names.len())
+}
+
+/// The columns a layout resolved to, once the width (and the header) is known.
+struct Columns {
+    labels: Vec<usize>,
+    features: Vec<usize>,
+}
+
+struct Reader<'a> {
+    path: &'a Path,
+    dialect: &'a Dialect,
+    layout: Layout<'a>,
+}
+
+/// `delimiter` splits every line of `sample` into the same number of fields, more than one.
+fn splits_alike(sample: &[u8], delimiter: u8, comment: Option<u8>) -> bool {
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .has_headers(false)
+        .flexible(true)
+        .comment(comment)
+        .from_reader(sample);
+    let mut width = None;
+    for record in reader.records() {
+        let Ok(record) = record else { return false };
+        if record.len() == 1 && record[0].trim().is_empty() {
+            continue;
+        }
+        if *width.get_or_insert(record.len()) != record.len() {
+            return false;
+        }
+    }
+    width.is_some_and(|w| w > 1)
+}
+
+/// The delimiter of `auto`, told from the first lines.
+fn sniff(sample: &[u8], comment: Option<u8>) -> Delimiter {
+    for (byte, delimiter) in [
+        (b',', Delimiter::Comma),
+        (b';', Delimiter::Semicolon),
+        (b'\t', Delimiter::Tab),
+    ] {
+        if sample.contains(&byte) && splits_alike(sample, byte, comment) {
+            return delimiter;
+        }
+    }
+    let text = String::from_utf8_lossy(sample);
+    let widths: Vec<usize> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && comment.is_none_or(|c| !l.as_bytes().starts_with(&[c])))
+        .map(|l| l.split_whitespace().count())
+        .collect();
+    if widths.first().is_some_and(|&w| w > 1) && widths.iter().all(|&w| w == widths[0]) {
+        return Delimiter::Whitespace;
+    }
+    Delimiter::Comma
+}
+
+impl<'a> Reader<'a> {
+    fn new(path: &'a Path, dialect: &'a Dialect, layout: Layout<'a>) -> Reader<'a> {
+        Reader {
+            path,
+            dialect,
+            layout,
+        }
+    }
+
+    /// Reads rows (at most `limit`) after the skipped lines and the header.
+    fn run(&self, mut reader: Box<dyn BufRead>, limit: Option<usize>) -> Result<Table, TableError> {
+        let mut skipped = 0usize;
+        for _ in 0..self.dialect.skip_rows {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => skipped += 1,
+                Err(e) => return Err(read_error(self.path, skipped + 1, e)),
+            }
+        }
+        let delimiter = match self.dialect.delimiter {
+            Delimiter::Auto => {
+                let mut sample = Vec::new();
+                for _ in 0..SNIFF_LINES {
+                    match reader.read_until(b'\n', &mut sample) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e) => return Err(read_error(self.path, skipped + 1, e)),
+                    }
+                }
+                let delimiter = sniff(&sample, self.dialect.comment);
+                reader = Box::new(BufReader::new(Cursor::new(sample).chain(reader)));
+                delimiter
+            }
+            other => other,
+        };
+        let mut table = Table {
+            feature_names: Vec::new(),
+            features: Vec::new(),
+            label_names: Vec::new(),
+            labels: Vec::new(),
+            lines: Vec::new(),
+        };
+        let mut state = State {
+            columns: None,
+            names: None,
+            width: 0,
+        };
+        let mut each = |line: usize, fields: &[&str]| -> Result<bool, TableError> {
+            if fields.iter().all(|f| f.is_empty()) && fields.len() <= 1 {
+                return Ok(true);
+            }
+            self.row(&mut table, &mut state, line, fields)?;
+            Ok(limit.is_none_or(|l| table.lines.len() < l))
+        };
+        match delimiter {
+            Delimiter::Whitespace => {
+                let mut number = skipped;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    number += 1;
+                    match reader.read_line(&mut line) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e) => return Err(read_error(self.path, number, e)),
+                    }
+                    if self
+                        .dialect
+                        .comment
+                        .is_some_and(|c| line.trim_start().as_bytes().first() == Some(&c))
+                    {
+                        continue;
+                    }
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    if !each(number, &fields)? {
+                        break;
+                    }
+                }
+            }
+            delimited => {
+                let byte = match delimited {
+                    Delimiter::Comma => b',',
+                    Delimiter::Semicolon => b';',
+                    Delimiter::Tab => b'\t',
+                    Delimiter::Auto | Delimiter::Whitespace => unreachable!("resolved above"),
+                };
+                let reader = Blanked {
+                    inner: reader,
+                    comment: self.dialect.comment,
+                    line: Vec::new(),
+                    at: 0,
+                };
+                let mut csv = csv::ReaderBuilder::new()
+                    .delimiter(byte)
+                    .has_headers(false)
+                    .flexible(true)
+                    .trim(csv::Trim::All)
+                    .from_reader(reader);
+                let mut record = csv::StringRecord::new();
+                loop {
+                    let at = skipped + csv.position().line() as usize;
+                    match csv.read_record(&mut record) {
+                        Ok(false) => break,
+                        Ok(true) => {}
+                        Err(e) => {
+                            let line = e.position().map_or(at, |p| skipped + p.line() as usize);
+                            return Err(match e.kind() {
+                                csv::ErrorKind::Utf8 { .. } => TableError::Line {
+                                    line,
+                                    message: "not UTF-8 text".into(),
+                                },
+                                _ => read_error(self.path, line, e),
+                            });
+                        }
+                    }
+                    let line = record
+                        .position()
+                        .map_or(at, |p| skipped + p.line() as usize);
+                    let fields: Vec<&str> = record.iter().collect();
+                    if !each(line, &fields)? {
+                        break;
+                    }
+                }
+            }
+        }
+        if table.lines.is_empty() {
+            return Err(TableError::Io(if state.names.is_some() {
+                "the file has a header but no data rows".into()
+            } else {
+                "the file has no data rows".into()
+            }));
+        }
+        Ok(table)
+    }
+
+    /// One row: the header (the first, with `header`), or the data of a sample.
+    fn row(
+        &self,
+        table: &mut Table,
+        state: &mut State,
+        line: usize,
+        fields: &[&str],
+    ) -> Result<(), TableError> {
+        if self.dialect.header && state.names.is_none() {
+            state.names = Some(fields.iter().map(|f| f.to_string()).collect());
+            state.width = fields.len();
+            return Ok(());
+        }
+        if state.columns.is_none() {
+            if state.names.is_none() {
+                state.width = fields.len();
+            }
+            let columns = self.resolve(state.width, state.names.as_deref())?;
+            let name = |i: usize| match &state.names {
+                Some(names) => names[i].clone(),
+                None => format!("column {i}"),
+            };
+            table.feature_names = columns.features.iter().map(|&i| name(i)).collect();
+            table.label_names = columns.labels.iter().map(|&i| name(i)).collect();
+            table.labels = vec![Vec::new(); columns.labels.len()];
+            state.columns = Some(columns);
+        }
+        let columns = state.columns.as_ref().expect("resolved above");
+        if fields.len() != state.width {
+            let mut message = format!("expected {} fields, found {}", state.width, fields.len());
+            match (table.lines.len(), &state.names) {
+                (0, Some(_)) => message += " (the header has another number of fields than the rows: if it is a metadata line, skip it with `skip-rows 1`)",
+                (1, None) => message += " (as the first row has: if that is a metadata line, skip it with `skip-rows 1`)",
+                _ => {}
+            }
+            return Err(TableError::Line { line, message });
+        }
+        for (k, &c) in columns.labels.iter().enumerate() {
+            let cell = fields[c];
+            table.labels[k].push((!is_missing(cell)).then(|| cell.to_string()));
+        }
+        for (k, &c) in columns.features.iter().enumerate() {
+            let cell = fields[c];
+            let value = if is_missing(cell) {
+                f32::NAN
+            } else {
+                match cell.parse::<f64>() {
+                    Ok(v) => v as f32,
+                    Err(_) => {
+                        let mut message = format!(
+                            "feature `{}` (column {c}) is not a number: `{cell}`",
+                            table.feature_names[k]
+                        );
+                        if table.lines.is_empty() {
+                            message += if state.names.is_some() {
+                                " (in the first row after the header: if the file has a metadata line above the header, skip it with `skip-rows 1`)"
+                            } else {
+                                " (in the first row: if it names the columns, add `header #true`; if it is a metadata line, skip it with `skip-rows 1`)"
+                            };
+                        }
+                        return Err(TableError::Line { line, message });
+                    }
+                }
+            };
+            table.features.push(value);
+        }
+        table.lines.push(line);
+        Ok(())
+    }
+
+    /// The label and feature columns of rows `width` wide.
+    fn resolve(&self, width: usize, names: Option<&[String]>) -> Result<Columns, TableError> {
+        let index = |c: &Column| -> Result<Vec<usize>, TableError> {
+            let one = |i: usize| {
+                if i < width {
+                    Ok(vec![i])
+                } else {
+                    Err(TableError::Columns(format!(
+                        "column {i} does not exist: rows have {width} fields (columns 0 … {})",
+                        width.saturating_sub(1)
+                    )))
+                }
+            };
+            match c {
+                Column::First => one(0),
+                Column::Last => one(width.saturating_sub(1)),
+                Column::Index(i) => one(*i),
+                Column::Range { start, end } => {
+                    if *end > width {
+                        return Err(TableError::Columns(format!(
+                            "columns {start}..{end} do not exist: rows have {width} fields (columns 0 … {})",
+                            width.saturating_sub(1)
+                        )));
+                    }
+                    Ok((*start..*end).collect())
+                }
+                Column::Name(name) => match names {
+                    None => Err(TableError::Columns(format!(
+                        "column `{name}` is named, but the file has no header: add `header #true`, or give the column's index"
+                    ))),
+                    Some(names) => match names.iter().position(|n| n == name) {
+                        Some(i) => Ok(vec![i]),
+                        None => Err(TableError::Columns(format!(
+                            "the header has no column `{name}`; it has: {}",
+                            names.join(", ")
+                        ))),
+                    },
+                },
+            }
+        };
+        let all = |cs: &[Column]| -> Result<Vec<usize>, TableError> {
+            let mut out: Vec<usize> = Vec::new();
+            for c in cs {
+                for i in index(c)? {
+                    if out.contains(&i) {
+                        return Err(TableError::Columns(format!("column {i} is given twice")));
+                    }
+                    out.push(i);
+                }
+            }
+            Ok(out)
+        };
+        let (labels, features) = match self.layout {
+            Layout::Labels => (Vec::new(), (0..width).collect::<Vec<_>>()),
+            Layout::Features([]) => (Vec::new(), (0..width).collect()),
+            Layout::Features(features) => (Vec::new(), all(features)?),
+            Layout::Both { label, features } => {
+                let labels = all(label)?;
+                let features = match features {
+                    [] => (0..width).filter(|i| !labels.contains(i)).collect(),
+                    some => all(some)?,
+                };
+                if let Some(both) = features.iter().find(|i| labels.contains(i)) {
+                    return Err(TableError::Columns(format!(
+                        "column {both} is both a label and a feature"
+                    )));
+                }
+                (labels, features)
+            }
+        };
+        let (labels, features) = match self.layout {
+            // A labels file's columns are all labels.
+            Layout::Labels => (features, labels),
+            _ => (labels, features),
+        };
+        if features.is_empty() && !matches!(self.layout, Layout::Labels) {
+            return Err(TableError::Columns(format!(
+                "no feature column is left: rows have {width} field(s), and a label and at least one feature are needed"
+            )));
+        }
+        Ok(Columns { labels, features })
+    }
+}
+
+/// What is known of the columns while reading.
+struct State {
+    columns: Option<Columns>,
+    names: Option<Vec<String>>,
+    width: usize,
+}
+
+fn is_missing(cell: &str) -> bool {
+    cell.is_empty() || MISSING.contains(&cell)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dialect(delimiter: Delimiter, header: bool) -> Dialect {
+        Dialect {
+            delimiter,
+            header,
+            skip_rows: 0,
+            comment: None,
+        }
+    }
+
+    fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const LAST: Layout<'static> = Layout::Both {
+        label: &[Column::Last],
+        features: &[],
+    };
+
+    #[test]
+    fn reads_numbers_and_splits_off_the_label() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "ok.csv", "a,b,y\n1,2,0\n3,4,1\n");
+        let label = [Column::Name("y".into())];
+        let layout = Layout::Both {
+            label: &label,
+            features: &[],
+        };
+        let t = read(&path, &dialect(Delimiter::Auto, true), layout).unwrap();
+        assert_eq!(t.features, vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(t.labels, vec![vec![Some("0".into()), Some("1".into())]]);
+        assert_eq!(t.feature_names, ["a", "b"]);
+        assert_eq!(t.lines, vec![2, 3]);
+        let first = Layout::Both {
+            label: &[Column::First],
+            features: &[],
+        };
+        let t = read(&path, &dialect(Delimiter::Comma, true), first).unwrap();
+        assert_eq!(t.labels[0], vec![Some("1".into()), Some("3".into())]);
+    }
+
+    #[test]
+    fn tells_the_delimiter_and_reads_quotes_comments_and_skipped_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        // A metadata line (wine_data.csv's), then semicolons, a comment and a quoted label.
+        let path = write(
+            &dir,
+            "semi.csv",
+            "178,13,class_0,class_1\n# measured in 1991\n1.5;2;\"red, dry\"\n3;4;white\n",
+        );
+        let mut d = dialect(Delimiter::Auto, false);
+        d.skip_rows = 1;
+        d.comment = Some(b'#');
+        let t = read(&path, &d, LAST).unwrap();
+        assert_eq!(t.features, vec![1.5, 2.0, 3.0, 4.0]);
+        assert_eq!(
+            t.labels[0],
+            vec![Some("red, dry".into()), Some("white".into())]
+        );
+        assert_eq!(t.lines, vec![3, 4]);
+        // Runs of spaces (diabetes_data_raw.csv's), and tabs.
+        let path = write(&dir, "space.txt", "59 2  32.1\n48 1 21.6\n");
+        let t = read(&path, &dialect(Delimiter::Auto, false), LAST).unwrap();
+        assert_eq!(t.features, vec![59.0, 2.0, 48.0, 1.0]);
+        let path = write(&dir, "tab.tsv", "a\tb\ty\n1\t2\t0\n");
+        let t = read(&path, &dialect(Delimiter::Auto, true), LAST).unwrap();
+        assert_eq!(t.feature_names, ["a", "b"]);
+    }
+
+    #[test]
+    fn selects_columns_by_name_index_and_range_and_marks_missing_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            &dir,
+            "m.csv",
+            "id,a,b,c,y1,y2\n7,1,,3,0.5,yes\n8,NA,5,?,1.5,no\n",
+        );
+        let label = [Column::Name("y1".into()), Column::Index(5)];
+        let features = [Column::Range { start: 1, end: 3 }, Column::Name("c".into())];
+        let layout = Layout::Both {
+            label: &label,
+            features: &features,
+        };
+        let t = read(&path, &dialect(Delimiter::Comma, true), layout).unwrap();
+        assert_eq!(t.feature_names, ["a", "b", "c"]);
+        assert_eq!(t.label_names, ["y1", "y2"]);
+        let shown: Vec<String> = t.features.iter().map(|v| v.to_string()).collect();
+        assert_eq!(shown, ["1", "NaN", "3", "NaN", "5", "NaN"]);
+        assert_eq!(t.labels[1], vec![Some("yes".into()), Some("no".into())]);
+        // A labels file: every column a label.
+        let t = read(&path, &dialect(Delimiter::Comma, true), Layout::Labels).unwrap();
+        assert_eq!(t.labels.len(), 6);
+        assert!(t.features.is_empty());
+    }
+
+    #[test]
+    fn names_the_line_of_every_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dialect(Delimiter::Comma, false);
+        let path = write(&dir, "short.csv", "1,2,0\n3,4,1\n5,6\n");
+        assert_eq!(
+            read(&path, &d, LAST).unwrap_err(),
+            TableError::Line {
+                line: 3,
+                message: "expected 3 fields, found 2".into()
+            }
+        );
+        let path = write(&dir, "text.csv", "1,2,0\n3,x,1\n");
+        assert_eq!(
+            read(&path, &d, LAST).unwrap_err(),
+            TableError::Line {
+                line: 2,
+                message: "feature `column 1` (column 1) is not a number: `x`".into()
+            }
+        );
+        let path = write(&dir, "meta.csv", "178,13\n1,2,3\n");
+        let TableError::Line { line, message } = read(&path, &d, LAST).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(line, 2);
+        assert!(message.contains("skip-rows 1"), "{message}");
+        let path = write(&dir, "y.csv", "a,b\n1,2\n");
+        let named = [Column::Name("y".into())];
+        let layout = Layout::Both {
+            label: &named,
+            features: &[],
+        };
+        assert!(matches!(
+            read(&path, &dialect(Delimiter::Comma, true), layout).unwrap_err(),
+            TableError::Columns(m) if m == "the header has no column `y`; it has: a, b"
+        ));
+        assert!(matches!(
+            read(&path, &d, layout).unwrap_err(),
+            TableError::Columns(m) if m.contains("has no header")
+        ));
+        let far = [Column::Index(9)];
+        let layout = Layout::Both {
+            label: &far,
+            features: &[],
+        };
+        assert!(matches!(
+            read(&path, &d, layout).unwrap_err(),
+            TableError::Columns(m) if m == "column 9 does not exist: rows have 2 fields (columns 0 … 1)"
+        ));
+    }
+
+    #[test]
+    fn reads_every_member_of_a_gzip_file_and_refuses_trailing_garbage() {
+        use std::io::Write;
+        let gzip = |text: &str| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(text.as_bytes()).unwrap();
+            gz.finish().unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = gzip("1,2,0\n3,4,1\n");
+        bytes.extend(gzip("5,6,0\n"));
+        let path = dir.path().join("members.csv.gz");
+        std::fs::write(&path, &bytes).unwrap();
+        let d = dialect(Delimiter::Auto, false);
+        let t = read(&path, &d, LAST).unwrap();
+        assert_eq!(t.lines, vec![1, 2, 3], "the second member is read too");
+        bytes.extend_from_slice(b"garbage after the end");
+        std::fs::write(&path, &bytes).unwrap();
+        let TableError::Line { message, .. } = read(&path, &d, LAST).unwrap_err() else {
+            panic!("expected an error naming the line")
+        };
+        assert!(
+            message.starts_with("cannot read: the gzip data is damaged"),
+            "{message}"
+        );
+        assert_eq!(
+            peek_features(&dir.path().join("nothing.csv"), &d, LAST),
+            None
+        );
+    }
+}
