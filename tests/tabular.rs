@@ -302,3 +302,74 @@ fn labels_files_and_column_selections_are_checked_against_the_files() {
         "{err}"
     );
 }
+
+#[test]
+fn a_parquet_file_trains_exactly_as_the_same_csv() {
+    let dir = example("wine", &["wine_data.csv"]);
+    let csv = run(dir.path(), "wine.kdl");
+    // The same table written by pyarrow (snappy, several row groups), the classes as text.
+    py(
+        dir.path(),
+        "import numpy as np, pyarrow as pa, pyarrow.parquet as pq\n\
+         data = np.loadtxt('data/wine_data.csv', delimiter=',', skiprows=1)\n\
+         cols = {f'm{j}': data[:, j] for j in range(13)}\n\
+         cols['cultivar'] = [f'class_{int(c)}' for c in data[:, 13]]\n\
+         pq.write_table(pa.table(cols), 'data/wine.parquet', row_group_size=50)\n\
+         # zstd, a null in a feature, an integer column, and the labels in a file of their own\n\
+         cols['m0'] = [None if i == 3 else v for i, v in enumerate(data[:, 0])]\n\
+         cols['m1'] = data[:, 1].round().astype('int64')\n\
+         labels = cols.pop('cultivar')\n\
+         pq.write_table(pa.table(cols), 'data/features.parquet', compression='zstd')\n\
+         pq.write_table(pa.table({'cultivar': labels}), 'data/labels.parquet')\n",
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("wine.kdl")).unwrap();
+    let parquet = manifest
+        .replace(
+            "source \"data/wine_data.csv\"",
+            "source \"data/wine.parquet\"",
+        )
+        .replace("    skip-rows 1\n", "")
+        .replace("label \"last\"", "label \"cultivar\"")
+        .replace(
+            "checkpoint \"export\" {",
+            "checkpoint \"export\" {\n    path \"out/parquet.safetensors\"",
+        );
+    std::fs::write(dir.path().join("parquet.kdl"), &parquet).unwrap();
+    let from_parquet = run(dir.path(), "parquet.kdl");
+    assert_eq!(
+        from_parquet["stages"][1]["metrics"], csv["stages"][1]["metrics"],
+        "the same split, the same scores"
+    );
+    let weights = |report: &Value| {
+        let path = report["stages"][2]["outputs"][0].as_str().unwrap();
+        common::tensors(&dir.path().join(path))
+    };
+    assert!(
+        weights(&from_parquet) == weights(&csv),
+        "bit for bit the same weights"
+    );
+
+    // Features and labels in two files, a null filled by the median.
+    let split = parquet
+        .replace("source \"data/wine.parquet\"", "source \"data/features.parquet\"\n    labels \"data/labels.parquet\"\n    missing \"median\"")
+        .replace("    label \"cultivar\"\n", "");
+    std::fs::write(dir.path().join("split.kdl"), &split).unwrap();
+    let report = run(dir.path(), "split.kdl");
+    assert!(
+        report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap() >= 0.94,
+        "{report}"
+    );
+
+    // `check` reads the schema for shapes, and CSV keys do not apply.
+    let wrong = parquet.replace("linear 32", "reshape 3 5\n    flatten\n    linear 32");
+    std::fs::write(dir.path().join("wrong.kdl"), wrong).unwrap();
+    let err = text(&pipeline(dir.path(), &["check", "wrong.kdl"]).stderr);
+    assert!(err.contains("cannot reshape 13 values"), "{err}");
+    let dialect = parquet.replace("label \"cultivar\"", "label \"cultivar\"\n    skip-rows 1");
+    std::fs::write(dir.path().join("dialect.kdl"), dialect).unwrap();
+    let err = text(&pipeline(dir.path(), &["check", "dialect.kdl"]).stderr);
+    assert!(
+        err.contains("`data.skip-rows` does not apply to Parquet data"),
+        "{err}"
+    );
+}

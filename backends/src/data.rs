@@ -1,5 +1,6 @@
 //! Loading a data set into tensors: CSV / CSV.gz (read by `pipeline_core::table`, as
-//! `data` says the file is written), NPY, NPZ and safetensors, with labels from the same
+//! `data` says the file is written), Parquet (`pipeline_core::parquet`), NPY, NPZ and
+//! safetensors, with labels from the same
 //! file or from a labels file; text class labels mapped to indices; missing values
 //! (`data.missing`); the seeded train / val / test split, stratified on request; and
 //! feature scaling and filling fitted on the training split only.
@@ -64,7 +65,9 @@ enum Labels {
     Cells {
         columns: Vec<Vec<Option<String>>>,
         names: Vec<String>,
+        /// Each row's line (CSV) or index (Parquet, `rows`).
         lines: Vec<usize>,
+        rows: bool,
         path: PathBuf,
     },
     /// An array (NaN where missing).
@@ -104,6 +107,19 @@ fn table_error(spec: &DataSpec, path: &Path, e: TableError) -> Diagnostic {
     }
 }
 
+/// A diagnostic for a Parquet file that could not be read (rows, not lines).
+fn parquet_error(spec: &DataSpec, path: &Path, e: TableError) -> Diagnostic {
+    match e {
+        TableError::Line { line, message } => data_error(
+            "pipeline::data::bad_row",
+            spec,
+            format!("{}, row {line}: {message}", path.display()),
+            "the features must be numbers (or null: see `data.missing`)",
+        ),
+        other => table_error(spec, path, other),
+    }
+}
+
 /// Reads the features (with their names) and, unless there is a labels file, the labels.
 fn read_source(
     path: &Path,
@@ -140,9 +156,25 @@ fn read_source(
                 columns: t.labels,
                 names: t.label_names,
                 lines: t.lines.clone(),
+                rows: false,
                 path: path.to_path_buf(),
             });
             (features, t.feature_names, labels, Origin::Lines(t.lines))
+        }
+        DataFormat::Parquet => {
+            let t: Table = pipeline_core::parquet::read(path, csv_layout(spec))
+                .map_err(|e| parquet_error(spec, path, e))?;
+            let rows = t.rows() as i64;
+            let features =
+                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
+            let labels = (!separate).then(|| Labels::Cells {
+                columns: t.labels,
+                names: t.label_names,
+                lines: t.lines,
+                rows: true,
+                path: path.to_path_buf(),
+            });
+            (features, t.feature_names, labels, Origin::Indices)
         }
         DataFormat::Npy => {
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
@@ -167,7 +199,7 @@ fn read_source(
     })
 }
 
-/// Reads a labels file: `.npy`, or a CSV whose every column is a label.
+/// Reads a labels file: `.npy`, or a CSV or Parquet file whose every column is a label.
 fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
     let lower = path.to_string_lossy().to_ascii_lowercase();
     if lower.ends_with(".npy") {
@@ -180,8 +212,15 @@ fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> 
             )
         });
     }
-    let t = table::read(path, &spec.dialect, Layout::Labels).map_err(|e| {
-        let d = table_error(spec, path, e);
+    let parquet = lower.ends_with(".parquet");
+    let t = match parquet {
+        true => pipeline_core::parquet::read(path, Layout::Labels)
+            .map_err(|e| parquet_error(spec, path, e)),
+        false => {
+            table::read(path, &spec.dialect, Layout::Labels).map_err(|e| table_error(spec, path, e))
+        }
+    }
+    .map_err(|d| {
         d.label_opt(
             spec.labels_file.as_ref().and_then(|l| l.span),
             "labels file",
@@ -191,6 +230,7 @@ fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> 
         columns: t.labels,
         names: t.label_names,
         lines: t.lines,
+        rows: parquet,
         path: path.to_path_buf(),
     })
 }
@@ -313,8 +353,13 @@ impl Dataset {
                 columns,
                 names,
                 lines,
+                rows,
                 path,
             } => {
+                let at = |i: usize| match rows {
+                    true => format!("{}, row {}", path.display(), lines[i]),
+                    false => format!("{}:{}", path.display(), lines[i]),
+                };
                 if classification && columns.len() != 1 {
                     return Err(data_error(
                         "pipeline::data::several_class_labels",
@@ -356,9 +401,8 @@ impl Dataset {
                                     "pipeline::data::bad_label",
                                     spec,
                                     format!(
-                                        "{}:{}: label `{}` is not a number: `{cell}`",
-                                        path.display(),
-                                        lines[i],
+                                        "{}: label `{}` is not a number: `{cell}`",
+                                        at(i),
                                         names[k]
                                     ),
                                     "a regression loss needs numeric targets; class names go with `cross-entropy` or `nll`",

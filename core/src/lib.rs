@@ -25,6 +25,7 @@ pub mod freshness;
 pub mod launch;
 pub mod network;
 pub mod outputs;
+pub mod parquet;
 pub mod plan;
 pub mod report;
 pub mod rng;

@@ -1,9 +1,9 @@
 //! The shape of one sample as `pipeline check` can know it without loading the data:
 //! from the first row of a CSV file (plain or gzip, read as `data` says: delimiter,
-//! skipped lines, header, the feature columns), so that the model's shapes are
-//! checked through the whole network before any run.
+//! skipped lines, header, the feature columns) or a Parquet file's schema, so that the
+//! model's shapes are checked through the whole network before any run.
 //!
-//! Honest limitation: only CSV is peeked at today; for NPY, NPZ and safetensors data the
+//! Honest limitation: only CSV and Parquet are peeked at today; for NPY, NPZ and safetensors data the
 //! shapes are checked by the run's dry pass, once the data is loaded (the data sources of
 //! issue 13 will say their shapes before loading). A file that cannot be read gives
 //! `None`: reading it is the run's to report, with the file and line.
@@ -14,7 +14,7 @@ use manifests::{DataFormat, Manifest};
 /// One sample's shape: the CSV's feature columns, as a vector.
 pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
     let spec = &manifest.data;
-    if spec.format != DataFormat::Csv {
+    if !spec.format.is_table() {
         return None;
     }
     let path = manifest.resolve(&spec.source.value);
@@ -22,11 +22,14 @@ pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
     if !std::fs::metadata(&path).ok()?.is_file() {
         return None;
     }
-    let features = peek_features(&path, &spec.dialect, csv_layout(spec))?;
+    let features = match spec.format {
+        DataFormat::Parquet => crate::parquet::peek_features(&path, csv_layout(spec))?,
+        _ => peek_features(&path, &spec.dialect, csv_layout(spec))?,
+    };
     Some(vec![features as i64])
 }
 
-/// Which columns of a CSV `source` are labels and which features.
+/// Which columns of a CSV or Parquet `source` are labels and which features.
 pub fn csv_layout(spec: &manifests::DataSpec) -> Layout<'_> {
     match spec.labels_file {
         Some(_) => Layout::Features(&spec.features),

@@ -158,9 +158,9 @@ pub fn peek_features(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Opti
 }
 
 /// The columns a layout resolved to, once the width (and the header) is known.
-struct Columns {
-    labels: Vec<usize>,
-    features: Vec<usize>,
+pub(crate) struct Columns {
+    pub labels: Vec<usize>,
+    pub features: Vec<usize>,
 }
 
 struct Reader<'a> {
@@ -366,7 +366,7 @@ impl<'a> Reader<'a> {
             if state.names.is_none() {
                 state.width = fields.len();
             }
-            let columns = self.resolve(state.width, state.names.as_deref())?;
+            let columns = resolve(self.layout, state.width, state.names.as_deref())?;
             let name = |i: usize| match &state.names {
                 Some(names) => names[i].clone(),
                 None => format!("column {i}"),
@@ -418,21 +418,26 @@ impl<'a> Reader<'a> {
         table.lines.push(line);
         Ok(())
     }
+}
 
-    /// The label and feature columns of rows `width` wide.
-    fn resolve(&self, width: usize, names: Option<&[String]>) -> Result<Columns, TableError> {
-        let index = |c: &Column| -> Result<Vec<usize>, TableError> {
-            let one = |i: usize| {
-                if i < width {
-                    Ok(vec![i])
-                } else {
-                    Err(TableError::Columns(format!(
-                        "column {i} does not exist: rows have {width} fields (columns 0 … {})",
-                        width.saturating_sub(1)
-                    )))
-                }
-            };
-            match c {
+/// The label and feature columns of `layout` in rows `width` wide (`names`: the header's).
+pub(crate) fn resolve(
+    layout: Layout<'_>,
+    width: usize,
+    names: Option<&[String]>,
+) -> Result<Columns, TableError> {
+    let index = |c: &Column| -> Result<Vec<usize>, TableError> {
+        let one = |i: usize| {
+            if i < width {
+                Ok(vec![i])
+            } else {
+                Err(TableError::Columns(format!(
+                    "column {i} does not exist: rows have {width} fields (columns 0 … {})",
+                    width.saturating_sub(1)
+                )))
+            }
+        };
+        match c {
                 Column::First => one(0),
                 Column::Last => one(width.saturating_sub(1)),
                 Column::Index(i) => one(*i),
@@ -458,49 +463,48 @@ impl<'a> Reader<'a> {
                     },
                 },
             }
-        };
-        let all = |cs: &[Column]| -> Result<Vec<usize>, TableError> {
-            let mut out: Vec<usize> = Vec::new();
-            for c in cs {
-                for i in index(c)? {
-                    if out.contains(&i) {
-                        return Err(TableError::Columns(format!("column {i} is given twice")));
-                    }
-                    out.push(i);
+    };
+    let all = |cs: &[Column]| -> Result<Vec<usize>, TableError> {
+        let mut out: Vec<usize> = Vec::new();
+        for c in cs {
+            for i in index(c)? {
+                if out.contains(&i) {
+                    return Err(TableError::Columns(format!("column {i} is given twice")));
                 }
+                out.push(i);
             }
-            Ok(out)
-        };
-        let (labels, features) = match self.layout {
-            Layout::Labels => (Vec::new(), (0..width).collect::<Vec<_>>()),
-            Layout::Features([]) => (Vec::new(), (0..width).collect()),
-            Layout::Features(features) => (Vec::new(), all(features)?),
-            Layout::Both { label, features } => {
-                let labels = all(label)?;
-                let features = match features {
-                    [] => (0..width).filter(|i| !labels.contains(i)).collect(),
-                    some => all(some)?,
-                };
-                if let Some(both) = features.iter().find(|i| labels.contains(i)) {
-                    return Err(TableError::Columns(format!(
-                        "column {both} is both a label and a feature"
-                    )));
-                }
-                (labels, features)
+        }
+        Ok(out)
+    };
+    let (labels, features) = match layout {
+        Layout::Labels => (Vec::new(), (0..width).collect::<Vec<_>>()),
+        Layout::Features([]) => (Vec::new(), (0..width).collect()),
+        Layout::Features(features) => (Vec::new(), all(features)?),
+        Layout::Both { label, features } => {
+            let labels = all(label)?;
+            let features = match features {
+                [] => (0..width).filter(|i| !labels.contains(i)).collect(),
+                some => all(some)?,
+            };
+            if let Some(both) = features.iter().find(|i| labels.contains(i)) {
+                return Err(TableError::Columns(format!(
+                    "column {both} is both a label and a feature"
+                )));
             }
-        };
-        let (labels, features) = match self.layout {
-            // A labels file's columns are all labels.
-            Layout::Labels => (features, labels),
-            _ => (labels, features),
-        };
-        if features.is_empty() && !matches!(self.layout, Layout::Labels) {
-            return Err(TableError::Columns(format!(
+            (labels, features)
+        }
+    };
+    let (labels, features) = match layout {
+        // A labels file's columns are all labels.
+        Layout::Labels => (features, labels),
+        _ => (labels, features),
+    };
+    if features.is_empty() && !matches!(layout, Layout::Labels) {
+        return Err(TableError::Columns(format!(
                 "no feature column is left: rows have {width} field(s), and a label and at least one feature are needed"
             )));
-        }
-        Ok(Columns { labels, features })
     }
+    Ok(Columns { labels, features })
 }
 
 /// What is known of the columns while reading.

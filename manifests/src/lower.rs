@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// The endings of a `data.labels` value that make it a file (any other value is the name
 /// of an array inside an NPZ or safetensors `source`).
-pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy"];
+pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy", ".parquet"];
 
 /// The result of lowering: the manifest (absent only on a syntax error) and every
 /// diagnostic found on the way.
@@ -474,6 +474,8 @@ impl<'a> Reader<'a> {
                     Some(DataFormat::Npz)
                 } else if name.ends_with(".safetensors") {
                     Some(DataFormat::Safetensors)
+                } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+                    Some(DataFormat::Parquet)
                 } else {
                     None
                 }
@@ -486,7 +488,7 @@ impl<'a> Reader<'a> {
                     self.diags.push(
                         Diagnostic::error("pipeline::data::unknown_format", format!("cannot tell the format of `{}` from its name", source.display()))
                             .label_opt(source_span, "unknown extension")
-                            .help("name the file .csv, .csv.gz, .npy, .npz or .safetensors, or add `format \"csv\"`"),
+                            .help("name the file .csv, .csv.gz, .npy, .npz, .safetensors or .parquet, or add `format \"csv\"`"),
                     );
                 }
                 DataFormat::Csv
@@ -529,7 +531,7 @@ impl<'a> Reader<'a> {
                 .collect::<Vec<_>>()
         };
         // `label` with another format is reported by `keys_for_format`.
-        let csv_label = f.value("label").is_some() && format == DataFormat::Csv;
+        let csv_label = f.value("label").is_some() && format.is_table();
         let label = match (csv_label, &labels_file) {
             (true, Some(file)) => {
                 self.diags.push(
@@ -545,7 +547,7 @@ impl<'a> Reader<'a> {
             }
             (true, None) => written("label"),
             (false, Some(_)) => Vec::new(),
-            (false, None) if format == DataFormat::Csv => vec![Column::Last],
+            (false, None) if format.is_table() => vec![Column::Last],
             (false, None) => Vec::new(),
         };
         if format == DataFormat::Npy && labels_file.is_none() && f.span.is_some() {
@@ -559,7 +561,7 @@ impl<'a> Reader<'a> {
             );
         }
         let features = match format {
-            DataFormat::Csv => written("features"),
+            DataFormat::Csv | DataFormat::Parquet => written("features"),
             DataFormat::Npy => Vec::new(),
             DataFormat::Npz | DataFormat::Safetensors => match written("features").as_slice() {
                 [] => vec![Column::Name("x".to_string())],
@@ -633,18 +635,18 @@ impl<'a> Reader<'a> {
         }
         match format {
             DataFormat::Npz | DataFormat::Safetensors => (None, text),
-            DataFormat::Csv | DataFormat::Npy => {
+            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => {
                 let d = if lower.ends_with(".npz") || lower.ends_with(".safetensors") {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
-                        format!("a labels file is .csv, .csv.gz or .npy, not `{text}`"),
+                        format!("a labels file is .csv, .csv.gz, .npy or .parquet, not `{text}`"),
                     )
                     .label_opt(f.span("labels"), "not a labels file format")
                     .help("save the labels as one .npy array, or as a CSV with one row per sample")
                 } else {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
-                        format!("`{text}` is not a labels file: its name needs the extension .csv, .csv.gz or .npy"),
+                        format!("`{text}` is not a labels file: its name needs the extension .csv, .csv.gz, .npy or .parquet"),
                     )
                     .label_opt(f.span("labels"), "a labels file?")
                     .help("name the labels file with its extension (`labels \"y.csv\"`); a label column of the data is `label \"name\"`")
@@ -665,6 +667,13 @@ impl<'a> Reader<'a> {
         ];
         let (name, unused): (&str, Vec<(&str, &str)>) = match format {
             DataFormat::Csv => ("CSV", Vec::new()),
+            DataFormat::Parquet => (
+                "Parquet",
+                DIALECT
+                    .iter()
+                    .map(|&(key, _)| (key, "a Parquet file's columns are named and typed in the file: only `label` and `features` choose among them"))
+                    .collect(),
+            ),
             DataFormat::Npy => (
                 "NPY",
                 [

@@ -56,6 +56,7 @@ choice! {
         Npy = "npy",
         Npz = "npz",
         Safetensors = "safetensors",
+        Parquet = "parquet",
     }
 }
 
@@ -221,6 +222,13 @@ pub struct Dialect {
     /// Lines starting with this byte are skipped.
     #[serde(serialize_with = "as_char")]
     pub comment: Option<u8>,
+}
+
+impl DataFormat {
+    /// A table of named columns (CSV, Parquet), which `label` and `features` choose from.
+    pub fn is_table(self) -> bool {
+        matches!(self, DataFormat::Csv | DataFormat::Parquet)
+    }
 }
 
 impl DataSpec {

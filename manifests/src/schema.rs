@@ -345,7 +345,7 @@ pub const DATA: Section = section(
         required(
             "source",
             Ty::Path,
-            "The data file: .csv, .csv.gz, .npy, .npz or .safetensors (relative to the manifest).",
+            "The data file: .csv, .csv.gz, .npy, .npz, .safetensors or .parquet (relative to the manifest).",
         ),
         key(
             "format",
@@ -381,19 +381,19 @@ pub const DATA: Section = section(
             "label",
             Ty::Columns,
             Some(Val::Text("last")),
-            "CSV only: the label column, or several (multi-output regression); text labels (`yes`, class names) become class indices in sorted order, recorded in every checkpoint's metadata as `classes`. Not with a `labels` file.",
+            "CSV and Parquet: the label column, or several (multi-output regression); text labels (`yes`, class names) become class indices in sorted order, recorded in every checkpoint's metadata as `classes`. Not with a `labels` file.",
         ),
         key(
             "features",
             Ty::Columns,
             None,
-            "CSV: the feature columns, by name, index or range (`\"0..13\"`); default: every column that is not a label. NPZ / safetensors: the name of the features array (default `x`).",
+            "CSV and Parquet: the feature columns, by name, index or range (`\"0..13\"`); default: every column that is not a label. NPZ / safetensors: the name of the features array (default `x`).",
         ),
         key(
             "labels",
             Ty::Text,
             None,
-            "A separate labels file for any format: `.csv`, `.csv.gz` (every column a label, read like the data) or `.npy`, one row per sample, relative to the manifest. NPZ / safetensors: a name without such an extension is the labels array inside `source` (default `y`).",
+            "A separate labels file for any format: `.csv`, `.csv.gz` (every column a label, read like the data), `.parquet` (every column a label) or `.npy`, one row per sample, relative to the manifest. NPZ / safetensors: a name without such an extension is the labels array inside `source` (default `y`).",
         ),
         key(
             "missing",
@@ -1031,7 +1031,10 @@ mod tests {
 
     #[test]
     fn data_formats_are_auto_and_the_formats() {
-        assert_eq!(DATA_FORMATS, ["auto", "csv", "npy", "npz", "safetensors"]);
+        assert_eq!(
+            DATA_FORMATS,
+            ["auto", "csv", "npy", "npz", "safetensors", "parquet"]
+        );
     }
 
     #[test]
