@@ -318,14 +318,14 @@ fn cross_field_rules_label_every_entry_involved() {
     );
     let src = BASE.replace(
         r#"data { source "d.csv" }"#,
-        r#"data { source "d.parquet" }"#,
+        r#"data { source "d.feather" }"#,
     );
     assert_eq!(
         one(&src),
         (
             "pipeline::data::unknown_format",
-            "cannot tell the format of `d.parquet` from its name".into(),
-            "source \"d.parquet\"".into()
+            "cannot tell the format of `d.feather` from its name".into(),
+            "source \"d.feather\"".into()
         )
     );
 }
