@@ -431,3 +431,45 @@ fn parameters_frozen_in_python_or_by_freeze_stay_as_they_started() {
         "0.bias True\n0.weight False\n2.bias False\n2.weight True\n"
     );
 }
+
+#[test]
+fn a_tied_weight_is_trained_once_and_stays_tied() {
+    // `b` shares `a`'s weight (as a language model's embedding and output layer do):
+    // libtorch lists it under both names, and it must be one parameter to the optimizer.
+    let dir = project(MLP, "train epochs=2 batch-size=16");
+    py(
+        dir.path(),
+        r#"
+import torch
+from torch import nn
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 64)
+        self.b.weight = self.a.weight
+        self.out = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+torch.manual_seed(0)
+torch.jit.script(Tied()).save("data/net.pt")
+"#,
+    );
+    let out = pipeline(dir.path(), &["run", "ts.kdl"]);
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let unique = 64 * 64 + 64 + 64 + 64 * 10 + 10;
+    assert!(
+        log.contains(&format!("({unique} trainable)")),
+        "the shared weight counts once: {log}"
+    );
+    let weights = tensors(&dir.path().join("out/model.safetensors"));
+    let get = |name: &str| &weights.iter().find(|w| w.0 == name).unwrap().1;
+    assert!(
+        get("a.weight") == get("b.weight"),
+        "still tied after training"
+    );
+}

@@ -20,24 +20,42 @@ const char* pipeline_script_load(const char* path, int device, void** out) {
 void pipeline_script_free(void* module) { delete static_cast<torch::jit::Module*>(module); }
 
 // Converts the module's floating-point parameters and buffers to `kind` (a c10
-// ScalarType's number), in place.
+// ScalarType's number), in place; integer and boolean ones (batch-norm's step count,
+// position ids, masks) stay as they are (`Module::to(dtype)` would convert them too).
 const char* pipeline_script_to_kind(void* module, int kind) {
-  return pipeline_guard(
-      [&] { static_cast<torch::jit::Module*>(module)->to(static_cast<c10::ScalarType>(kind)); });
+  return pipeline_guard([&] {
+    auto m = static_cast<torch::jit::Module*>(module);
+    auto dtype = static_cast<c10::ScalarType>(kind);
+    c10::NoGradGuard no_grad;
+    for (at::Tensor t : m->parameters(/*recurse=*/true))
+      if (t.is_floating_point() && t.scalar_type() != dtype) t.set_data(t.to(dtype));
+    for (at::Tensor t : m->buffers(/*recurse=*/true))
+      if (t.is_floating_point() && t.scalar_type() != dtype) t.set_data(t.to(dtype));
+  });
 }
 
-// Calls `each(data, name, tensor, is_parameter)` for every parameter, then every buffer,
-// of the module and its submodules, with state-dict names (`0.weight`,
+// Calls `each(data, name, tensor, kind)` for every parameter, then every buffer, of the
+// module and its submodules, with state-dict names (`0.weight`,
 // `encoder.norm.running_mean`). `tensor` is a new `at::Tensor*` sharing the module's
-// storage, which the callee owns.
+// storage, which the callee owns. `kind` is 1 for a parameter, 0 for a buffer, and 2
+// for a tensor listed before under another name (tied weights: libtorch lists a shared
+// parameter under each of its names, and it must be trained once).
 const char* pipeline_script_tensors(void* module, void* data,
                                     void (*each)(void*, const char*, at::Tensor*, int)) {
   return pipeline_guard([&] {
     auto m = static_cast<torch::jit::Module*>(module);
+    std::vector<const c10::TensorImpl*> seen;
+    auto kind = [&](const at::Tensor& t, int first) {
+      const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      for (auto s : seen)
+        if (s == impl) return 2;
+      seen.push_back(impl);
+      return first;
+    };
     for (const auto& p : m->named_parameters(/*recurse=*/true))
-      each(data, p.name.c_str(), new at::Tensor(p.value), 1);
+      each(data, p.name.c_str(), new at::Tensor(p.value), kind(p.value, 1));
     for (const auto& b : m->named_buffers(/*recurse=*/true))
-      each(data, b.name.c_str(), new at::Tensor(b.value), 0);
+      each(data, b.name.c_str(), new at::Tensor(b.value), kind(b.value, 0));
   });
 }
 

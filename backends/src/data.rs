@@ -141,8 +141,9 @@ fn read_source(
         data_error(code, spec, format!("{}: {message}", file.display()), help)
     };
     let separate = spec.labels_file.is_some();
+    // (A 0-d array has no samples: the shape check after reading says so.)
     let feature_names = |t: &Tensor| {
-        let per_sample: i64 = t.size()[1..].iter().product();
+        let per_sample: i64 = t.size().get(1..).unwrap_or(&[]).iter().product();
         (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
     Ok(match spec.format {
@@ -212,7 +213,7 @@ fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> 
             )
         });
     }
-    let parquet = lower.ends_with(".parquet");
+    let parquet = lower.ends_with(".parquet") || lower.ends_with(".pq");
     let t = match parquet {
         true => pipeline_core::parquet::read(path, Layout::Labels)
             .map_err(|e| parquet_error(spec, path, e)),
@@ -303,7 +304,8 @@ impl Dataset {
         dataset.missing_values(spec, &feature_names)?;
         let n = dataset.rows.len();
         dataset.splits = if spec.split.stratify && classification {
-            let classes = Vec::<i64>::try_from(&dataset.labels).unwrap_or_default();
+            let classes =
+                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
             Splits::stratified(&classes, &spec.split)
         } else {
             Splits::new(n, &spec.split)
@@ -540,7 +542,9 @@ impl Dataset {
         let train = flat.index_select(0, &index_tensor(&self.splits.train));
         let stat = match spec.missing {
             Missing::Mean => train.nanmean(0, false, Kind::Float),
-            _ => train.nanmedian_dim(0, false).0,
+            // The middle of the two middle values for an even count, as numpy, pandas and
+            // scikit-learn's SimpleImputer take it (`nanmedian` would take the lower).
+            _ => train.nanquantile_scalar(0.5, 0, false, "linear"),
         };
         if let Some(j) = first_index(&stat.isnan()) {
             let name = names.get(j).map_or("?", String::as_str);

@@ -5,7 +5,7 @@ use crate::data::Dataset;
 use crate::loss;
 use crate::model::Model;
 use crate::numerics::Numerics;
-use manifests::LossSpec;
+use manifests::{LossKind, LossSpec};
 use tch::{Kind, TchError, Tensor};
 
 /// Loss and accuracy over some samples.
@@ -35,9 +35,11 @@ pub fn evaluate(
         let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
         let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
         let mut counted = 0i64;
-        // Regression: per target, Σ(y − ŷ)², Σy and Σy² (in f64).
-        let regression = data.labels.is_floating_point();
+        // Regression: per target, Σ(y − ŷ)², Σ(y − c) and Σ(y − c)² in f64, shifted by the
+        // first batch's mean c (so that a large mean does not swamp the spread).
+        let regression = spec.kind == LossKind::Mse && data.labels.dim() == 2;
         let width = if regression { data.labels.size()[1] } else { 0 };
+        let mut shift: Option<Tensor> = None;
         let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
         let (mut residual, mut sum, mut squares) = (zeros()?, zeros()?, zeros()?);
         let mut start = 0;
@@ -56,19 +58,24 @@ pub fn evaluate(
             }
             if regression {
                 let (y, p) = (yb.f_to_kind(Kind::Double)?, out.f_to_kind(Kind::Double)?);
-                if y.size() == p.size() {
-                    let _ = residual.f_add_(&(&y - &p).f_square()?.f_sum_dim_intlist(
-                        0,
-                        false,
-                        Kind::Double,
-                    )?)?;
-                    let _ = sum.f_add_(&y.f_sum_dim_intlist(0, false, Kind::Double)?)?;
-                    let _ = squares.f_add_(&y.f_square()?.f_sum_dim_intlist(
-                        0,
-                        false,
-                        Kind::Double,
-                    )?)?;
+                if y.size() != p.size() {
+                    return Err(TchError::Shape(format!(
+                        "the model's outputs {:?} do not match the targets {:?}",
+                        p.size(),
+                        y.size()
+                    )));
                 }
+                let sum0 = |t: &Tensor| t.f_sum_dim_intlist(0, false, Kind::Double);
+                let c = match &shift {
+                    Some(c) => c.shallow_clone(),
+                    None => shift
+                        .insert(y.f_mean_dim(0, false, Kind::Double)?)
+                        .shallow_clone(),
+                };
+                let centred = y.f_sub(&c)?;
+                let _ = residual.f_add_(&sum0(&(&y - &p).f_square()?)?)?;
+                let _ = sum.f_add_(&sum0(&centred)?)?;
+                let _ = squares.f_add_(&sum0(&centred.f_square()?)?)?;
             }
             start += len;
         }
@@ -97,7 +104,8 @@ pub fn evaluate(
     })
 }
 
-/// R² from per-target sums over `n` samples, as scikit-learn's `r2_score` computes it
+/// R² from per-target sums over `n` samples (of the targets less any constant, and of
+/// their squares), as scikit-learn's `r2_score` computes it
 /// (`multioutput="uniform_average"`): a constant target scores 1 when predicted
 /// exactly, else 0.
 pub fn r2_score(residual: &[f64], sum: &[f64], squares: &[f64], n: f64) -> f64 {

@@ -299,7 +299,9 @@ impl Model {
                 .into_iter()
                 .flat_map(|d| d.split('.'))
                 .fold(root.clone(), |at, part| at.sub(part));
-            let trainable = named.parameter && named.tensor.requires_grad();
+            // A tied weight is trained under its first name only; its other names are in
+            // the state dict (and the checkpoint), not in the optimizer twice.
+            let trainable = named.parameter && !named.repeat && named.tensor.requires_grad();
             let _shared = path.add(leaf, named.tensor, trainable);
         }
         Ok(Model {

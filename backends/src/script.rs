@@ -39,6 +39,8 @@ pub struct Named {
     pub name: String,
     pub tensor: Tensor,
     pub parameter: bool,
+    /// Listed before under another name (a tied weight), so trained once, there.
+    pub repeat: bool,
 }
 
 /// A loaded TorchScript module.
@@ -79,7 +81,8 @@ unsafe extern "C" fn push_named(data: *mut c_void, name: *const c_char, t: *mut 
     out.push(Named {
         name: CStr::from_ptr(name).to_string_lossy().into_owned(),
         tensor: Tensor::from_ptr(t as *mut torch_sys::C_tensor),
-        parameter: p != 0,
+        parameter: p == 1,
+        repeat: p == 2,
     });
 }
 
@@ -102,10 +105,9 @@ impl ScriptModule {
             module,
             mode: AtomicU8::new(0),
         };
-        if kind != Kind::Float {
-            // SAFETY: `module` is live.
-            check(unsafe { ffi::pipeline_script_to_kind(loaded.module, scalar_type(kind)) })?;
-        }
+        // Every floating tensor in `kind`, whatever dtype the module was saved in.
+        // SAFETY: `module` is live.
+        check(unsafe { ffi::pipeline_script_to_kind(loaded.module, scalar_type(kind)) })?;
         Ok(loaded)
     }
 

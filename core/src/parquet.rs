@@ -3,7 +3,9 @@
 //! physical type, encoding and compression pandas or pyarrow write is decoded by the
 //! reference implementation. Columns are chosen by the same `label` and `features` keys
 //! (names, indices, ranges, over the top-level columns); a null is a missing value.
-//! `check` reads the schema only, from the file's footer.
+//! The columns pandas stores its index in (`df.to_parquet()` after a filter or a sort
+//! writes `__index_level_0__` last) are not data, and are left out. `check` reads the
+//! schema only, from the file's footer.
 
 use crate::table::{resolve, Layout, Table, TableError};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -11,40 +13,86 @@ use parquet::record::Field;
 use std::fs::File;
 use std::path::Path;
 
-/// The file's reader and its top-level column names; a nested column (a list, a map,
-/// a struct) is refused, naming it.
-fn open(path: &Path) -> Result<(SerializedFileReader<File>, Vec<String>), TableError> {
+/// The file's data columns: their names, and where each is among the file's columns.
+struct Columns {
+    names: Vec<String>,
+    positions: Vec<usize>,
+}
+
+/// The columns pandas wrote its index to, from the file's `pandas` metadata.
+fn pandas_index(reader: &SerializedFileReader<File>) -> Vec<String> {
+    let metadata = reader.metadata().file_metadata().key_value_metadata();
+    let Some(pandas) = metadata
+        .into_iter()
+        .flatten()
+        .find(|kv| kv.key == "pandas")
+        .and_then(|kv| kv.value.as_deref())
+    else {
+        return Vec::new();
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(pandas) else {
+        return Vec::new();
+    };
+    // A RangeIndex is described (`{"kind": "range", …}`), not stored: no column.
+    json["index_columns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The file's reader and its data columns; a nested column (a list, a map, a struct) is
+/// refused, naming it.
+fn open(path: &Path) -> Result<(SerializedFileReader<File>, Columns), TableError> {
     let file = File::open(path).map_err(|e| TableError::Io(e.to_string()))?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| TableError::Io(format!("not a readable Parquet file: {e}")))?;
+    let index = pandas_index(&reader);
     let schema = reader.metadata().file_metadata().schema_descr();
-    let mut names = Vec::new();
-    for field in schema.root_schema().get_fields() {
+    let mut columns = Columns {
+        names: Vec::new(),
+        positions: Vec::new(),
+    };
+    for (position, field) in schema.root_schema().get_fields().iter().enumerate() {
+        if index.iter().any(|i| i == field.name()) {
+            continue;
+        }
         if field.is_group() {
             return Err(TableError::Columns(format!(
                 "column `{}` is nested (a list, map or struct); only flat columns of numbers or text can be read",
                 field.name()
             )));
         }
-        names.push(field.name().to_string());
+        columns.names.push(field.name().to_string());
+        columns.positions.push(position);
     }
-    Ok((reader, names))
+    Ok((reader, columns))
 }
 
 /// How many features a sample has, from the schema alone.
 pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
-    let (_, names) = open(path).ok()?;
-    let columns = resolve(layout, names.len(), Some(&names)).ok()?;
+    let (_, data) = open(path).ok()?;
+    let columns = resolve(layout, data.names.len(), Some(&data.names)).ok()?;
     Some(columns.features.len())
 }
 
-/// A cell as text (labels), or `None` when null.
-fn text(field: &Field) -> Option<String> {
-    match field {
+/// A cell as a label's text, `None` when null; a type that is neither a number nor text
+/// (a date, a decimal) is refused rather than read as missing.
+fn text(field: &Field) -> Result<Option<String>, TableError> {
+    Ok(match field {
         Field::Null => None,
         Field::Str(s) => Some(s.clone()),
-        other => number(other).map(|v| v.to_string()),
-    }
+        Field::Bytes(b) => Some(String::from_utf8_lossy(b.data()).into_owned()),
+        other => match number(other) {
+            Some(v) => Some(v.to_string()),
+            None => {
+                return Err(TableError::Columns(format!(
+                    "a label is {other}, neither a number nor text: convert the column before saving it"
+                )))
+            }
+        },
+    })
 }
 
 /// A cell as a number, or `None` when it is not one.
@@ -68,8 +116,9 @@ fn number(field: &Field) -> Option<f64> {
 
 /// Reads the whole table; `Table::lines` holds each row's 0-based index.
 pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
-    let (reader, names) = open(path)?;
-    let columns = resolve(layout, names.len(), Some(&names))?;
+    let (reader, data) = open(path)?;
+    let names = &data.names;
+    let columns = resolve(layout, names.len(), Some(names))?;
     let mut table = Table {
         feature_names: columns.features.iter().map(|&i| names[i].clone()).collect(),
         features: Vec::new(),
@@ -86,11 +135,20 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
             message: format!("cannot read the row: {e}"),
         })?;
         let fields: Vec<&Field> = row.get_column_iter().map(|(_, f)| f).collect();
+        let field = |c: usize| {
+            fields
+                .get(data.positions[c])
+                .copied()
+                .ok_or_else(|| TableError::Line {
+                    line: row_index,
+                    message: format!("the row has no column `{}`", names[c]),
+                })
+        };
         for (k, &c) in columns.labels.iter().enumerate() {
-            table.labels[k].push(text(fields[c]));
+            table.labels[k].push(text(field(c)?)?);
         }
         for (k, &c) in columns.features.iter().enumerate() {
-            let value = match fields[c] {
+            let value = match field(c)? {
                 Field::Null => f32::NAN,
                 field => match number(field) {
                     Some(v) => v as f32,

@@ -19,6 +19,46 @@ fn cut(mut order: Vec<usize>, spec: &SplitSpec) -> Splits {
     }
 }
 
+/// `total` samples shared out across classes of `counts` samples in proportion, each at
+/// most its `room`: the floor of each class's share, then one more to the classes with
+/// the largest remainders (the first class first among equals), as scikit-learn's
+/// stratified splits do, so that the totals are exact and each class is off by less
+/// than one sample.
+fn share(total: usize, counts: &[usize], room: &[usize]) -> Vec<usize> {
+    let n: usize = counts.iter().sum();
+    if n == 0 {
+        return vec![0; counts.len()];
+    }
+    let ideal: Vec<f64> = counts
+        .iter()
+        .map(|&m| m as f64 * total as f64 / n as f64)
+        .collect();
+    let mut out: Vec<usize> = ideal
+        .iter()
+        .zip(room)
+        .map(|(&x, &r)| (x.floor() as usize).min(r))
+        .collect();
+    let mut order: Vec<usize> = (0..counts.len()).collect();
+    order.sort_by(|&a, &b| {
+        let frac = |i: usize| ideal[i] - ideal[i].floor();
+        frac(b).total_cmp(&frac(a)).then(a.cmp(&b))
+    });
+    let mut missing = total.saturating_sub(out.iter().sum());
+    while missing > 0 {
+        let before = missing;
+        for &i in &order {
+            if missing > 0 && out[i] < room[i].min(counts[i]) {
+                out[i] += 1;
+                missing -= 1;
+            }
+        }
+        if missing == before {
+            break;
+        }
+    }
+    out
+}
+
 /// The sample indices of each split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Splits {
@@ -47,20 +87,27 @@ impl Splits {
         for (i, &c) in classes.iter().enumerate() {
             by_class.entry(c).or_default().push(i);
         }
+        // The same sizes as an unstratified split, shared out across the classes.
+        let sizes = cut((0..classes.len()).collect(), spec);
+        let counts: Vec<usize> = by_class.values().map(Vec::len).collect();
+        let train = share(sizes.train.len(), &counts, &vec![usize::MAX; counts.len()]);
+        let left: Vec<usize> = counts.iter().zip(&train).map(|(m, t)| m - t).collect();
+        let val = share(sizes.val.len(), &counts, &left);
         let mut rng = Rng::new(spec.seed);
         let mut all = Splits {
             train: Vec::new(),
             val: Vec::new(),
             test: Vec::new(),
         };
-        for (_, mut members) in by_class {
+        for (k, (_, mut members)) in by_class.into_iter().enumerate() {
             if spec.shuffle {
                 rng.shuffle(&mut members);
             }
-            let part = cut(members, spec);
-            all.train.extend(part.train);
-            all.val.extend(part.val);
-            all.test.extend(part.test);
+            let test = members.split_off(train[k] + val[k]);
+            let val_part = members.split_off(train[k]);
+            all.train.extend(members);
+            all.val.extend(val_part);
+            all.test.extend(test);
         }
         for split in [&mut all.train, &mut all.val, &mut all.test] {
             if spec.shuffle {
@@ -142,6 +189,25 @@ mod tests {
         let ones = |split: &[usize]| split.iter().filter(|&&i| classes[i] == 1).count();
         assert_eq!((s.train.len(), s.test.len()), (80, 20));
         assert_eq!((ones(&s.train), ones(&s.test)), (8, 2));
+        // Five classes of 10 in 0.7 / 0.1 / 0.2: rounding each class alone would give
+        // 40 / 10 / 0; the sizes are those of the plain split, each class within one.
+        let five: Vec<i64> = (0..50).map(|i| i % 5).collect();
+        let spec5 = SplitSpec {
+            train: 0.7,
+            val: 0.1,
+            test: 0.2,
+            ..spec.clone()
+        };
+        let s5 = Splits::stratified(&five, &spec5);
+        let plain = Splits::new(50, &spec5);
+        assert_eq!(
+            (s5.train.len(), s5.val.len(), s5.test.len()),
+            (plain.train.len(), plain.val.len(), plain.test.len())
+        );
+        for c in 0..5 {
+            let n = s5.test.iter().filter(|&&i| five[i] == c).count();
+            assert!((1..=3).contains(&n), "class {c}: {n} test samples");
+        }
         let mut all: Vec<usize> = s.train.iter().chain(&s.test).copied().collect();
         all.sort();
         assert_eq!(all, (0..100).collect::<Vec<_>>());

@@ -169,8 +169,9 @@ struct Reader<'a> {
     layout: Layout<'a>,
 }
 
-/// `delimiter` splits every line of `sample` into the same number of fields, more than one.
-fn splits_alike(sample: &[u8], delimiter: u8, comment: Option<u8>) -> bool {
+/// The number of fields `delimiter` splits every line of `sample` into, when that is the
+/// same for every line and more than one.
+fn splits_alike(sample: &[u8], delimiter: u8, comment: Option<u8>) -> Option<usize> {
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter)
         .has_headers(false)
@@ -179,27 +180,38 @@ fn splits_alike(sample: &[u8], delimiter: u8, comment: Option<u8>) -> bool {
         .from_reader(sample);
     let mut width = None;
     for record in reader.records() {
-        let Ok(record) = record else { return false };
+        let record = record.ok()?;
         if record.len() == 1 && record[0].trim().is_empty() {
             continue;
         }
         if *width.get_or_insert(record.len()) != record.len() {
-            return false;
+            return None;
         }
     }
-    width.is_some_and(|w| w > 1)
+    width.filter(|&w| w > 1)
 }
 
-/// The delimiter of `auto`, told from the first lines.
+/// The delimiter of `auto`, told from the first lines: of `,` `;` and tab, the one that
+/// splits them all alike into the most fields (`1;2;"red, dry"` splits alike on both
+/// `,` and `;`, and is a semicolon file), else runs of whitespace, else `,`.
 fn sniff(sample: &[u8], comment: Option<u8>) -> Delimiter {
+    let mut best: Option<(usize, Delimiter)> = None;
     for (byte, delimiter) in [
         (b',', Delimiter::Comma),
         (b';', Delimiter::Semicolon),
         (b'\t', Delimiter::Tab),
     ] {
-        if sample.contains(&byte) && splits_alike(sample, byte, comment) {
-            return delimiter;
+        if !sample.contains(&byte) {
+            continue;
         }
+        if let Some(width) = splits_alike(sample, byte, comment) {
+            if best.is_none_or(|(w, _)| width > w) {
+                best = Some((width, delimiter));
+            }
+        }
+    }
+    if let Some((_, delimiter)) = best {
+        return delimiter;
     }
     let text = String::from_utf8_lossy(sample);
     let widths: Vec<usize> = text
@@ -587,6 +599,14 @@ mod tests {
         let path = write(&dir, "space.txt", "59 2  32.1\n48 1 21.6\n");
         let t = read(&path, &dialect(Delimiter::Auto, false), LAST).unwrap();
         assert_eq!(t.features, vec![59.0, 2.0, 48.0, 1.0]);
+        // Commas inside quoted fields of a semicolon file split alike too, into fewer.
+        let path = write(
+            &dir,
+            "quoted.csv",
+            "1;2;\"red, dry\"\n3;4;\"white, sweet\"\n",
+        );
+        let t = read(&path, &dialect(Delimiter::Auto, false), LAST).unwrap();
+        assert_eq!(t.labels[0][0].as_deref(), Some("red, dry"));
         let path = write(&dir, "tab.tsv", "a\tb\ty\n1\t2\t0\n");
         let t = read(&path, &dialect(Delimiter::Auto, true), LAST).unwrap();
         assert_eq!(t.feature_names, ["a", "b"]);

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// The endings of a `data.labels` value that make it a file (any other value is the name
 /// of an array inside an NPZ or safetensors `source`).
-pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy", ".parquet"];
+pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy", ".parquet", ".pq"];
 
 /// The result of lowering: the manifest (absent only on a syntax error) and every
 /// diagnostic found on the way.
@@ -694,7 +694,15 @@ impl<'a> Reader<'a> {
                 .concat(),
             ),
         };
+        // A CSV labels file is read with the dialect keys, whatever the data's format.
+        let csv_labels = f.opt_text("labels").is_some_and(|l| {
+            let l = l.to_ascii_lowercase();
+            l.ends_with(".csv") || l.ends_with(".csv.gz")
+        });
         for (key, help) in unused {
+            if csv_labels && DIALECT.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
             if f.value(key).is_some() {
                 self.diags.push(
                     Diagnostic::error(

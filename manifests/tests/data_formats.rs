@@ -51,6 +51,9 @@ fn a_labels_file_works_for_every_format_and_never_beside_a_label_column() {
         diags(&manifest(r#"source "x.npy""#))[0].0,
         "pipeline::data::no_labels"
     );
+    // A CSV labels file is read with the dialect keys, whatever the data's format.
+    let src = manifest(r#"source "x.npy"; labels "y.csv"; header #true; delimiter ";""#);
+    assert_eq!(diags(&src), []);
     // NPZ: an array name.
     let m = lower(
         &manifest(r#"source "x.npz"; features "a"; labels "b""#),
