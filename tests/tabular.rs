@@ -360,6 +360,27 @@ fn a_parquet_file_trains_exactly_as_the_same_csv() {
         "{report}"
     );
 
+    // A pandas index column (written after a filter: `__index_level_0__`, last) is not
+    // data: with `label "last"` it would have been the label.
+    py(
+        dir.path(),
+        "import json, numpy as np, pyarrow as pa, pyarrow.parquet as pq\n\
+         t = pq.read_table('data/wine.parquet')\n\
+         t = t.append_column('__index_level_0__', pa.array(np.arange(t.num_rows) * 7))\n\
+         meta = {'index_columns': ['__index_level_0__'], 'columns': []}\n\
+         t = t.replace_schema_metadata({'pandas': json.dumps(meta)})\n\
+         pq.write_table(t, 'data/indexed.parquet')\n",
+    );
+    let indexed = parquet
+        .replace("data/wine.parquet", "data/indexed.parquet")
+        .replace("label \"cultivar\"", "label \"last\"");
+    std::fs::write(dir.path().join("indexed.kdl"), indexed).unwrap();
+    let report = run(dir.path(), "indexed.kdl");
+    assert_eq!(
+        report["stages"][1]["metrics"], csv["stages"][1]["metrics"],
+        "the index is neither the label nor a feature"
+    );
+
     // `check` reads the schema for shapes, and CSV keys do not apply.
     let wrong = parquet.replace("linear 32", "reshape 3 5\n    flatten\n    linear 32");
     std::fs::write(dir.path().join("wrong.kdl"), wrong).unwrap();

@@ -8,18 +8,18 @@
 //! The whole data set is held in memory (and on the device) — right for the tabular and
 //! small-image data this serves today; streaming larger sets is future work.
 
-use crate::arrays;
-use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName};
+mod read;
+
+use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName};
 use pipeline_core::freshness::regular_input;
-use pipeline_core::sample_shape::csv_layout;
 use pipeline_core::split::Splits;
-use pipeline_core::table::{self, Layout, Table, TableError};
-use std::path::{Path, PathBuf};
+use read::{read_labels_file, read_source, Labels};
+use std::path::PathBuf;
 use tch::{Device, Kind, TchError, Tensor};
 
 /// How a sample is named in messages: its CSV line, or its index in an array file.
 #[derive(Debug, Clone)]
-enum Origin {
+pub(crate) enum Origin {
     Lines(Vec<usize>),
     Indices,
 }
@@ -52,188 +52,15 @@ pub struct Dataset {
 /// Class labels must be below this (2^53).
 const MAX_CLASS_INDEX: f64 = 9_007_199_254_740_992.0;
 
-fn data_error(code: &'static str, spec: &DataSpec, message: String, help: &str) -> Diagnostic {
+pub(crate) fn data_error(
+    code: &'static str,
+    spec: &DataSpec,
+    message: String,
+    help: &str,
+) -> Diagnostic {
     Diagnostic::error(code, message)
         .label_opt(spec.source.span, "data file")
         .help(help.to_string())
-}
-
-/// The labels as read, before they become tensors of class indices or targets.
-enum Labels {
-    /// Cells of a CSV (the data's or a labels file's), per label column, with the column
-    /// names and each row's line.
-    Cells {
-        columns: Vec<Vec<Option<String>>>,
-        names: Vec<String>,
-        /// Each row's line (CSV) or index (Parquet, `rows`).
-        lines: Vec<usize>,
-        rows: bool,
-        path: PathBuf,
-    },
-    /// An array (NaN where missing).
-    Array(Tensor),
-}
-
-impl Labels {
-    fn rows(&self) -> i64 {
-        match self {
-            Labels::Cells { lines, .. } => lines.len() as i64,
-            Labels::Array(t) => t.size().first().copied().unwrap_or(0),
-        }
-    }
-}
-
-/// A diagnostic for a table that could not be read.
-fn table_error(spec: &DataSpec, path: &Path, e: TableError) -> Diagnostic {
-    match e {
-        TableError::Io(m) => data_error(
-            "pipeline::data::unreadable",
-            spec,
-            format!("cannot read {}: {m}", path.display()),
-            "check the file",
-        ),
-        TableError::Line { line, message } => data_error(
-            "pipeline::data::bad_row",
-            spec,
-            format!("{}:{line}: {message}", path.display()),
-            "every row needs the same fields, the features numeric (or missing: see `data.missing`); `pipeline explain data` shows how to describe the file",
-        ),
-        TableError::Columns(m) => data_error(
-            "pipeline::data::bad_label_column",
-            spec,
-            format!("{}: {m}", path.display()),
-            "set `label` and `features` in `data` to columns the file has",
-        ),
-    }
-}
-
-/// A diagnostic for a Parquet file that could not be read (rows, not lines).
-fn parquet_error(spec: &DataSpec, path: &Path, e: TableError) -> Diagnostic {
-    match e {
-        TableError::Line { line, message } => data_error(
-            "pipeline::data::bad_row",
-            spec,
-            format!("{}, row {line}: {message}", path.display()),
-            "the features must be numbers (or null: see `data.missing`)",
-        ),
-        other => table_error(spec, path, other),
-    }
-}
-
-/// Reads the features (with their names) and, unless there is a labels file, the labels.
-fn read_source(
-    path: &Path,
-    spec: &DataSpec,
-) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
-    // Errors of the array readers: a missing array names what the file holds.
-    let array_error = |file: &Path, message: String| {
-        let (code, help) = if message.starts_with("no array named") {
-            (
-                "pipeline::data::missing_array",
-                "set `features` and `labels` in `data` to names the file holds",
-            )
-        } else {
-            (
-                "pipeline::data::unreadable",
-                "check that the file is a valid array file",
-            )
-        };
-        data_error(code, spec, format!("{}: {message}", file.display()), help)
-    };
-    let separate = spec.labels_file.is_some();
-    // (A 0-d array has no samples: the shape check after reading says so.)
-    let feature_names = |t: &Tensor| {
-        let per_sample: i64 = t.size().get(1..).unwrap_or(&[]).iter().product();
-        (0..per_sample).map(|j| format!("feature {j}")).collect()
-    };
-    Ok(match spec.format {
-        DataFormat::Csv => {
-            let t: Table = table::read(path, &spec.dialect, csv_layout(spec))
-                .map_err(|e| table_error(spec, path, e))?;
-            let rows = t.rows() as i64;
-            let features =
-                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
-            let labels = (!separate).then(|| Labels::Cells {
-                columns: t.labels,
-                names: t.label_names,
-                lines: t.lines.clone(),
-                rows: false,
-                path: path.to_path_buf(),
-            });
-            (features, t.feature_names, labels, Origin::Lines(t.lines))
-        }
-        DataFormat::Parquet => {
-            let t: Table = pipeline_core::parquet::read(path, csv_layout(spec))
-                .map_err(|e| parquet_error(spec, path, e))?;
-            let rows = t.rows() as i64;
-            let features =
-                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
-            let labels = (!separate).then(|| Labels::Cells {
-                columns: t.labels,
-                names: t.label_names,
-                lines: t.lines,
-                rows: true,
-                path: path.to_path_buf(),
-            });
-            (features, t.feature_names, labels, Origin::Indices)
-        }
-        DataFormat::Npy => {
-            let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
-            let names = feature_names(&features);
-            (features, names, None, Origin::Indices)
-        }
-        DataFormat::Npz | DataFormat::Safetensors => {
-            let mut names = vec![spec.features_array()];
-            if !separate {
-                names.push(spec.labels_array.as_str());
-            }
-            let mut arrays = match spec.format {
-                DataFormat::Npz => arrays::read_npz(path, &names),
-                _ => arrays::read_safetensors(path, &names),
-            }
-            .map_err(|e| array_error(path, e))?;
-            let labels = (!separate).then(|| Labels::Array(arrays.pop().expect("asked for")));
-            let features = arrays.pop().expect("asked for");
-            let names = feature_names(&features);
-            (features, names, labels, Origin::Indices)
-        }
-    })
-}
-
-/// Reads a labels file: `.npy`, or a CSV or Parquet file whose every column is a label.
-fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
-    let lower = path.to_string_lossy().to_ascii_lowercase();
-    if lower.ends_with(".npy") {
-        return arrays::read_npy(path).map(Labels::Array).map_err(|e| {
-            data_error(
-                "pipeline::data::unreadable",
-                spec,
-                format!("{}: {e}", path.display()),
-                "check that the labels file is a valid .npy array",
-            )
-        });
-    }
-    let parquet = lower.ends_with(".parquet") || lower.ends_with(".pq");
-    let t = match parquet {
-        true => pipeline_core::parquet::read(path, Layout::Labels)
-            .map_err(|e| parquet_error(spec, path, e)),
-        false => {
-            table::read(path, &spec.dialect, Layout::Labels).map_err(|e| table_error(spec, path, e))
-        }
-    }
-    .map_err(|d| {
-        d.label_opt(
-            spec.labels_file.as_ref().and_then(|l| l.span),
-            "labels file",
-        )
-    })?;
-    Ok(Labels::Cells {
-        columns: t.labels,
-        names: t.label_names,
-        lines: t.lines,
-        rows: parquet,
-        path: path.to_path_buf(),
-    })
 }
 
 impl Dataset {
