@@ -251,6 +251,14 @@ fn labels_files_and_column_selections_are_checked_against_the_files() {
     std::fs::write(dir.path().join("y.csv"), &labels).unwrap();
     let report = run(dir.path(), "t.kdl");
     assert_eq!(report["stages"][1]["metrics"]["accuracy"], 1.0, "{report}");
+    // A label that is no class index is named in the labels file.
+    let numbers = labels.replace("no", "-1").replace("yes", "1");
+    std::fs::write(dir.path().join("y.csv"), numbers).unwrap();
+    let err = text(&pipeline(dir.path(), &["run", "t.kdl"]).stderr);
+    assert!(
+        err.contains("y.csv, sample 0: label -1 is not a class index"),
+        "{err}"
+    );
     std::fs::write(dir.path().join("y.csv"), &labels[..labels.len() - 7]).unwrap();
     let out = pipeline(dir.path(), &["run", "t.kdl"]);
     let err = text(&out.stderr);

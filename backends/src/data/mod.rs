@@ -47,6 +47,8 @@ pub struct Dataset {
     /// comment lines not counted, dropped rows counted), for `split.json`.
     pub rows: Vec<usize>,
     origin: Origin,
+    /// The labels file, when the labels come from one (for messages about a label).
+    labels_path: Option<PathBuf>,
 }
 
 /// Class labels must be below this (2^53).
@@ -124,6 +126,10 @@ impl Dataset {
             filled: None,
             rows: (0..n as usize).collect(),
             origin,
+            labels_path: spec
+                .labels_file
+                .as_ref()
+                .map(|f| manifest.resolve(&f.value)),
         };
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
         dataset.labels = labels;
@@ -280,9 +286,9 @@ impl Dataset {
                 return Err(data_error(
                     "pipeline::data::bad_label",
                     spec,
-                    format!("{}: label {value} is not a class index", self.at(i)),
+                    format!("{}: label {value} is not a class index", self.label_at(i)),
                     "cross-entropy and nll need labels that are whole numbers from 0, or class names",
-                ));
+                ).label_opt(spec.labels_file.as_ref().and_then(|l| l.span), "labels file"));
             }
             labels
         } else if values.dim() == 1 {
@@ -329,9 +335,9 @@ impl Dataset {
                 return Err(data_error(
                     "pipeline::data::missing_label",
                     spec,
-                    format!("{}: the label is missing", self.at(i)),
+                    format!("{}: the label is missing", self.label_at(i)),
                     "fix the label, or leave such rows out with `missing \"drop-row\"` (only features are filled)",
-                ));
+                ).label_opt(spec.labels_file.as_ref().and_then(|l| l.span), "labels file"));
             }
             if spec.missing == Missing::Error {
                 if let Some(i) = first_index(&features) {
@@ -408,6 +414,15 @@ impl Dataset {
         match &self.origin {
             Origin::Lines(lines) => format!("{}:{}", self.path.display(), lines[i]),
             Origin::Indices => format!("{}, sample {}", self.path.display(), self.rows[i]),
+        }
+    }
+
+    /// Where sample `i`'s label is, for messages: in the labels file when there is one
+    /// (its row `i`, counted as the data's), else where the sample is.
+    fn label_at(&self, i: usize) -> String {
+        match &self.labels_path {
+            Some(path) => format!("{}, sample {}", path.display(), self.rows[i]),
+            None => self.at(i),
         }
     }
 
