@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{pipeline, small_project, snapshot_step, text, SMALL};
+use common::{kill_after_snapshot, pipeline, small_project, snapshot_step, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
 
@@ -333,27 +333,7 @@ fn exported_weights(dir: &Path, report: &Value) -> Vec<u8> {
 #[test]
 fn a_killed_run_resumes_and_ends_with_the_same_weights_bit_for_bit() {
     let killed = digits_with_snapshots();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "digits.kdl"])
-        .current_dir(killed.path())
-        .env_remove("PIPELINE_CACHE_DIR")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until training is well under way (mid-epoch, dropout's generator advanced).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while snapshot_step(killed.path()).is_none_or(|s| s < 60) {
-        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it could be killed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap(); // SIGKILL: no chance to clean up
-    child.wait().unwrap();
-    let at = snapshot_step(killed.path()).unwrap();
+    let at = kill_after_snapshot(killed.path(), "digits.kdl", 60);
     assert!(at < 30 * 23, "killed before the end (step {at})");
 
     let out = pipeline(killed.path(), &["run", "digits.kdl", "--json"]);

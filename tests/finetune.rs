@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_fixture, pipeline, small_project, snapshot_step, tensors, text, SMALL};
+use common::{assert_fixture, kill_after_snapshot, pipeline, small_project, tensors, text, SMALL};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -231,26 +231,7 @@ fn frozen_digits() -> tempfile::TempDir {
 #[test]
 fn a_killed_run_with_frozen_layers_resumes_to_the_same_weights_bit_for_bit() {
     let killed = frozen_digits();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "digits.kdl"])
-        .current_dir(killed.path())
-        .env_remove("PIPELINE_CACHE_DIR")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while snapshot_step(killed.path()).is_none_or(|s| s < 30) {
-        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it could be killed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let at = snapshot_step(killed.path()).unwrap();
+    let at = kill_after_snapshot(killed.path(), "digits.kdl", 30);
     let out = pipeline(killed.path(), &["run", "digits.kdl", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(

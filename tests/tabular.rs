@@ -6,28 +6,9 @@
 
 mod common;
 
-use common::{assert_fixture, pipeline, root, text};
+use common::{assert_fixture, pipeline, py, root, text};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn python() -> PathBuf {
-    let venv = std::env::var_os("PIPELINE_VENV").expect("PIPELINE_VENV: run scripts/test.sh");
-    Path::new(&venv).join("bin/python")
-}
-
-/// Runs `code` with the venv's python in `dir`; its stdout.
-fn py(dir: &Path, code: &str) -> String {
-    let file = dir.join("check.py");
-    std::fs::write(&file, code).unwrap();
-    let out = Command::new(python())
-        .arg(&file)
-        .current_dir(dir)
-        .output()
-        .expect("the venv's python runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
-}
+use std::path::Path;
 
 /// A directory with `example`'s manifest and the data files it reads.
 fn example(example: &str, files: &[&str]) -> tempfile::TempDir {

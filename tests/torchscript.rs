@@ -6,29 +6,11 @@
 
 mod common;
 
-use common::{assert_fixture, digits_project, pipeline, root, snapshot_step, tensors, text};
+use common::{
+    assert_fixture, digits_project, kill_after_snapshot, pipeline, py, root, tensors, text,
+};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn python() -> PathBuf {
-    let venv = std::env::var_os("PIPELINE_VENV").expect("PIPELINE_VENV: run scripts/test.sh");
-    Path::new(&venv).join("bin/python")
-}
-
-/// Runs `code` with the venv's python in `dir`; its stdout. (From a file: TorchScript
-/// reads a class's source, which `python -c` does not keep.)
-fn py(dir: &Path, code: &str) -> String {
-    let file = dir.join("make.py");
-    std::fs::write(&file, code).unwrap();
-    let out = Command::new(python())
-        .arg(&file)
-        .current_dir(dir)
-        .output()
-        .expect("the venv's python runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
-}
+use std::path::Path;
 
 /// Scripts `module` (a Python expression, with `torch` and `nn` imported and the seed
 /// set) and saves it to `dir/name`.
@@ -237,26 +219,7 @@ fn a_killed_run_of_a_scripted_module_resumes_to_the_same_weights_bit_for_bit() {
                   nn.Dropout(0.3), nn.Linear(64, 10))";
     let train = "train epochs=6 batch-size=16 snapshot-every-steps=20";
     let killed = project(module, train);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "ts.kdl"])
-        .current_dir(killed.path())
-        .env_remove("PIPELINE_CACHE_DIR")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while snapshot_step(killed.path()).is_none_or(|s| s < 60) {
-        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it could be killed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let at = snapshot_step(killed.path()).unwrap();
+    let at = kill_after_snapshot(killed.path(), "ts.kdl", 60);
     let (_, log) = run(killed.path(), "ts.kdl", &[]);
     assert!(log.contains("resuming `train` from its snapshot"), "{log}");
     let whole = project(module, train);

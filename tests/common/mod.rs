@@ -121,3 +121,48 @@ pub fn snapshot_step(dir: &Path) -> Option<u64> {
         serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
     index["position"]["step"].as_u64()
 }
+
+/// The project's torch venv's python (`$PIPELINE_VENV`, made by `scripts/setup.sh`).
+pub fn venv_python() -> PathBuf {
+    let venv = std::env::var_os("PIPELINE_VENV").expect("PIPELINE_VENV: run scripts/test.sh");
+    Path::new(&venv).join("bin/python")
+}
+
+/// Runs `code` with the venv's python in `dir`, which must succeed; its stdout. (From a
+/// file: TorchScript reads a class's source, which `python -c` does not keep.)
+pub fn py(dir: &Path, code: &str) -> String {
+    let file = dir.join("make.py");
+    std::fs::write(&file, code).unwrap();
+    let out = Command::new(venv_python())
+        .arg(&file)
+        .current_dir(dir)
+        .output()
+        .expect("the venv's python runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Starts `pipeline run MANIFEST` in `dir` and kills it (SIGKILL: no chance to clean
+/// up) once a snapshot is past `step`; the step of the last snapshot.
+pub fn kill_after_snapshot(dir: &Path, manifest: &str, step: u64) -> u64 {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", manifest])
+        .current_dir(dir)
+        .env_remove("PIPELINE_CACHE_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while snapshot_step(dir).is_none_or(|s| s < step) {
+        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it could be killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    snapshot_step(dir).unwrap()
+}
