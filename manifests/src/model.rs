@@ -422,12 +422,35 @@ impl<'a> Reader<'a> {
                     );
                     return None;
                 }
+                let join = Join::parse(&f.text("join")).unwrap_or(Join::Concat); // not reached: a default
+                if join == Join::Add && f.value("dim").is_some() {
+                    // `add` sums whole outputs: a dimension would be ignored.
+                    self.diags.push(
+                        Diagnostic::error(
+                            "pipeline::model::dim_without_concat",
+                            "`dim` is where `concat` joins the branches; `add` sums them whole",
+                        )
+                        .label_opt(f.span("dim"), "not read by `add`")
+                        .help("remove `dim`, or join with `parallel \"concat\" dim=…`"),
+                    );
+                }
                 Some(Node::Parallel {
                     branches,
-                    join: Join::parse(&f.text("join")).unwrap_or(Join::Concat), // not reached: a default
+                    join,
                     dim: f.int("dim"),
                     span,
                 })
+            }
+            _ if name == schema::BRANCH.name => {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::model::branch_outside_parallel",
+                        "a `branch` belongs in a `parallel` block",
+                    )
+                    .label(child.name().span(), "not inside `parallel`")
+                    .help("write `parallel \"concat\" { branch { … }; branch { … } }`"),
+                );
+                None
             }
             _ if name == schema::TORCHSCRIPT.name => {
                 self.diags.push(
