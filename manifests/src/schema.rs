@@ -363,7 +363,7 @@ pub const DATA: Section = section(
             "delimiter",
             Ty::Choice(Delimiter::NAMES),
             Some(Val::Text(Delimiter::Auto.as_str())),
-            "CSV only (the data, or a CSV labels file): what separates fields; `auto` tells `,` `;` or tab from the first lines (the one that splits them all alike), else runs of whitespace (`whitespace`: spaces and tabs, no quoting). Fields may be quoted (`\"a, b\"`).",
+            "CSV only (the data, or a CSV labels file): what separates fields; `auto` tells `,` `;` or tab from the first 32 lines (of those that split every line into the same number of fields, the one giving the most), else runs of whitespace (`whitespace`: spaces and tabs, no quoting). Fields may be quoted (`\"a, b\"`).",
         ),
         key(
             "skip-rows",
