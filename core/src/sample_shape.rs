@@ -23,19 +23,8 @@ pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
         return None;
     }
     let features = match spec.format {
-        DataFormat::Parquet => crate::parquet::peek_features(&path, csv_layout(spec))?,
-        _ => peek_features(&path, &spec.dialect, csv_layout(spec))?,
+        DataFormat::Parquet => crate::parquet::peek_features(&path, Layout::of(spec))?,
+        _ => peek_features(&path, &spec.dialect, Layout::of(spec))?,
     };
     Some(vec![features as i64])
-}
-
-/// Which columns of a CSV or Parquet `source` are labels and which features.
-pub fn csv_layout(spec: &manifests::DataSpec) -> Layout<'_> {
-    match spec.labels_file {
-        Some(_) => Layout::Features(&spec.features),
-        None => Layout::Both {
-            label: &spec.label,
-            features: &spec.features,
-        },
-    }
 }

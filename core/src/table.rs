@@ -41,6 +41,19 @@ pub enum Layout<'a> {
     Labels,
 }
 
+impl<'a> Layout<'a> {
+    /// Which columns of a CSV or Parquet `source` are labels and which features.
+    pub fn of(spec: &'a manifests::DataSpec) -> Layout<'a> {
+        match spec.labels_file {
+            Some(_) => Layout::Features(&spec.features),
+            None => Layout::Both {
+                label: &spec.label,
+                features: &spec.features,
+            },
+        }
+    }
+}
+
 /// The numbers of a table, and its label cells as written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
@@ -489,12 +502,13 @@ pub(crate) fn resolve(
         Ok(out)
     };
     let (labels, features) = match layout {
-        Layout::Labels => (Vec::new(), (0..width).collect::<Vec<_>>()),
+        // A labels file's columns are all labels.
+        Layout::Labels => ((0..width).collect(), Vec::new()),
         Layout::Features([]) => (Vec::new(), (0..width).collect()),
         Layout::Features(features) => (Vec::new(), all(features)?),
         Layout::Both { label, features } => {
             let labels = all(label)?;
-            let features = match features {
+            let features: Vec<usize> = match features {
                 [] => (0..width).filter(|i| !labels.contains(i)).collect(),
                 some => all(some)?,
             };
@@ -505,11 +519,6 @@ pub(crate) fn resolve(
             }
             (labels, features)
         }
-    };
-    let (labels, features) = match layout {
-        // A labels file's columns are all labels.
-        Layout::Labels => (features, labels),
-        _ => (labels, features),
     };
     if features.is_empty() && !matches!(layout, Layout::Labels) {
         return Err(TableError::Columns(format!(

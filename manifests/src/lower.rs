@@ -25,10 +25,6 @@ use kdl::{KdlDocument, KdlError, KdlNode, KdlValue};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The endings of a `data.labels` value that make it a file (any other value is the name
-/// of an array inside an NPZ or safetensors `source`).
-pub const LABEL_FILE_EXTENSIONS: &[&str] = &[".csv", ".csv.gz", ".npy", ".parquet", ".pq"];
-
 /// The result of lowering: the manifest (absent only on a syntax error) and every
 /// diagnostic found on the way.
 #[derive(Debug)]
@@ -462,25 +458,7 @@ impl<'a> Reader<'a> {
         let source = PathBuf::from(f.text("source"));
         let source_span = f.span("source");
         // The schema's list is `auto` and the formats' names, and `auto` is the default.
-        let format = match DataFormat::parse(&f.text("format")) {
-            Some(format) => Some(format),
-            None => {
-                let name = source.to_string_lossy().to_ascii_lowercase();
-                if name.ends_with(".csv") || name.ends_with(".csv.gz") {
-                    Some(DataFormat::Csv)
-                } else if name.ends_with(".npy") {
-                    Some(DataFormat::Npy)
-                } else if name.ends_with(".npz") {
-                    Some(DataFormat::Npz)
-                } else if name.ends_with(".safetensors") {
-                    Some(DataFormat::Safetensors)
-                } else if name.ends_with(".parquet") || name.ends_with(".pq") {
-                    Some(DataFormat::Parquet)
-                } else {
-                    None
-                }
-            }
-        };
+        let format = DataFormat::parse(&f.text("format")).or_else(|| DataFormat::of_name(&source));
         let format = match format {
             Some(format) => format,
             None => {
@@ -619,14 +597,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// `data.labels`: a labels file (a name with a data file's extension, any format),
-    /// or for NPZ / safetensors the name of the labels array (default `y`).
+    /// `data.labels`: a labels file (a name with the extension of a format that holds
+    /// labels, [`DataFormat::holds_labels`]), or for NPZ / safetensors the name of the
+    /// labels array (default `y`).
     fn labels(&mut self, f: &Fields, format: DataFormat) -> (Option<Spanned<PathBuf>>, String) {
         let Some(text) = f.opt_text("labels") else {
             return (None, "y".to_string());
         };
-        let lower = text.to_ascii_lowercase();
-        if LABEL_FILE_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
+        let named = DataFormat::of_name(Path::new(&text));
+        if named.is_some_and(DataFormat::holds_labels) {
             let file = Spanned {
                 value: PathBuf::from(&text),
                 span: f.span("labels"),
@@ -636,7 +615,7 @@ impl<'a> Reader<'a> {
         match format {
             DataFormat::Npz | DataFormat::Safetensors => (None, text),
             DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => {
-                let d = if lower.ends_with(".npz") || lower.ends_with(".safetensors") {
+                let d = if named.is_some() {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
                         format!("a labels file is .csv, .csv.gz, .npy or .parquet, not `{text}`"),
@@ -695,10 +674,9 @@ impl<'a> Reader<'a> {
             ),
         };
         // A CSV labels file is read with the dialect keys, whatever the data's format.
-        let csv_labels = f.opt_text("labels").is_some_and(|l| {
-            let l = l.to_ascii_lowercase();
-            l.ends_with(".csv") || l.ends_with(".csv.gz")
-        });
+        let csv_labels = f
+            .opt_text("labels")
+            .is_some_and(|l| DataFormat::of_name(Path::new(&l)) == Some(DataFormat::Csv));
         for (key, help) in unused {
             if csv_labels && DIALECT.iter().any(|(k, _)| *k == key) {
                 continue;

@@ -225,6 +225,35 @@ pub struct Dialect {
 }
 
 impl DataFormat {
+    /// The format a file's name says (`.csv`, `.csv.gz`, `.npy`, `.npz`, `.safetensors`,
+    /// `.parquet`, `.pq`; any case): what `format "auto"` reads, and how a labels file is
+    /// told apart from an array's name.
+    pub fn of_name(path: &Path) -> Option<DataFormat> {
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
+        Some(if ends(&[".csv", ".csv.gz"]) {
+            DataFormat::Csv
+        } else if ends(&[".npy"]) {
+            DataFormat::Npy
+        } else if ends(&[".npz"]) {
+            DataFormat::Npz
+        } else if ends(&[".safetensors"]) {
+            DataFormat::Safetensors
+        } else if ends(&[".parquet", ".pq"]) {
+            DataFormat::Parquet
+        } else {
+            return None;
+        })
+    }
+
+    /// Whether a labels file may be in this format (one row, or value, per sample).
+    pub fn holds_labels(self) -> bool {
+        matches!(
+            self,
+            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet
+        )
+    }
+
     /// A table of named columns (CSV, Parquet), which `label` and `features` choose from.
     pub fn is_table(self) -> bool {
         matches!(self, DataFormat::Csv | DataFormat::Parquet)

@@ -531,54 +531,35 @@ impl<'a> Reader<'a> {
                         .collect(),
                 };
                 for v in values {
-                    match (&key.ty, &v) {
-                        (Ty::Texts, KdlValue::String(s)) => texts.push(Spanned {
-                            value: s.clone(),
-                            span: entry.span,
-                        }),
-                        (Ty::Columns, KdlValue::Integer(i)) => match usize::try_from(*i) {
-                            Ok(i) if i <= MAX_FEATURE_INDEX as usize => columns.push(Spanned {
-                                value: Column::Index(i),
-                                span: entry.span,
-                            }),
-                            _ => {
-                                let shown = RawEntry {
-                                    raw: entry.raw,
-                                    span: entry.span,
-                                };
-                                self.out_of_range_value(section, &what, key, shown, &v);
-                                return None;
-                            }
-                        },
-                        (Ty::Columns, KdlValue::String(s)) => match column(s) {
-                            Some(c) => columns.push(Spanned {
-                                value: c,
-                                span: entry.span,
-                            }),
-                            None => {
-                                let shown = RawEntry {
-                                    raw: entry.raw,
-                                    span: entry.span,
-                                };
-                                self.out_of_range_value(section, &what, key, shown, &v);
-                                return None;
-                            }
-                        },
-                        (Ty::Ints { max }, KdlValue::Integer(i)) => match i64::try_from(*i) {
-                            Ok(i) if (1..=*max).contains(&i) => ints.push(i),
-                            _ => {
-                                let shown = RawEntry {
-                                    raw: entry.raw,
-                                    span: entry.span,
-                                };
-                                self.out_of_range_value(section, &what, key, shown, &v);
-                                return None;
-                            }
-                        },
+                    fn spanned<T>(value: T, span: Option<SourceSpan>) -> Spanned<T> {
+                        Spanned { value, span }
+                    }
+                    let in_range = match (&key.ty, &v) {
+                        (Ty::Texts, KdlValue::String(s)) => {
+                            texts.push(spanned(s.clone(), entry.span));
+                            true
+                        }
+                        (Ty::Columns, KdlValue::Integer(i)) => usize::try_from(*i)
+                            .ok()
+                            .filter(|&i| i <= MAX_FEATURE_INDEX as usize)
+                            .map(|i| columns.push(spanned(Column::Index(i), entry.span)))
+                            .is_some(),
+                        (Ty::Columns, KdlValue::String(s)) => column(s)
+                            .map(|c| columns.push(spanned(c, entry.span)))
+                            .is_some(),
+                        (Ty::Ints { max }, KdlValue::Integer(i)) => i64::try_from(*i)
+                            .ok()
+                            .filter(|i| (1..=*max).contains(i))
+                            .map(|i| ints.push(i))
+                            .is_some(),
                         _ => {
                             self.bad_value(section, &what, key, entry, &show_value(&v));
                             return None;
                         }
+                    };
+                    if !in_range {
+                        self.out_of_range_value(section, &what, key, *entry, &v);
+                        return None;
                     }
                 }
             }

@@ -188,12 +188,11 @@ impl Dataset {
                 columns,
                 names,
                 lines,
-                rows,
                 path,
             } => {
-                let at = |i: usize| match rows {
-                    true => format!("{}, row {}", path.display(), lines[i]),
-                    false => format!("{}:{}", path.display(), lines[i]),
+                let at = |i: usize| match &lines {
+                    Some(lines) => format!("{}:{}", path.display(), lines[i]),
+                    None => format!("{}, row {i}", path.display()),
                 };
                 if classification && columns.len() != 1 {
                     return Err(data_error(

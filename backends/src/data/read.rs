@@ -5,21 +5,19 @@
 use super::{data_error, Origin};
 use crate::arrays;
 use manifests::{DataFormat, DataSpec, Diagnostic};
-use pipeline_core::sample_shape::csv_layout;
 use pipeline_core::table::{self, Layout, Table, TableError};
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 
 /// The labels as read, before they become tensors of class indices or targets.
 pub(super) enum Labels {
-    /// Cells of a CSV (the data's or a labels file's), per label column, with the column
-    /// names and each row's line.
+    /// Cells of a CSV or Parquet file (the data's or a labels file's), per label column,
+    /// with the column names.
     Cells {
         columns: Vec<Vec<Option<String>>>,
         names: Vec<String>,
-        /// Each row's line (CSV) or index (Parquet, `rows`).
-        lines: Vec<usize>,
-        rows: bool,
+        /// Each row's line in a CSV; `None` for Parquet, whose row `i` is the `i`th.
+        lines: Option<Vec<usize>>,
         path: PathBuf,
     },
     /// An array (NaN where missing).
@@ -29,7 +27,7 @@ pub(super) enum Labels {
 impl Labels {
     pub(super) fn rows(&self) -> i64 {
         match self {
-            Labels::Cells { lines, .. } => lines.len() as i64,
+            Labels::Cells { columns, .. } => columns.first().map_or(0, Vec::len) as i64,
             Labels::Array(t) => t.size().first().copied().unwrap_or(0),
         }
     }
@@ -93,35 +91,18 @@ pub(super) fn read_source(
         (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
     Ok(match spec.format {
-        DataFormat::Csv => {
-            let t: Table = table::read(path, &spec.dialect, csv_layout(spec))
-                .map_err(|e| table_error(spec, path, e, false))?;
+        DataFormat::Csv | DataFormat::Parquet => {
+            let t = read_table(path, spec, spec.format, Layout::of(spec))?;
             let rows = t.rows() as i64;
             let features =
                 Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
-            let labels = (!separate).then(|| Labels::Cells {
-                columns: t.labels,
-                names: t.label_names,
-                lines: t.lines.clone(),
-                rows: false,
-                path: path.to_path_buf(),
-            });
-            (features, t.feature_names, labels, Origin::Lines(t.lines))
-        }
-        DataFormat::Parquet => {
-            let t: Table = pipeline_core::parquet::read(path, csv_layout(spec))
-                .map_err(|e| table_error(spec, path, e, true))?;
-            let rows = t.rows() as i64;
-            let features =
-                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
-            let labels = (!separate).then(|| Labels::Cells {
-                columns: t.labels,
-                names: t.label_names,
-                lines: t.lines,
-                rows: true,
-                path: path.to_path_buf(),
-            });
-            (features, t.feature_names, labels, Origin::Indices)
+            let origin = match spec.format {
+                DataFormat::Csv => Origin::Lines(t.lines.clone()),
+                _ => Origin::Indices,
+            };
+            let names = t.feature_names.clone();
+            let labels = (!separate).then(|| cells(t, path, spec.format));
+            (features, names, labels, origin)
         }
         DataFormat::Npy => {
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
@@ -146,37 +127,61 @@ pub(super) fn read_source(
     })
 }
 
-/// Reads a labels file: `.npy`, or a CSV or Parquet file whose every column is a label.
+/// Reads the table at `path` (CSV or Parquet, `format`) with `layout`'s columns.
+fn read_table(
+    path: &Path,
+    spec: &DataSpec,
+    format: DataFormat,
+    layout: Layout<'_>,
+) -> Result<Table, Diagnostic> {
+    let parquet = format == DataFormat::Parquet;
+    match parquet {
+        true => pipeline_core::parquet::read(path, layout),
+        false => table::read(path, &spec.dialect, layout),
+    }
+    .map_err(|e| table_error(spec, path, e, parquet))
+}
+
+/// A table's label cells.
+fn cells(t: Table, path: &Path, format: DataFormat) -> Labels {
+    Labels::Cells {
+        columns: t.labels,
+        names: t.label_names,
+        lines: (format == DataFormat::Csv).then_some(t.lines),
+        path: path.to_path_buf(),
+    }
+}
+
+/// Reads a labels file: `.npy`, or a CSV or Parquet file whose every column is a label
+/// (lowering admits no other, [`DataFormat::holds_labels`]).
 pub(super) fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
-    let lower = path.to_string_lossy().to_ascii_lowercase();
-    if lower.ends_with(".npy") {
-        return arrays::read_npy(path).map(Labels::Array).map_err(|e| {
-            data_error(
-                "pipeline::data::unreadable",
-                spec,
-                format!("{}: {e}", path.display()),
-                "check that the labels file is a valid .npy array",
-            )
-        });
-    }
-    let parquet = lower.ends_with(".parquet") || lower.ends_with(".pq");
-    let t = match parquet {
-        true => pipeline_core::parquet::read(path, Layout::Labels)
-            .map_err(|e| table_error(spec, path, e, true)),
-        false => table::read(path, &spec.dialect, Layout::Labels)
-            .map_err(|e| table_error(spec, path, e, false)),
-    }
-    .map_err(|d| {
+    let at_key = |d: Diagnostic| {
         d.label_opt(
             spec.labels_file.as_ref().and_then(|l| l.span),
             "labels file",
         )
-    })?;
-    Ok(Labels::Cells {
-        columns: t.labels,
-        names: t.label_names,
-        lines: t.lines,
-        rows: parquet,
-        path: path.to_path_buf(),
-    })
+    };
+    match DataFormat::of_name(path) {
+        Some(DataFormat::Npy) => arrays::read_npy(path).map(Labels::Array).map_err(|e| {
+            at_key(data_error(
+                "pipeline::data::unreadable",
+                spec,
+                format!("{}: {e}", path.display()),
+                "check that the labels file is a valid .npy array",
+            ))
+        }),
+        Some(format @ (DataFormat::Csv | DataFormat::Parquet)) => {
+            let t = read_table(path, spec, format, Layout::Labels).map_err(at_key)?;
+            Ok(cells(t, path, format))
+        }
+        Some(DataFormat::Npz | DataFormat::Safetensors) | None => Err(at_key(data_error(
+            "pipeline::data::bad_labels_file",
+            spec,
+            format!(
+                "{}: a labels file is .csv, .csv.gz, .npy or .parquet",
+                path.display()
+            ),
+            "save the labels as one .npy array, or as a table with one row per sample",
+        ))),
+    }
 }
