@@ -8,6 +8,9 @@
 #   - safetensors (PyPI), with which the parity tests load checkpoints into torch.nn;
 #     scikit-learn, with which the data tests recompute R² and accuracy, and pyarrow, with
 #     which they write Parquet files;
+#   - torchvision (PyPI, the release built against torch==$TORCH_VERSION, installed under
+#     a constraint so torch is never replaced; it brings Pillow), with which the image
+#     tests compare resizing and cropping and the image benchmark (bench/images.py) runs;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
@@ -19,7 +22,10 @@
 #     scripts/make-torchscript-model.py (seeded);
 #   - scikit-learn's data sets as shipped (`sklearn/datasets/data/`: digits, wine, breast
 #     cancer, diabetes) out of its wheel (pip download; nothing is downloaded at run
-#     time), into examples/data/.
+#     time), into examples/data/;
+#   - the image examples' data: digits as 8×8 PNGs in torchvision's ImageFolder layout,
+#     examples/data/digits-png/<label>/<row>.png, and their listing
+#     examples/data/digits-png.csv, written by scripts/make-digits-images.py (deterministic).
 #
 # Usage: `source <(scripts/setup.sh --env)` or `eval "$(scripts/setup.sh --env)"`.
 # All progress goes to stderr; with --env, stdout holds only `export` lines.
@@ -64,6 +70,19 @@ if [ ! -f "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION" ];
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
     "scikit-learn==$SKLEARN_VERSION" "pyarrow==$PYARROW_VERSION" >&2
   touch "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION"
+fi
+
+# --- what the image tests compare with: torchvision -------------------------------------
+# The image tests compare pipeline's resize and crop with torchvision's, and
+# bench/images.py is the torchvision side of the image-folder benchmark. 0.28.0 is the
+# release that requires torch==2.13.0; the constraint keeps pip from replacing torch.
+TORCHVISION_VERSION=0.28.0
+if [ ! -f "$venv/.pipeline-torchvision-$TORCHVISION_VERSION" ]; then
+  say "installing torchvision==$TORCHVISION_VERSION into $venv (the image tests compare with it)"
+  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    --constraint "$venv/.pipeline-constraints.txt" "torchvision==$TORCHVISION_VERSION" >&2
+  touch "$venv/.pipeline-torchvision-$TORCHVISION_VERSION"
 fi
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
@@ -137,6 +156,17 @@ if [ ! -f "$script_model" ]; then
   say "scripting the TorchScript example's module (examples/data/digits-cnn.pt)"
   mkdir -p "$root/examples/data"
   "$venv/bin/python" "$root/scripts/make-torchscript-model.py" "$script_model"
+fi
+
+# --- the image examples' data ------------------------------------------------------------
+# digits.csv.gz (above) as 8×8 greyscale PNGs in ImageFolder layout, with a listing
+# (scripts/make-digits-images.py; the same bytes on every run).
+digits_png="$root/examples/data/digits-png"
+digits_png_listing="$root/examples/data/digits-png.csv"
+if [ ! -d "$digits_png" ] || [ ! -f "$digits_png_listing" ]; then
+  say "writing the image examples' data (examples/data/digits-png/, digits-png.csv)"
+  mkdir -p "$root/examples/data"
+  "$venv/bin/python" "$root/scripts/make-digits-images.py" "$digits_png" "$digits_png_listing"
 fi
 
 if [ "${1:-}" = "--env" ]; then

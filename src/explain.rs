@@ -8,6 +8,7 @@ use manifests::schema::{
     STRUCTURES,
 };
 use manifests::suggest;
+use manifests::transforms::{transform, TRANSFORMS};
 use pipeline_core::compat::RULES;
 
 fn default_text(key: &Key) -> String {
@@ -100,6 +101,18 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n";
             out += &section_text(&BRANCH, &format!("{path}.{}", BRANCH.name));
         }
+        Children::Transforms => {
+            let names: Vec<&str> = TRANSFORMS.iter().map(|t| t.name).collect();
+            out += &wrapped(&format!(
+                "Its children are transforms, applied in order: {}. Each is documented below.",
+                names.join(", ")
+            ));
+            out += "\n";
+            for t in TRANSFORMS {
+                out += "\n";
+                out += &section_text(t, &format!("{path}.{}", t.name));
+            }
+        }
     }
     out
 }
@@ -144,6 +157,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
         let child = match section.children {
             Children::Layers if std::ptr::eq(section, &MODEL) => schema::model_node(part),
             Children::Branches => (part == BRANCH.name).then_some(&BRANCH),
+            Children::Transforms => transform(part),
             Children::Layers | Children::Keys => None,
         };
         if let Some(child) = child {
@@ -156,6 +170,13 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             return Err((
                 format!("`{path}` has no layer `{part}`"),
                 suggest::help_for(part, "layer", &names),
+            ));
+        }
+        if section.children == Children::Transforms && section.key(part).is_none() {
+            let names: Vec<&str> = TRANSFORMS.iter().map(|t| t.name).collect();
+            return Err((
+                format!("`{path}` has no key or transform `{part}`"),
+                suggest::help_for(part, "transform", &names),
             ));
         }
         let Some(key) = section.key(part) else {

@@ -45,7 +45,7 @@ pub fn evaluate(
         let mut start = 0;
         while start < n {
             let len = batch_size.min(n - start);
-            let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?)?;
+            let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?, None)?;
             let (out, loss) = numerics.autocast(|| {
                 let out = model.forward(&xb, false)?;
                 let loss = loss::compute(spec, &out, &yb)?;

@@ -350,6 +350,10 @@ impl<'a> Context<'a> {
                     // Output k is the class named `classes[k]`.
                     metadata["classes"] = json!(classes);
                 }
+                if let Some(images) = &manifest.data.images {
+                    // How an image becomes the input (the transforms' evaluation form).
+                    metadata["images"] = json!(images);
+                }
                 if let Some(filled) = filled {
                     // What a missing feature was filled with (before scaling).
                     metadata["missing"] = json!({"kind": manifest.data.missing, "fill": filled});

@@ -100,7 +100,7 @@ fn dry_run(
     let train = data.indices(SplitName::Train);
     let first = train.narrow(0, 0, train.size()[0].min(2));
     let (xb, yb) = data
-        .batch(&first)
+        .batch(&first, None)
         .map_err(|e| dry_run_error(manifest, data, &e))?;
     let out = numerics
         .autocast(|| model.forward(&xb, false))

@@ -235,7 +235,7 @@ pub fn train(
             let boundary = (s + 1).is_multiple_of(accumulate) || s + 1 == batches;
             let result = (|| -> Result<(), tch::TchError> {
                 let idx = perm.f_narrow(0, begin, len)?;
-                let (xb, yb) = data.batch(&idx)?;
+                let (xb, yb) = data.batch(&idx, Some(epoch))?;
                 let (out, loss) = numerics.autocast(|| {
                     let out = model.forward_synced(&xb, true, sync_batch_norm)?;
                     let loss = loss::compute(&manifest.loss, &out, &yb)?;
@@ -540,6 +540,11 @@ fn sum_over_processes(
 
 /// The value of feature `column` of every sample, for the bucketed sampler.
 fn bucket_keys(data: &Dataset, column: i64) -> Result<Vec<f64>, String> {
+    if data.images.is_some() {
+        return Err(format!(
+            "`bucket-by {column}` reads a feature column, and image data has none"
+        ));
+    }
     let n = data.features.size()[0];
     let flat = data.features.reshape([n, -1]);
     let width = flat.size()[1];

@@ -7,6 +7,7 @@
 //! when it last ran (kept per manifest in [`LastKeys`]).
 
 use crate::fingerprint::{explain_change, fingerprints, stage_inputs, Environment, Fingerprint};
+use crate::image_listing::ImageListing;
 use cache::{Entry, HashMemo, LastKeys, Lookup, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
 use miette::SourceSpan;
@@ -55,8 +56,30 @@ pub fn assess(
     memo: &mut HashMemo,
     forced: &BTreeSet<usize>,
 ) -> Result<Vec<StageState>, Diagnostic> {
-    let all = fingerprints(manifest, order, environment, |path| memo.hash(path))
-        .map_err(|(index, role, e)| unreadable_input(manifest, index, &role, e))?;
+    // Image data is a set of files: its hash is over the listing and every image.
+    let source = manifest.resolve(&manifest.data.source.value);
+    let images = match manifest.data.format.is_images() {
+        true if !source.exists() => return Err(missing_input(manifest, "data", &source, None)),
+        true => Some(ImageListing::of(manifest)?),
+        false => None,
+    };
+    let mut image_set_hash = None;
+    let all = fingerprints(manifest, order, environment, |path| match &images {
+        Some(listing) if path == source => {
+            if image_set_hash.is_none() {
+                let hash = listing
+                    .content_hash(|file| memo.hash(file))
+                    .map_err(|(file, e)| unreadable_image(manifest, &file, e))?;
+                image_set_hash = Some(hash);
+            }
+            Ok(image_set_hash.clone().expect("just set"))
+        }
+        _ => memo.hash(path).map_err(InputError::Io),
+    })
+    .map_err(|(index, role, e)| match e {
+        InputError::Io(e) => unreadable_input(manifest, index, &role, e),
+        InputError::Image(d) => d,
+    })?;
 
     let mut states: Vec<StageState> = Vec::with_capacity(order.len());
     for &index in order {
@@ -90,6 +113,25 @@ pub fn assess(
         });
     }
     Ok(states)
+}
+
+/// Why an input could not be hashed: a file, or an image of the data set (said already).
+enum InputError {
+    Io(std::io::Error),
+    Image(Diagnostic),
+}
+
+/// An image of the data set that cannot be hashed (gone since it was listed, not a
+/// regular file, unreadable).
+fn unreadable_image(manifest: &Manifest, file: &Path, e: std::io::Error) -> InputError {
+    InputError::Image(
+        Diagnostic::error(
+            "pipeline::data::unreadable",
+            format!("data.source: cannot read the image {}: {e}", file.display()),
+        )
+        .label_opt(manifest.data.source.span, "image data")
+        .help("check the image: it must be a regular file that can be read"),
+    )
 }
 
 /// The reasons a stage missing from the store must run.
@@ -198,7 +240,8 @@ pub fn input_file_problems(manifest: &Manifest) -> Vec<Diagnostic> {
     let mut problems = Vec::new();
     for index in 0..manifest.stages.len() {
         for (role, path) in stage_inputs(manifest, index) {
-            if !seen.insert(path.clone()) {
+            // Image data is a directory or a listing: `ImageListing` reads it.
+            if !seen.insert(path.clone()) || (role == "data" && manifest.data.format.is_images()) {
                 continue;
             }
             if let Err(e) = cache::require_regular(&path) {

@@ -15,13 +15,17 @@
 //! Besides the arrows, this crate holds what backends need but that does not touch
 //! libtorch, so it is tested in milliseconds: learning-rate schedules (`schedule.rs`),
 //! the model as a network of steps with its shapes inferred and checked (`network.rs`),
-//! and the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`).
+//! the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`), the readers of
+//! tables (`table.rs`, `parquet.rs`), and images: decoding and the pixel operations of
+//! the transforms (`image.rs`), and which images a data set holds (`image_listing.rs`).
 
 pub mod check;
 pub mod compat;
 pub mod finetune;
 pub mod fingerprint;
 pub mod freshness;
+pub mod image;
+pub mod image_listing;
 pub mod launch;
 pub mod network;
 pub mod outputs;

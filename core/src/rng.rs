@@ -41,12 +41,27 @@ impl Rng {
         }
     }
 
+    /// The generator of `sample`'s augmentation in `epoch`: one stream per (seed, epoch,
+    /// sample), so a sample's transforms do not depend on the batch it is in, the process
+    /// that reads it or where a resumed run started.
+    pub fn augmentation(seed: u64, epoch: u64, sample: u64) -> Self {
+        let mut mix = Rng::derived(seed ^ 0x5DEE_CE66_D1CE_4E5B, epoch);
+        Rng::derived(mix.next_u64(), sample)
+    }
+
     /// Fisher–Yates shuffle.
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             items.swap(i, j);
         }
+    }
+}
+
+impl manifests::transforms::Uniform for Rng {
+    /// The top 53 bits as a double in `[0, 1)`.
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 

@@ -3,7 +3,10 @@
 //! skipped lines, header, the feature columns) or a Parquet file's schema, so that the
 //! model's shapes are checked through the whole network before any run.
 //!
-//! Honest limitation: only CSV and Parquet are peeked at today; for NPY, NPZ and safetensors data the
+//! Images: `[channels, height, width]` from the transforms when they fix the size, else
+//! from the first image's header (`image_listing::sample_shape`).
+//!
+//! Honest limitation: only CSV, Parquet and images are peeked at today; for NPY, NPZ and safetensors data the
 //! shapes are checked by the run's dry pass, once the data is loaded (the data sources of
 //! issue 13 will say their shapes before loading). A file that cannot be read gives
 //! `None`: reading it is the run's to report, with the file and line.
@@ -14,6 +17,9 @@ use manifests::{DataFormat, Manifest};
 /// One sample's shape: the CSV's feature columns, as a vector.
 pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
     let spec = &manifest.data;
+    if spec.format.is_images() {
+        return crate::image_listing::sample_shape(manifest);
+    }
     if !spec.format.is_table() {
         return None;
     }

@@ -171,6 +171,7 @@ pub fn peek_features(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Opti
 }
 
 /// The columns a layout resolved to, once the width (and the header) is known.
+/// The columns of a [`Layout`] in a file's rows: labels and features, by index.
 pub(crate) struct Columns {
     pub labels: Vec<usize>,
     pub features: Vec<usize>,

@@ -6,6 +6,9 @@
 //! - `reader.rs` — the schema-driven reading of one KDL node into checked fields;
 //! - `lower.rs` — KDL text → [`Manifest`]: sections, stages, `--set` paths, typed specs;
 //! - `manifest.rs` — the typed specs, defaults applied;
+//! - `transforms/` — every image transform, one type each: its schema entry, size rule
+//!   and what it does to an image (over `transforms::Pixels`, which core implements);
+//! - `images.rs` — the `data.images` block → the channels and the transforms;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
@@ -18,6 +21,7 @@
 #[macro_use]
 mod choice;
 pub mod diagnostic;
+mod images;
 pub mod layers;
 mod limits;
 mod lower;
@@ -28,6 +32,7 @@ mod reader;
 pub mod render;
 pub mod schema;
 pub mod suggest;
+pub mod transforms;
 
 pub use diagnostic::{has_errors, Diagnostic, Diagnostics, Label, Severity};
 pub use lower::{lower, Lowered};

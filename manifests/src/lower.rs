@@ -321,7 +321,7 @@ impl<'a> Reader<'a> {
             default_name.to_string()
         };
         let seed = seed_f.int("value") as u64;
-        let data = self.data(&data_f, seed);
+        let data = self.data(&data_f, sections.get("data").copied(), seed);
         let blocks = self.blocks(&block_nodes);
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
@@ -454,11 +454,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn data(&mut self, f: &Fields, seed: u64) -> DataSpec {
+    fn data(&mut self, f: &Fields, node: Option<&KdlNode>, seed: u64) -> DataSpec {
         let source = PathBuf::from(f.text("source"));
         let source_span = f.span("source");
         // The schema's list is `auto` and the formats' names, and `auto` is the default.
-        let format = DataFormat::parse(&f.text("format")).or_else(|| DataFormat::of_name(&source));
+        let format =
+            DataFormat::parse(&f.text("format")).or_else(|| DataFormat::of_source(&source));
         let format = match format {
             Some(format) => format,
             None => {
@@ -466,7 +467,7 @@ impl<'a> Reader<'a> {
                     self.diags.push(
                         Diagnostic::error("pipeline::data::unknown_format", format!("cannot tell the format of `{}` from its name", source.display()))
                             .label_opt(source_span, "unknown extension")
-                            .help("name the file .csv, .csv.gz, .npy, .npz, .safetensors or .parquet, or add `format \"csv\"`"),
+                            .help("name the file .csv, .csv.gz, .npy, .npz, .safetensors or .parquet, or add `format \"csv\"` (a directory of images: `format \"image-folder\"`)"),
                     );
                 }
                 DataFormat::Csv
@@ -509,7 +510,8 @@ impl<'a> Reader<'a> {
                 .collect::<Vec<_>>()
         };
         // `label` with another format is reported by `keys_for_format`.
-        let csv_label = f.value("label").is_some() && format.is_table();
+        let csv_label = f.value("label").is_some() && format.is_table()
+            || f.value("label").is_some() && format == DataFormat::ImageList;
         let label = match (csv_label, &labels_file) {
             (true, Some(file)) => {
                 self.diags.push(
@@ -525,7 +527,9 @@ impl<'a> Reader<'a> {
             }
             (true, None) => written("label"),
             (false, Some(_)) => Vec::new(),
-            (false, None) if format.is_table() => vec![Column::Last],
+            (false, None) if format.is_table() || format == DataFormat::ImageList => {
+                vec![Column::Last]
+            }
             (false, None) => Vec::new(),
         };
         if format == DataFormat::Npy && labels_file.is_none() && f.span.is_some() {
@@ -539,7 +543,8 @@ impl<'a> Reader<'a> {
             );
         }
         let features = match format {
-            DataFormat::Csv | DataFormat::Parquet => written("features"),
+            DataFormat::Csv | DataFormat::Parquet | DataFormat::ImageList => written("features"),
+            DataFormat::ImageFolder => Vec::new(),
             DataFormat::Npy => Vec::new(),
             DataFormat::Npz | DataFormat::Safetensors => match written("features").as_slice() {
                 [] => vec![Column::Name("x".to_string())],
@@ -593,6 +598,7 @@ impl<'a> Reader<'a> {
             missing: Missing::parse(&f.text("missing")).unwrap_or(Missing::Error),
             scale: Scale::parse(&f.text("scale")).unwrap_or(Scale::None),
             split,
+            images: self.images(node, f, format),
             span: f.span,
         }
     }
@@ -614,6 +620,8 @@ impl<'a> Reader<'a> {
         }
         match format {
             DataFormat::Npz | DataFormat::Safetensors => (None, text),
+            // Reported by `keys_for_format`.
+            DataFormat::ImageFolder | DataFormat::ImageList => (None, "y".to_string()),
             DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => {
                 let d = if named.is_some() {
                     Diagnostic::error(
@@ -644,13 +652,43 @@ impl<'a> Reader<'a> {
             ("skip-rows", "only CSV files have rows to skip"),
             ("comment", "only CSV files have comment lines"),
         ];
+        const NOT_IMAGES: (&str, &str) = (
+            "images",
+            "images come from `format \"image-folder\"` or `\"image-list\"`",
+        );
+        const IMAGES: &[(&str, &str)] = &[
+            ("missing", "images have no missing values"),
+            ("scale", "images are scaled by `normalize` in `data.images`"),
+        ];
         let (name, unused): (&str, Vec<(&str, &str)>) = match format {
-            DataFormat::Csv => ("CSV", Vec::new()),
+            DataFormat::Csv => ("CSV", vec![NOT_IMAGES]),
+            DataFormat::ImageFolder => (
+                "image-folder",
+                [
+                    DIALECT,
+                    IMAGES,
+                    &[
+                        ("label", "the labels are the class directories' names"),
+                        ("features", "the features are the images"),
+                        ("labels", "the labels are the class directories' names"),
+                    ],
+                ]
+                .concat(),
+            ),
+            DataFormat::ImageList => (
+                "image-list",
+                [
+                    IMAGES,
+                    &[("labels", "the labels are the listing's `label` column")],
+                ]
+                .concat(),
+            ),
             DataFormat::Parquet => (
                 "Parquet",
                 DIALECT
                     .iter()
                     .map(|&(key, _)| (key, "a Parquet file's columns are named and typed in the file: only `label` and `features` choose among them"))
+                    .chain([NOT_IMAGES])
                     .collect(),
             ),
             DataFormat::Npy => (
@@ -660,6 +698,7 @@ impl<'a> Reader<'a> {
                     &[
                         ("label", "name the labels file: `labels \"labels.npy\"`"),
                         ("features", "the features are the array in `source`"),
+                        NOT_IMAGES,
                     ],
                 ]
                 .concat(),
@@ -668,7 +707,10 @@ impl<'a> Reader<'a> {
                 if format == DataFormat::Npz { "NPZ" } else { "safetensors" },
                 [
                     DIALECT,
-                    &[("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`")],
+                    &[
+                        ("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`"),
+                        NOT_IMAGES,
+                    ],
                 ]
                 .concat(),
             ),
@@ -865,7 +907,7 @@ mod tests {
     /// the choice keys are reached only for a required key that was left out.
     #[test]
     fn every_name_of_every_choice_list_lowers_to_that_name() {
-        // A labels file, which every format may have (and NPY needs).
+        // A labels file, which every format but images may have (and NPY needs).
         const BASE: &str = "data \"d.csv\" labels=\"y.npy\"\nmodel { linear 4 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\neval needs=\"train\"\ncheckpoint needs=\"train\"\n";
         let mut sections: Vec<&Section> = schema::SECTIONS
             .iter()
@@ -892,7 +934,12 @@ mod tests {
                 }
                 for name in names {
                     let ov = Override::parse(&format!("{what}={name}")).unwrap();
-                    let out = lower(BASE, "t", Path::new(""), &[ov]);
+                    // Images take their labels from the folder or the listing.
+                    let base = match name.starts_with("image-") {
+                        true => BASE.replace(" labels=\"y.npy\"", ""),
+                        false => BASE.to_string(),
+                    };
+                    let out = lower(&base, "t", Path::new(""), &[ov]);
                     assert!(
                         out.diagnostics.is_empty(),
                         "{what}={name}: {:#?}",
@@ -931,6 +978,7 @@ mod tests {
                     Children::Keys => "",
                     Children::Layers => " { relu; }",
                     Children::Branches => " { branch { relu; }; branch { relu; }; }",
+                    Children::Transforms => unreachable!("no layer holds transforms"),
                 };
                 for name in names {
                     let text = format!(

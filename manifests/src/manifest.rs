@@ -50,13 +50,18 @@ impl Manifest {
 choice! {
     /// The format of the data file (`data.format`, which may also be `auto`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "lowercase")]
+    #[serde(rename_all = "kebab-case")]
     pub enum DataFormat {
         Csv = "csv",
         Npy = "npy",
         Npz = "npz",
         Safetensors = "safetensors",
         Parquet = "parquet",
+        /// A directory with one sub-directory of images per class (torchvision's
+        /// `ImageFolder`).
+        ImageFolder = "image-folder",
+        /// A CSV listing images (a path column) and their labels.
+        ImageList = "image-list",
     }
 }
 
@@ -208,6 +213,53 @@ pub struct DataSpec {
     pub missing: Missing,
     pub scale: Scale,
     pub split: SplitSpec,
+    /// Image data (`image-folder`, `image-list`): how images become samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageSpec>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+/// `data.images`: the channels images are read as, and the transforms applied in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageSpec {
+    /// 1 (grey) or 3 (RGB).
+    pub channels: u32,
+    pub transforms: Vec<TransformSpec>,
+}
+
+impl ImageSpec {
+    /// The size of a sample after the transforms for images of `size` (`None`: unknown
+    /// until an image is read), or the first transform that cannot take it.
+    pub fn size(
+        &self,
+        size: Option<crate::transforms::Size>,
+    ) -> Result<Option<crate::transforms::Size>, (&TransformSpec, crate::layers::ShapeError)> {
+        self.transforms
+            .iter()
+            .try_fold(size, |x, t| t.transform.size(x).map_err(|e| (t, e)))
+    }
+
+    /// `normalize`'s mean and standard deviation per channel (`[0]` and `[1]` without it).
+    pub fn normalization(&self) -> (Vec<f64>, Vec<f64>) {
+        let (mean, std) = self
+            .transforms
+            .iter()
+            .find_map(|t| t.transform.normalization())
+            .unwrap_or((&[0.0], &[1.0]));
+        let per_channel = |v: &[f64]| match v {
+            [one] => vec![*one; self.channels as usize],
+            many => many.to_vec(),
+        };
+        (per_channel(mean), per_channel(std))
+    }
+}
+
+/// One transform where it was written; serialised as the transform alone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct TransformSpec {
+    pub transform: crate::transforms::Transform,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -244,6 +296,22 @@ impl DataFormat {
         } else {
             return None;
         })
+    }
+
+    /// The format `format "auto"` reads a data source as: by its name's extension
+    /// ([`Self::of_name`]); a name without one (or ending in `/`) is an image folder.
+    pub fn of_source(path: &Path) -> Option<DataFormat> {
+        let text = path.to_string_lossy();
+        let bare = text.ends_with('/')
+            || path
+                .file_name()
+                .is_some_and(|n| Path::new(n).extension().is_none());
+        DataFormat::of_name(path).or(bare.then_some(DataFormat::ImageFolder))
+    }
+
+    /// Images: a folder of class directories, or a listing.
+    pub fn is_images(self) -> bool {
+        matches!(self, DataFormat::ImageFolder | DataFormat::ImageList)
     }
 
     /// Whether a labels file may be in this format (one row, or value, per sample).

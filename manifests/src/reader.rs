@@ -38,6 +38,7 @@ pub(crate) enum Value {
     Device(DeviceSpec),
     Texts(Vec<Spanned<String>>),
     Ints(Vec<i64>),
+    Floats(Vec<f64>),
     Section(Fields),
 }
 
@@ -147,6 +148,15 @@ impl Fields {
         }
     }
 
+    /// The numbers written for `key`, else its default as one number (else none).
+    pub(crate) fn floats(&self, key: &str) -> Vec<f64> {
+        match (self.value(key), self.default(key)) {
+            (Some(Value::Floats(v)), _) => v.clone(),
+            (_, Some(Val::Float(v))) => vec![v],
+            _ => Vec::new(),
+        }
+    }
+
     pub(crate) fn section_fields(&self, key: &str) -> Option<&Fields> {
         match self.value(key) {
             Some(Value::Section(f)) => Some(f),
@@ -168,7 +178,10 @@ pub(crate) struct Reader<'a> {
 }
 
 fn is_list(ty: &Ty) -> bool {
-    matches!(ty, Ty::Texts | Ty::Ints { .. } | Ty::Columns)
+    matches!(
+        ty,
+        Ty::Texts | Ty::Ints { .. } | Ty::Floats { .. } | Ty::Columns
+    )
 }
 
 /// A column as written: `first`, `last`, a half-open range `"2..10"`, or a name; `None`
@@ -516,6 +529,7 @@ impl<'a> Reader<'a> {
         if is_list(&key.ty) {
             let mut texts = Vec::new();
             let mut ints = Vec::new();
+            let mut floats = Vec::new();
             let mut columns = Vec::new();
             if entries.is_empty() {
                 self.missing_value(&what, key, key_span);
@@ -552,6 +566,18 @@ impl<'a> Reader<'a> {
                             .filter(|i| (1..=*max).contains(i))
                             .map(|i| ints.push(i))
                             .is_some(),
+                        (Ty::Floats { min, max }, KdlValue::Integer(_) | KdlValue::Float(_)) => {
+                            let f = match v {
+                                KdlValue::Integer(i) => i as f64,
+                                KdlValue::Float(f) => f,
+                                _ => unreachable!(),
+                            };
+                            let ok = f.is_finite() && in_bounds(f, *min, *max);
+                            if ok {
+                                floats.push(f);
+                            }
+                            ok
+                        }
                         _ => {
                             self.bad_value(section, &what, key, entry, &show_value(&v));
                             return None;
@@ -566,6 +592,7 @@ impl<'a> Reader<'a> {
             return Some(match key.ty {
                 Ty::Texts => Value::Texts(texts),
                 Ty::Columns => Value::Columns(columns),
+                Ty::Floats { .. } => Value::Floats(floats),
                 _ => Value::Ints(ints),
             });
         }

@@ -37,6 +37,8 @@ pub enum Children {
     Layers,
     /// `branch { … }` nodes (a `parallel` block's).
     Branches,
+    /// Image transforms (`data.images`'), applied in order.
+    Transforms,
 }
 
 /// One key of a [`Section`].
@@ -90,6 +92,12 @@ pub enum Ty {
     Ints {
         max: i64,
     },
+    /// One or more numbers within bounds (all remaining arguments, or the values of a
+    /// child node: `mean 0.485 0.456 0.406`).
+    Floats {
+        min: Bound,
+        max: Bound,
+    },
     /// A nested section, written as a child node with its own keys.
     Section(&'static Section),
 }
@@ -108,22 +116,9 @@ impl Ty {
     pub fn describe(&self) -> String {
         match self {
             Ty::Int { min, max } => format!("an integer from {min} to {max}"),
-            Ty::Float { min, max } => {
-                let lo = match min {
-                    Bound::None => None,
-                    Bound::Inclusive(v) => Some(format!("≥ {v}")),
-                    Bound::Exclusive(v) => Some(format!("> {v}")),
-                };
-                let hi = match max {
-                    Bound::None => None,
-                    Bound::Inclusive(v) => Some(format!("≤ {v}")),
-                    Bound::Exclusive(v) => Some(format!("< {v}")),
-                };
-                match (lo, hi) {
-                    (Some(lo), Some(hi)) => format!("a number {lo} and {hi}"),
-                    (Some(b), None) | (None, Some(b)) => format!("a number {b}"),
-                    (None, None) => "a number".into(),
-                }
+            Ty::Float { min, max } => format!("a number{}", range_words(*min, *max)),
+            Ty::Floats { min, max } => {
+                format!("one or more numbers{}", range_words(*min, *max))
             }
             Ty::Bool => "#true or #false".into(),
             Ty::Text => "a string".into(),
@@ -144,6 +139,25 @@ impl Ty {
             Ty::Ints { max } => format!("one or more integers from 1 to {max}"),
             Ty::Section(s) => format!("a `{}` block", s.name),
         }
+    }
+}
+
+/// ` ≥ 0 and < 1`, ` > 0`, or nothing: the bounds of a number, in words.
+fn range_words(min: Bound, max: Bound) -> String {
+    let lo = match min {
+        Bound::None => None,
+        Bound::Inclusive(v) => Some(format!("≥ {v}")),
+        Bound::Exclusive(v) => Some(format!("> {v}")),
+    };
+    let hi = match max {
+        Bound::None => None,
+        Bound::Inclusive(v) => Some(format!("≤ {v}")),
+        Bound::Exclusive(v) => Some(format!("< {v}")),
+    };
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!(" {lo} and {hi}"),
+        (Some(b), None) | (None, Some(b)) => format!(" {b}"),
+        (None, None) => String::new(),
     }
 }
 
@@ -345,13 +359,13 @@ pub const DATA: Section = section(
         required(
             "source",
             Ty::Path,
-            "The data file: .csv, .csv.gz, .npy, .npz, .safetensors or .parquet (relative to the manifest).",
+            "The data: a .csv, .csv.gz, .npy, .npz, .safetensors or .parquet file, a directory of images with one sub-directory per class (`image-folder`), or a CSV listing images (`image-list`); relative to the manifest.",
         ),
         key(
             "format",
             Ty::Choice(DATA_FORMATS),
             Some(Val::Text(AUTO_FORMAT)),
-            "The file's format; `auto` goes by the file name's extension.",
+            "The data's format; `auto` goes by the file name's extension, and a name without one is an `image-folder`. `image-list` (a CSV listing images: `features` names the column of paths, relative to the listing, default the first that is not a label; `label` the label column, default the last) must be written.",
         ),
         key(
             "header",
@@ -413,9 +427,31 @@ pub const DATA: Section = section(
             None,
             "The train / val / test split.",
         ),
+        key(
+            "images",
+            Ty::Section(&IMAGES),
+            None,
+            "Image data: the channels images are read as, and the transforms applied to each (`pipeline explain data.images`).",
+        ),
     ],
     "Where the samples come from and how they are prepared.",
 );
+
+/// The channel counts images may be read as.
+pub const IMAGE_CHANNELS: &[&str] = &["1", "3"];
+
+pub const IMAGES: Section = Section {
+    name: "images",
+    doc: "How images (`image-folder`, `image-list`; PNG and JPEG) become samples: read as `channels`, then the transforms written inside, in order, as torchvision's `Compose` applies them. Random transforms (augmentation) draw anew for every sample and epoch, from the seed, so a resumed run sees the same images; evaluation and prediction use their deterministic form. Pixels become floats as `x / 255`, or as `normalize` says (last).",
+    args: &[],
+    keys: &[key(
+        "channels",
+        Ty::Choice(IMAGE_CHANNELS),
+        Some(Val::Text("3")),
+        "1: grey (`L = 0.299 R + 0.587 G + 0.114 B`, as PIL's `convert(\"L\")`); 3: RGB (a grey image's value in every channel; an alpha channel is dropped, as PIL's `convert(\"RGB\")`).",
+    )],
+    children: Children::Transforms,
+};
 
 pub const LOSS: Section = section(
     "loss",
@@ -1033,7 +1069,16 @@ mod tests {
     fn data_formats_are_auto_and_the_formats() {
         assert_eq!(
             DATA_FORMATS,
-            ["auto", "csv", "npy", "npz", "safetensors", "parquet"]
+            [
+                "auto",
+                "csv",
+                "npy",
+                "npz",
+                "safetensors",
+                "parquet",
+                "image-folder",
+                "image-list"
+            ]
         );
     }
 

@@ -5,13 +5,20 @@
 //! (`data.missing`); the seeded train / val / test split, stratified on request; and
 //! feature scaling and filling fitted on the training split only.
 //!
-//! The whole data set is held in memory (and on the device) — right for the tabular and
-//! small-image data this serves today; streaming larger sets is future work.
+//! Images (`image-folder`, `image-list`) are decoded once and transformed per batch
+//! (`images.rs`).
+//!
+//! The whole data set is held in memory (tabular data on the device, images as 8-bit
+//! pixels) — right for the data this serves today; streaming larger sets is future work.
 
+mod images;
 mod read;
+
+pub use images::ImageSet;
 
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName};
 use pipeline_core::freshness::regular_input;
+use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::split::Splits;
 use read::{read_labels_file, read_source, Labels};
 use std::path::PathBuf;
@@ -27,8 +34,10 @@ pub(crate) enum Origin {
 /// The samples of a run, split and scaled, on one device.
 #[derive(Debug)]
 pub struct Dataset {
-    /// `N × sample_shape`, float32.
+    /// `N × sample_shape`, float32 (empty for images, which `images` holds).
     pub features: Tensor,
+    /// Image data: the decoded images, transformed per batch.
+    pub images: Option<ImageSet>,
     /// `N` class indices (int64) for classification, else `N × k` float32 targets.
     pub labels: Tensor,
     pub sample_shape: Vec<i64>,
@@ -68,6 +77,9 @@ pub(crate) fn data_error(
 impl Dataset {
     /// Loads the manifest's data. `classification` asks for class-index labels.
     pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
+        if manifest.data.format.is_images() {
+            return Dataset::load_images(manifest, classification);
+        }
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         regular_input(manifest, "data", &path, None)?;
@@ -118,6 +130,7 @@ impl Dataset {
         let mut dataset = Dataset {
             sample_shape: features.size()[1..].to_vec(),
             features,
+            images: None,
             labels: Tensor::new(),
             splits: Splits::new(0, &spec.split),
             path,
@@ -170,6 +183,98 @@ impl Dataset {
             ));
         }
         dataset.scale(spec.scale);
+        Ok(dataset)
+    }
+
+    /// Image data: the listing's images decoded, their labels (class directories, or the
+    /// listing's label cells read as any table's), split.
+    fn load_images(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
+        let spec = &manifest.data;
+        let listing = ImageListing::of(manifest)?;
+        let path = manifest.resolve(&spec.source.value);
+        let n = listing.files.len();
+        let (labels, classes) = match &listing.labels {
+            ListingLabels::Classes { classes, index } => {
+                let index: Vec<i64> = index.iter().map(|&k| k as i64).collect();
+                (Some(Tensor::from_slice(&index)), Some(classes.clone()))
+            }
+            ListingLabels::Cells { .. } => (None, None),
+        };
+        let origin = match &listing.labels {
+            ListingLabels::Cells { lines, .. } => Origin::Lines(lines.clone()),
+            ListingLabels::Classes { .. } => Origin::Indices,
+        };
+        let cells = match &listing.labels {
+            ListingLabels::Cells {
+                columns,
+                names,
+                lines,
+                listing,
+            } => Some(Labels::Cells {
+                columns: columns.clone(),
+                names: names.clone(),
+                lines: Some(lines.clone()),
+                path: listing.clone(),
+            }),
+            ListingLabels::Classes { .. } => None,
+        };
+        let set = ImageSet::load(manifest, listing)?;
+        let mut dataset = Dataset {
+            sample_shape: set.sample_shape(),
+            features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
+            images: Some(set),
+            labels: Tensor::new(),
+            splits: Splits::new(0, &spec.split),
+            path,
+            scaling: None,
+            classes,
+            filled: None,
+            rows: (0..n).collect(),
+            origin,
+            labels_path: None,
+        };
+        if let Some(cells) = cells {
+            let (labels, classes) = dataset.labels_from(cells, spec, classification)?;
+            let missing = match labels.dim() {
+                1 => labels.isnan(),
+                _ => labels.isnan().flatten(1, -1).any_dim(1, false),
+            };
+            if let Some(i) = first_index(&missing) {
+                return Err(data_error(
+                    "pipeline::data::missing_label",
+                    spec,
+                    format!("{}: the label is missing", dataset.at(i)),
+                    "give every listed image a label",
+                ));
+            }
+            dataset.labels = if labels.dim() == 1 {
+                labels.to_kind(Kind::Int64)
+            } else {
+                labels.to_kind(Kind::Float)
+            };
+            dataset.classes = classes;
+        } else {
+            let index = labels.expect("a folder's classes");
+            if !classification {
+                return Err(data_error(
+                    "pipeline::data::bad_label",
+                    spec,
+                    format!(
+                        "{}: an image folder's labels are its classes, but the loss is a regression loss",
+                        dataset.path.display()
+                    ),
+                    "use `cross-entropy` or `nll`; targets for images come from a listing (`format \"image-list\"`)",
+                ));
+            }
+            dataset.labels = index;
+        }
+        dataset.splits = if spec.split.stratify && classification {
+            let classes =
+                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
+            Splits::stratified(&classes, &spec.split)
+        } else {
+            Splits::new(n, &spec.split)
+        };
         Ok(dataset)
     }
 
@@ -398,6 +503,21 @@ impl Dataset {
 
     /// The split as the file's data rows, for the run directory's `split.json`.
     pub fn split_rows(&self) -> serde_json::Value {
+        if let Some(set) = &self.images {
+            let files = |split: &[usize]| {
+                split
+                    .iter()
+                    .map(|&i| set.listing.files[i].to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+            };
+            return serde_json::json!({
+                "root": set.listing.root,
+                "files": "each sample's image, relative to `root`",
+                "train": files(&self.splits.train),
+                "val": files(&self.splits.val),
+                "test": files(&self.splits.test),
+            });
+        }
         let rows = |split: &[usize]| split.iter().map(|&i| self.rows[i]).collect::<Vec<_>>();
         serde_json::json!({
             "file": self.path,
@@ -410,6 +530,9 @@ impl Dataset {
 
     /// Where sample `i` is, for messages: `file:line` for CSV, else `file, sample i`.
     pub fn at(&self, i: usize) -> String {
+        if let Some(set) = &self.images {
+            return set.listing.at(self.rows[i]);
+        }
         match &self.origin {
             Origin::Lines(lines) => format!("{}:{}", self.path.display(), lines[i]),
             Origin::Indices => format!("{}, sample {}", self.path.display(), self.rows[i]),
@@ -469,12 +592,22 @@ impl Dataset {
         index_tensor(self.splits.get(split)).to_device(self.features.device())
     }
 
-    /// The features and labels of the samples at `indices`.
-    pub fn batch(&self, indices: &Tensor) -> Result<(Tensor, Tensor), TchError> {
-        Ok((
-            self.features.f_index_select(0, indices)?,
-            self.labels.f_index_select(0, indices)?,
-        ))
+    /// The features and labels of the samples at `indices`; `epoch` says that the batch
+    /// trains in that epoch (image augmentation draws for it), `None` that it evaluates.
+    pub fn batch(
+        &self,
+        indices: &Tensor,
+        epoch: Option<u64>,
+    ) -> Result<(Tensor, Tensor), TchError> {
+        let labels = self.labels.f_index_select(0, indices)?;
+        let features = match &self.images {
+            Some(set) => {
+                let ids = Vec::<i64>::try_from(&indices.f_to_device(Device::Cpu)?)?;
+                set.batch(&ids, epoch).f_to_device(labels.device())?
+            }
+            None => self.features.f_index_select(0, indices)?,
+        };
+        Ok((features, labels))
     }
 
     /// Checks that every class label fits the model's `classes` outputs.

@@ -109,6 +109,9 @@ pub(super) fn read_source(
             let names = feature_names(&features);
             (features, names, None, Origin::Indices)
         }
+        DataFormat::ImageFolder | DataFormat::ImageList => {
+            unreachable!("image data is loaded by `Dataset::load_images`")
+        }
         DataFormat::Npz | DataFormat::Safetensors => {
             let mut names = vec![spec.features_array()];
             if !separate {
@@ -174,7 +177,13 @@ pub(super) fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, D
             let t = read_table(path, spec, format, Layout::Labels).map_err(at_key)?;
             Ok(cells(t, path, format))
         }
-        Some(DataFormat::Npz | DataFormat::Safetensors) | None => Err(at_key(data_error(
+        Some(
+            DataFormat::Npz
+            | DataFormat::Safetensors
+            | DataFormat::ImageFolder
+            | DataFormat::ImageList,
+        )
+        | None => Err(at_key(data_error(
             "pipeline::data::bad_labels_file",
             spec,
             format!(

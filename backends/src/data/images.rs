@@ -1,0 +1,154 @@
+//! Image data (`image-folder`, `image-list`): every image decoded once, in parallel, and
+//! put through the transforms up to the first random one, kept as 8-bit pixels; the
+//! rest of the transforms (augmentation while training, their deterministic form
+//! otherwise) and the conversion to floats run per batch, in parallel, each sample with
+//! its own generator for (seed, epoch, sample), so a resumed run sees the same images.
+//!
+//! Honest limitation: the decoded images are held in memory (8-bit, so a quarter of the
+//! floats); reading them lazily for sets larger than memory is the next step.
+
+use manifests::transforms::{Pixels, Size, Transform, Uniform};
+use manifests::{DataSpec, Diagnostic, ImageSpec, Manifest};
+use pipeline_core::image::Image;
+use pipeline_core::image_listing::ImageListing;
+use pipeline_core::rng::Rng;
+use rayon::prelude::*;
+use tch::Tensor;
+
+/// The decoded images of a data set, and what each batch still does to them.
+#[derive(Debug)]
+pub struct ImageSet {
+    pub listing: ImageListing,
+    /// Each image after the transforms before the first random one.
+    images: Vec<Image>,
+    /// The transforms from the first random one on.
+    rest: Vec<Transform>,
+    mean: Vec<f64>,
+    std: Vec<f64>,
+    channels: u32,
+    /// Every sample's size after all the transforms.
+    size: Size,
+    seed: u64,
+}
+
+fn image_error(spec: &DataSpec, message: String, help: &str) -> Diagnostic {
+    Diagnostic::error("pipeline::data::bad_image", message)
+        .label_opt(spec.source.span, "image data")
+        .help(help.to_string())
+}
+
+impl ImageSet {
+    /// Lists and decodes the manifest's images. Every problem names the image.
+    pub fn load(manifest: &Manifest, listing: ImageListing) -> Result<ImageSet, Diagnostic> {
+        let spec = &manifest.data;
+        let images_spec: &ImageSpec = spec.images.as_ref().expect("image data has `images`");
+        let split = images_spec
+            .transforms
+            .iter()
+            .position(|t| t.transform.random())
+            .unwrap_or(images_spec.transforms.len());
+        let (prefix, rest) = images_spec.transforms.split_at(split);
+        let channels = images_spec.channels;
+        let decoded: Vec<Result<(Image, Size), String>> = listing
+            .files
+            .par_iter()
+            .map(|file| {
+                let mut image = Image::read(&listing.root.join(file), channels)?;
+                let read = image.size();
+                // The sizes every transform sees, checked before it runs.
+                let out = images_spec
+                    .size(Some(read))
+                    .map_err(|(t, e)| {
+                        format!(
+                            "{}×{} pixels: `{}`: {}",
+                            read.0,
+                            read.1,
+                            t.transform.name(),
+                            e.message
+                        )
+                    })?
+                    .expect("a known size stays known");
+                for t in prefix {
+                    image = t.transform.apply(image, None);
+                }
+                Ok((image, out))
+            })
+            .collect();
+        let mut images = Vec::with_capacity(decoded.len());
+        let mut size = None;
+        for (i, result) in decoded.into_iter().enumerate() {
+            let (image, out) = result.map_err(|e| {
+                image_error(
+                    spec,
+                    format!("{}: {e}", listing.at(i)),
+                    "fix or remove the image; `pipeline explain data.images` shows the transforms",
+                )
+            })?;
+            match size {
+                None => size = Some(out),
+                Some(first) if first != out => {
+                    return Err(image_error(
+                        spec,
+                        format!(
+                            "{}: {}×{} pixels after the transforms, but {} gives {}×{}",
+                            listing.at(i),
+                            out.0,
+                            out.1,
+                            listing.at(0),
+                            first.0,
+                            first.1
+                        ),
+                        "the samples of a batch need one size: end the transforms with `resize H W`, `center-crop N` or a crop to a fixed size",
+                    ));
+                }
+                Some(_) => {}
+            }
+            images.push(image);
+        }
+        let (mean, std) = images_spec.normalization();
+        Ok(ImageSet {
+            listing,
+            images,
+            rest: rest.iter().map(|t| t.transform.clone()).collect(),
+            mean,
+            std,
+            channels,
+            size: size.unwrap_or((0, 0)),
+            seed: manifest.seed,
+        })
+    }
+
+    /// A sample's shape: `[channels, height, width]`.
+    pub fn sample_shape(&self) -> Vec<i64> {
+        vec![self.channels as i64, self.size.0 as i64, self.size.1 as i64]
+    }
+
+    pub fn len(&self) -> usize {
+        self.images.len()
+    }
+
+    /// The samples `ids` as a float batch (`ids × channels × height × width`, on the
+    /// CPU): augmented with each sample's generator for `epoch` when training (`Some`),
+    /// in the transforms' deterministic form otherwise.
+    pub fn batch(&self, ids: &[i64], epoch: Option<u64>) -> Tensor {
+        let (c, (h, w)) = (self.channels as usize, self.size);
+        let per = c * h as usize * w as usize;
+        let mut floats = vec![0f32; per * ids.len()];
+        floats
+            .par_chunks_mut(per.max(1))
+            .zip(ids.par_iter())
+            .for_each(|(out, &i)| {
+                let source = &self.images[i as usize];
+                if self.rest.is_empty() {
+                    return source.write_floats(&self.mean, &self.std, out);
+                }
+                let mut rng = epoch.map(|e| Rng::augmentation(self.seed, e, i as u64));
+                let mut image = source.clone();
+                for t in &self.rest {
+                    image = t.apply(image, rng.as_mut().map(|r| r as &mut dyn Uniform));
+                }
+                image.write_floats(&self.mean, &self.std, out);
+            });
+        Tensor::from_slice(&floats).reshape([ids.len() as i64, c as i64, h as i64, w as i64])
+    }
+}

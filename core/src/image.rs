@@ -1,0 +1,247 @@
+//! One image: decoded from PNG or JPEG (the `image` crate), as 8-bit grey or RGB the way
+//! PIL's `convert` makes it, and the pixel operations the transforms of
+//! `manifests::transforms` are written in (resampling by `fast_image_resize`, whose
+//! bilinear convolution is Pillow's). No libtorch: the data loader turns finished images
+//! into tensors.
+
+use fast_image_resize::{
+    images::Image as FirImage, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
+};
+use image::{DynamicImage, ImageFormat, ImageReader};
+use manifests::transforms::{Area, Pixels, Size};
+use std::path::Path;
+
+/// An 8-bit image, its channels interleaved (`height × width × channels`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub height: u32,
+    pub width: u32,
+    /// 1 (grey) or 3 (RGB).
+    pub channels: u32,
+    pub pixels: Vec<u8>,
+}
+
+/// The formats read, by extension: what a file named so must hold.
+fn format_of(path: &Path) -> Option<ImageFormat> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "png" => Some(ImageFormat::Png),
+        "jpg" | "jpeg" => Some(ImageFormat::Jpeg),
+        _ => None,
+    }
+}
+
+/// Whether `path` names an image pipeline reads (`.png`, `.jpg`, `.jpeg`, any case).
+pub fn is_image(path: &Path) -> bool {
+    format_of(path).is_some()
+}
+
+/// Extensions of images in formats not read (torchvision's others), which a folder must
+/// not hold silently unread.
+pub fn is_unread_image(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(|e| e.to_ascii_lowercase())
+        .is_some_and(|e| ["bmp", "gif", "webp", "tif", "tiff", "ppm", "pgm"].contains(&e.as_str()))
+}
+
+fn format_name(format: ImageFormat) -> &'static str {
+    match format {
+        ImageFormat::Png => "PNG",
+        ImageFormat::Jpeg => "JPEG",
+        ImageFormat::Gif => "GIF",
+        ImageFormat::WebP => "WebP",
+        ImageFormat::Bmp => "BMP",
+        ImageFormat::Tiff => "TIFF",
+        _ => "another format",
+    }
+}
+
+/// The format a file's first bytes say, for the message about a misnamed file.
+fn sniffed(bytes: &[u8]) -> Option<ImageFormat> {
+    image::guess_format(bytes).ok()
+}
+
+impl Image {
+    /// Reads the image at `path` as `channels` (1: grey, `L = (19595 R + 38470 G + 7471 B
+    /// + 2^15) >> 16` as PIL computes it; 3: RGB, alpha dropped). The file must hold what
+    /// its name says: a PNG named `.jpg` is an error, not a guess.
+    pub fn read(path: &Path, channels: u32) -> Result<Image, String> {
+        let Some(format) = format_of(path) else {
+            return Err("only PNG and JPEG images are read (.png, .jpg, .jpeg)".into());
+        };
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        match sniffed(&bytes) {
+            Some(found) if found == format => {}
+            Some(found) => {
+                return Err(format!(
+                    "the file is a {} image, but its name says {}",
+                    format_name(found),
+                    format_name(format)
+                ))
+            }
+            None if bytes.is_empty() => return Err("the file is empty".into()),
+            None => return Err(format!("not a {} image", format_name(format))),
+        }
+        let decoded = image::load_from_memory_with_format(&bytes, format)
+            .map_err(|e| format!("cannot decode it: {e}"))?;
+        Ok(Image::from_decoded(decoded, channels))
+    }
+
+    /// The size of the image at `path`, read from its header only.
+    pub fn dimensions(path: &Path) -> Option<Size> {
+        let reader = ImageReader::open(path).ok()?.with_guessed_format().ok()?;
+        let (w, h) = reader.into_dimensions().ok()?;
+        Some((h, w))
+    }
+
+    fn from_decoded(decoded: DynamicImage, channels: u32) -> Image {
+        let (width, height) = (decoded.width(), decoded.height());
+        let pixels = match (channels, decoded) {
+            (1, DynamicImage::ImageLuma8(grey)) => grey.into_raw(),
+            (1, other) => other
+                .to_rgb8()
+                .pixels()
+                .map(|p| {
+                    let [r, g, b] = p.0.map(u32::from);
+                    ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16) as u8
+                })
+                .collect(),
+            (_, other) => other.to_rgb8().into_raw(),
+        };
+        Image {
+            height,
+            width,
+            channels: if channels == 1 { 1 } else { 3 },
+            pixels,
+        }
+    }
+
+    /// The image from raw pixels (`height × width × channels` bytes).
+    pub fn from_pixels(height: u32, width: u32, channels: u32, pixels: Vec<u8>) -> Image {
+        debug_assert_eq!(pixels.len(), (height * width * channels) as usize);
+        Image {
+            height,
+            width,
+            channels,
+            pixels,
+        }
+    }
+
+    fn pixel_type(&self) -> PixelType {
+        if self.channels == 1 {
+            PixelType::U8
+        } else {
+            PixelType::U8x3
+        }
+    }
+
+    /// The pixels as floats, channels first (`channels × height × width`), each
+    /// `(x / 255 − mean[c]) / std[c]`, written into `out` (exactly that long).
+    pub fn write_floats(&self, mean: &[f64], std: &[f64], out: &mut [f32]) {
+        let c = self.channels as usize;
+        let plane = self.pixels.len() / c.max(1);
+        for (k, out) in out.chunks_exact_mut(plane.max(1)).enumerate().take(c) {
+            let (m, s) = (mean[k] as f32, std[k] as f32);
+            for (o, &x) in out.iter_mut().zip(self.pixels.iter().skip(k).step_by(c)) {
+                *o = (x as f32 / 255.0 - m) / s;
+            }
+        }
+    }
+}
+
+impl Pixels for Image {
+    fn size(&self) -> Size {
+        (self.height, self.width)
+    }
+
+    fn crop(&self, top: i64, left: i64, h: u32, w: u32) -> Image {
+        let c = self.channels as usize;
+        let mut pixels = vec![0u8; h as usize * w as usize * c];
+        // The columns of the window that fall inside the image, and where they start.
+        let x0 = left.max(0);
+        let x1 = (left + w as i64).min(self.width as i64);
+        if x1 > x0 {
+            let span = (x1 - x0) as usize * c;
+            let into = (x0 - left) as usize * c;
+            for y in 0..h as i64 {
+                let sy = top + y;
+                if sy < 0 || sy >= self.height as i64 {
+                    continue;
+                }
+                let from = (sy as usize * self.width as usize + x0 as usize) * c;
+                let to = y as usize * w as usize * c + into;
+                pixels[to..to + span].copy_from_slice(&self.pixels[from..from + span]);
+            }
+        }
+        Image::from_pixels(h, w, self.channels, pixels)
+    }
+
+    fn resize(&self, area: Area, h: u32, w: u32) -> Image {
+        let mut src = self.pixels.clone();
+        let source = FirImage::from_slice_u8(self.width, self.height, &mut src, self.pixel_type())
+            .expect("the buffer holds the image");
+        let mut out = FirImage::new(w.max(1), h.max(1), self.pixel_type());
+        let options = ResizeOptions::new()
+            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
+            .crop(area.left, area.top, area.width, area.height);
+        Resizer::new()
+            .resize(&source, &mut out, &options)
+            .expect("same pixel types, a crop box within the image");
+        Image::from_pixels(h.max(1), w.max(1), self.channels, out.into_vec())
+    }
+
+    fn flip_horizontal(&self) -> Image {
+        let c = self.channels as usize;
+        let row = self.width as usize * c;
+        let mut pixels = Vec::with_capacity(self.pixels.len());
+        for line in self.pixels.chunks_exact(row.max(1)) {
+            for px in line.chunks_exact(c).rev() {
+                pixels.extend_from_slice(px);
+            }
+        }
+        Image::from_pixels(self.height, self.width, self.channels, pixels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ramp(h: u32, w: u32) -> Image {
+        Image::from_pixels(h, w, 1, (0..h * w).map(|i| i as u8).collect())
+    }
+
+    #[test]
+    fn a_crop_past_the_edges_reads_zeros() {
+        let img = ramp(3, 3); // 0 1 2 / 3 4 5 / 6 7 8
+        let c = img.crop(-1, -1, 3, 3);
+        assert_eq!(c.pixels, [0, 0, 0, 0, 0, 1, 0, 3, 4]);
+        let c = img.crop(1, 1, 3, 3);
+        assert_eq!(c.pixels, [4, 5, 0, 7, 8, 0, 0, 0, 0]);
+        assert_eq!(img.crop(0, 0, 3, 3), img);
+        assert_eq!(img.crop(5, 5, 2, 2).pixels, [0; 4]);
+    }
+
+    #[test]
+    fn a_flip_mirrors_each_row_keeping_channels_together() {
+        let rgb = Image::from_pixels(1, 2, 3, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(rgb.flip_horizontal().pixels, [4, 5, 6, 1, 2, 3]);
+    }
+
+    #[test]
+    fn resizing_to_the_same_size_keeps_the_pixels() {
+        let img = ramp(4, 4);
+        assert_eq!(img.resize(Area::whole((4, 4)), 4, 4), img);
+        let small = img.resize(Area::whole((4, 4)), 2, 2);
+        assert_eq!((small.height, small.width), (2, 2));
+    }
+
+    #[test]
+    fn floats_are_channels_first_and_normalised() {
+        let rgb = Image::from_pixels(1, 2, 3, vec![0, 255, 0, 255, 0, 255]);
+        let mut out = vec![0.0; 6];
+        rgb.write_floats(&[0.5; 3], &[0.5; 3], &mut out);
+        assert_eq!(out, [-1.0, 1.0, 1.0, -1.0, -1.0, 1.0]);
+    }
+}

@@ -1,0 +1,296 @@
+//! Which images a data set holds, and their labels: an ImageFolder tree (one
+//! sub-directory per class, in sorted order, as torchvision's `ImageFolder` finds them)
+//! or a CSV listing (a column of paths, relative to the listing, and label columns).
+//!
+//! The same listing drives the stage key (every image's content hash, through the hash
+//! memo, and the listing's own) and the loader, so that what is hashed is what is
+//! trained on. No libtorch, and no image is decoded here.
+
+use crate::image::{is_image, is_unread_image, Image};
+use crate::table::{self, Layout, TableError};
+use manifests::transforms::Size;
+use manifests::{DataFormat, DataSpec, Diagnostic, Manifest};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The images of a data set, in sample order, with their labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageListing {
+    /// What the paths are relative to: the folder, or the listing's directory.
+    pub root: PathBuf,
+    /// Each image's path under `root`.
+    pub files: Vec<PathBuf>,
+    pub labels: ListingLabels,
+}
+
+/// The labels of a listing's images.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListingLabels {
+    /// ImageFolder: each image's class index among the sorted class directories.
+    Classes {
+        classes: Vec<String>,
+        index: Vec<usize>,
+    },
+    /// A listing's label cells (per label column, as written), with the columns' names and
+    /// each row's line.
+    Cells {
+        columns: Vec<Vec<Option<String>>>,
+        names: Vec<String>,
+        lines: Vec<usize>,
+        listing: PathBuf,
+    },
+}
+
+fn error(spec: &DataSpec, message: String, help: &str) -> Diagnostic {
+    Diagnostic::error("pipeline::data::bad_image_set", message)
+        .label_opt(spec.source.span, "image data")
+        .help(help.to_string())
+}
+
+impl ImageListing {
+    /// The images of `manifest`'s data (`image-folder` or `image-list`).
+    pub fn of(manifest: &Manifest) -> Result<ImageListing, Diagnostic> {
+        let spec = &manifest.data;
+        let path = manifest.resolve(&spec.source.value);
+        match spec.format {
+            DataFormat::ImageList => list(spec, &path),
+            _ => folder(spec, &path),
+        }
+    }
+
+    /// The content hash of the data set: blake3 over each image's relative path and
+    /// content hash (`hash`, memoised by the caller), and the listing file's.
+    pub fn content_hash(
+        &self,
+        mut hash: impl FnMut(&Path) -> io::Result<String>,
+    ) -> Result<String, (PathBuf, io::Error)> {
+        let mut all = blake3::Hasher::new();
+        all.update(b"pipeline image set 1\n");
+        if let ListingLabels::Cells { listing, .. } = &self.labels {
+            let h = hash(listing).map_err(|e| (listing.clone(), e))?;
+            all.update(format!("listing\0{h}\n").as_bytes());
+        }
+        for file in &self.files {
+            let path = self.root.join(file);
+            let h = hash(&path).map_err(|e| (path.clone(), e))?;
+            all.update(file.to_string_lossy().as_bytes());
+            all.update(format!("\0{h}\n").as_bytes());
+        }
+        Ok(all.finalize().to_hex().to_string())
+    }
+
+    /// Where image `i` is, for messages: its path, and the listing's line.
+    pub fn at(&self, i: usize) -> String {
+        let path = self.root.join(&self.files[i]);
+        match &self.labels {
+            ListingLabels::Cells { listing, lines, .. } => {
+                format!(
+                    "{} (listed at {}:{})",
+                    path.display(),
+                    listing.display(),
+                    lines[i]
+                )
+            }
+            ListingLabels::Classes { .. } => path.display().to_string(),
+        }
+    }
+}
+
+/// An ImageFolder tree: the class directories (not hidden), sorted, each walked
+/// recursively in sorted order for `.png`, `.jpg` and `.jpeg` files; other files are
+/// not images and are skipped, images of formats not read are an error.
+fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
+    let io_error = |path: &Path, e: io::Error| {
+        error(
+            spec,
+            format!("cannot read {}: {e}", path.display()),
+            "check that the image folder exists and can be read",
+        )
+    };
+    let meta = std::fs::metadata(root).map_err(|e| io_error(root, e))?;
+    if !meta.is_dir() {
+        return Err(error(
+            spec,
+            format!(
+                "{} is not a directory: an image folder holds one directory of images per class",
+                root.display()
+            ),
+            "name the folder in `source`, or give the file's format (`format \"csv\"`)",
+        ));
+    }
+    let mut classes: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(|e| io_error(root, e))? {
+        let entry = entry.map_err(|e| io_error(root, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && entry.path().is_dir() {
+            classes.push(name);
+        }
+    }
+    classes.sort();
+    if classes.is_empty() {
+        return Err(error(
+            spec,
+            format!("{} holds no class directory", root.display()),
+            "put the images of each class in a directory of its own: `cat/1.png`, `dog/2.png`",
+        ));
+    }
+    let mut files = Vec::new();
+    let mut index = Vec::new();
+    for (k, class) in classes.iter().enumerate() {
+        let before = files.len();
+        walk(root, Path::new(class), &mut files).map_err(|(p, e)| io_error(&p, e))?;
+        if let Some(unread) = files[before..].iter().find(|f| !is_image(f)) {
+            return Err(error(
+                spec,
+                format!(
+                    "{}: only PNG and JPEG images are read",
+                    root.join(unread).display()
+                ),
+                "convert the image to PNG, or move it out of the folder",
+            ));
+        }
+        if files.len() == before {
+            return Err(error(
+                spec,
+                format!(
+                    "the class directory {} holds no image (.png, .jpg, .jpeg)",
+                    root.join(class).display()
+                ),
+                "add its images, or remove the directory",
+            ));
+        }
+        index.resize(files.len(), k);
+    }
+    Ok(ImageListing {
+        root: root.to_path_buf(),
+        files,
+        labels: ListingLabels::Classes { classes, index },
+    })
+}
+
+/// Appends the images under `root/dir` (and images of formats not read, which the caller
+/// refuses), sorted as torchvision's `sorted(os.walk(…))` then `sorted(files)` list them.
+fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
+    let full = root.join(dir);
+    let mut names: Vec<(String, bool)> = Vec::new();
+    for entry in std::fs::read_dir(&full).map_err(|e| (full.clone(), e))? {
+        let entry = entry.map_err(|e| (full.clone(), e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        names.push((name, entry.path().is_dir()));
+    }
+    names.sort();
+    for (name, _) in names.iter().filter(|(_, d)| !d) {
+        let path = dir.join(name);
+        if is_image(&path) || is_unread_image(&path) {
+            out.push(path);
+        }
+    }
+    for (name, _) in names.iter().filter(|(_, d)| *d) {
+        walk(root, &dir.join(name), out)?;
+    }
+    Ok(())
+}
+
+/// A CSV listing: the path column (`features`, default the first that is not a label)
+/// and the label columns, read with the data's dialect.
+fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
+    let table_error = |e: TableError| match e {
+        TableError::Io(m) => error(
+            spec,
+            format!("cannot read {}: {m}", listing.display()),
+            "check the listing file",
+        ),
+        TableError::Line { line, message } => error(
+            spec,
+            format!("{}:{line}: {message}", listing.display()),
+            "every row of the listing needs the same fields",
+        ),
+        TableError::Columns(m) => error(
+            spec,
+            format!("{}: {m}", listing.display()),
+            "set `features` (the column of image paths) and `label` to columns the listing has",
+        ),
+    };
+    let t = table::read(listing, &spec.dialect, Layout::Labels).map_err(table_error)?;
+    let width = t.label_names.len();
+    let names = spec.dialect.header.then_some(t.label_names.as_slice());
+    let columns = table::resolve(
+        Layout::Both {
+            label: &spec.label,
+            features: &spec.features,
+        },
+        width,
+        names,
+    )
+    .map_err(table_error)?;
+    let [path_column] = columns.features[..] else {
+        return Err(error(
+            spec,
+            format!(
+                "{}: the paths are one column, but `features` names {} ({})",
+                listing.display(),
+                columns.features.len(),
+                columns
+                    .features
+                    .iter()
+                    .map(|&i| t.label_names[i].clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "name the column of image paths in `features`: `features \"path\"`",
+        ));
+    };
+    let mut files = Vec::with_capacity(t.rows());
+    for (row, cell) in t.labels[path_column].iter().enumerate() {
+        let Some(cell) = cell else {
+            return Err(error(
+                spec,
+                format!(
+                    "{}:{}: the image path is missing",
+                    listing.display(),
+                    t.lines[row]
+                ),
+                "give every row an image path",
+            ));
+        };
+        files.push(PathBuf::from(cell));
+    }
+    let root = listing.parent().unwrap_or(Path::new("")).to_path_buf();
+    Ok(ImageListing {
+        root,
+        files,
+        labels: ListingLabels::Cells {
+            columns: columns
+                .labels
+                .iter()
+                .map(|&i| t.labels[i].clone())
+                .collect(),
+            names: columns
+                .labels
+                .iter()
+                .map(|&i| t.label_names[i].clone())
+                .collect(),
+            lines: t.lines,
+            listing: listing.to_path_buf(),
+        },
+    })
+}
+
+/// The shape of one sample (`[channels, height, width]`) as `check` can know it: from the
+/// transforms alone when they fix the size, else from the first image's header. `None`
+/// when it cannot be told without the run (an unreadable folder: the run says why).
+pub fn sample_shape(manifest: &Manifest) -> Option<Vec<i64>> {
+    let images = manifest.data.images.as_ref()?;
+    let size = match images.size(None).ok()? {
+        Some(size) => size,
+        None => {
+            let listing = ImageListing::of(manifest).ok()?;
+            let first: Size = Image::dimensions(&listing.root.join(listing.files.first()?))?;
+            images.size(Some(first)).ok()??
+        }
+    };
+    Some(vec![images.channels as i64, size.0 as i64, size.1 as i64])
+}
