@@ -8,7 +8,6 @@
 
 use crate::image::{is_image, is_unread_image, Image};
 use crate::table::{self, Layout, TableError};
-use manifests::transforms::Size;
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -279,18 +278,51 @@ fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
     })
 }
 
-/// The shape of one sample (`[channels, height, width]`) as `check` can know it: from the
-/// transforms alone when they fix the size, else from the first image's header. `None`
-/// when it cannot be told without the run (an unreadable folder: the run says why).
-pub fn sample_shape(manifest: &Manifest) -> Option<Vec<i64>> {
-    let images = manifest.data.images.as_ref()?;
-    let size = match images.size(None).ok()? {
-        Some(size) => size,
-        None => {
-            let listing = ImageListing::of(manifest).ok()?;
-            let first: Size = Image::dimensions(&listing.root.join(listing.files.first()?))?;
-            images.size(Some(first)).ok()??
+/// The first image of the data set, found without listing the rest: the first file of
+/// the first class directory, or the listing's first row.
+fn first_image(manifest: &Manifest) -> Option<PathBuf> {
+    let spec = &manifest.data;
+    let path = manifest.resolve(&spec.source.value);
+    match spec.format {
+        DataFormat::ImageList => {
+            let listing = list(spec, &path).ok()?;
+            Some(listing.root.join(listing.files.first()?))
         }
+        _ => {
+            let mut classes: Vec<String> = std::fs::read_dir(&path)
+                .ok()?
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect();
+            classes.sort();
+            let mut files = Vec::new();
+            walk(&path, Path::new(classes.first()?), &mut files).ok()?;
+            Some(path.join(files.first()?))
+        }
+    }
+}
+
+/// The shape of one sample (`[channels, height, width]`) as `check` can know it: the
+/// transforms applied to the first image's size (read from its header), or to none when
+/// it cannot be read (the run says why) and the transforms fix the size. An error when
+/// a transform cannot take the first image, located at the transform.
+pub fn sample_shape(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
+    let Some(images) = manifest.data.images.as_ref() else {
+        return Ok(None);
     };
-    Some(vec![images.channels as i64, size.0 as i64, size.1 as i64])
+    let first = first_image(manifest).and_then(|p| Some((Image::dimensions(&p)?, p)));
+    let size = match &first {
+        Some((size, path)) => images.size(Some(*size)).map_err(|(t, e)| {
+            Diagnostic::error(
+                "pipeline::data::bad_transform",
+                format!("{}: {}", path.display(), e.message),
+            )
+            .label_opt(t.span, format!("for an image of {}×{}", size.0, size.1))
+            .help(e.help)
+        })?,
+        None => images.size(None).ok().flatten(),
+    };
+    Ok(size.map(|(h, w)| vec![images.channels as i64, h as i64, w as i64]))
 }

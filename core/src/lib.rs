@@ -83,10 +83,14 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
         // The model's shapes, when the rest is sound and the data's shape can be known
         // without loading it (a model that does not lower would only add noise).
         if !manifests::has_errors(&diagnostics) && manifest.model.torchscript.is_none() {
-            if let Some(shape) = sample_shape::of(manifest) {
-                if let Err(d) = network::Network::compile(&manifest.model, &shape) {
-                    diagnostics.push(d);
+            match sample_shape::of(manifest) {
+                Ok(Some(shape)) => {
+                    if let Err(d) = network::Network::compile(&manifest.model, &shape) {
+                        diagnostics.push(d);
+                    }
                 }
+                Ok(None) => {}
+                Err(d) => diagnostics.push(d),
             }
         }
     }

@@ -12,14 +12,21 @@
 //! `None`: reading it is the run's to report, with the file and line.
 
 use crate::table::{peek_features, Layout};
-use manifests::{DataFormat, Manifest};
+use manifests::{DataFormat, Diagnostic, Manifest};
 
-/// One sample's shape: the CSV's feature columns, as a vector.
-pub fn of(manifest: &Manifest) -> Option<Vec<i64>> {
+/// One sample's shape: the CSV's feature columns, as a vector; images' `[channels,
+/// height, width]`, or an error when a transform cannot take the first image.
+pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     let spec = &manifest.data;
     if spec.format.is_images() {
         return crate::image_listing::sample_shape(manifest);
     }
+    Ok(table_shape(manifest))
+}
+
+/// A CSV's or Parquet file's feature columns.
+fn table_shape(manifest: &Manifest) -> Option<Vec<i64>> {
+    let spec = &manifest.data;
     if !spec.format.is_table() {
         return None;
     }

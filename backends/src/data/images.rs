@@ -49,23 +49,26 @@ impl ImageSet {
             .unwrap_or(images_spec.transforms.len());
         let (prefix, rest) = images_spec.transforms.split_at(split);
         let channels = images_spec.channels;
-        let decoded: Vec<Result<(Image, Size), String>> = listing
+        // Each image's problem: what is wrong, and what to do.
+        let decoded: Vec<Result<(Image, Size), (String, String)>> = listing
             .files
             .par_iter()
             .map(|file| {
-                let mut image = Image::read(&listing.root.join(file), channels)?;
+                let mut image = Image::read(&listing.root.join(file), channels)
+                    .map_err(|e| (e, "fix the image, or remove it".to_string()))?;
                 let read = image.size();
                 // The sizes every transform sees, checked before it runs.
                 let out = images_spec
                     .size(Some(read))
                     .map_err(|(t, e)| {
-                        format!(
+                        let message = format!(
                             "{}×{} pixels: `{}`: {}",
                             read.0,
                             read.1,
                             t.transform.name(),
                             e.message
-                        )
+                        );
+                        (message, e.help)
                     })?
                     .expect("a known size stays known");
                 for t in prefix {
@@ -77,12 +80,8 @@ impl ImageSet {
         let mut images = Vec::with_capacity(decoded.len());
         let mut size = None;
         for (i, result) in decoded.into_iter().enumerate() {
-            let (image, out) = result.map_err(|e| {
-                image_error(
-                    spec,
-                    format!("{}: {e}", listing.at(i)),
-                    "fix or remove the image; `pipeline explain data.images` shows the transforms",
-                )
+            let (image, out) = result.map_err(|(message, help)| {
+                image_error(spec, format!("{}: {message}", listing.at(i)), &help)
             })?;
             match size {
                 None => size = Some(out),
@@ -121,10 +120,6 @@ impl ImageSet {
     /// A sample's shape: `[channels, height, width]`.
     pub fn sample_shape(&self) -> Vec<i64> {
         vec![self.channels as i64, self.size.0 as i64, self.size.1 as i64]
-    }
-
-    pub fn len(&self) -> usize {
-        self.images.len()
     }
 
     /// The samples `ids` as a float batch (`ids × channels × height × width`, on the
