@@ -91,7 +91,10 @@ fn digits_train_from_an_image_folder_and_from_a_listing_to_95_percent() {
         .iter()
         .filter(|f| f.as_str().unwrap().starts_with("0/"))
         .count();
-    assert!((35..=36).contains(&zeros), "178 zeros, 20 % in the test split: {zeros}");
+    assert!(
+        (35..=36).contains(&zeros),
+        "178 zeros, 20 % in the test split: {zeros}"
+    );
 
     // The same images from the listing (`path,label`, paths relative to it).
     let listing = example.replace(
@@ -398,11 +401,12 @@ fn the_transforms_match_torchvision_pixel_for_pixel() {
     }
     script += "print(json.dumps(worst))\n";
     let worst: Value = serde_json::from_str(&py(dir.path(), &script)).unwrap();
+    eprintln!("largest differences from torchvision, in levels of 255: {worst}");
     for (case, diff) in worst.as_object().unwrap() {
         let diff = diff.as_i64().unwrap();
         // JPEG decoders round their inverse DCT differently (zune-jpeg and libjpeg-turbo);
         // PNG is lossless, and the resampling is Pillow's.
-        let allowed = if case.starts_with("photo.jpg") { 8 } else { 1 };
+        let allowed = if case.starts_with("photo.jpg") { 4 } else { 1 };
         assert!(
             diff <= allowed,
             "{case}: off by {diff} from torchvision: {worst}"
