@@ -13,7 +13,9 @@
 
 use crate::atomic::write_atomic;
 use crate::hash::{hash_file, require_regular};
-use serde_json::{json, Map, Value};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,37 +26,72 @@ pub const RACY_SECONDS: f64 = 2.0;
 #[derive(Debug)]
 pub struct HashMemo {
     file: PathBuf,
-    entries: Map<String, Value>,
+    entries: HashMap<String, Entry>,
     changed: bool,
     /// [`RACY_SECONDS`], in seconds (tests set 0).
     racy: f64,
+}
+
+/// What identifies a version of a file without reading it. Stored as decimal strings
+/// (JSON numbers could not hold nanoseconds exactly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    size: u64,
+    #[serde(with = "decimal")]
+    mtime_ns: u128,
+    #[serde(with = "decimal")]
+    ctime_ns: u128,
+    #[serde(with = "decimal")]
+    inode: u128,
+    #[serde(with = "decimal")]
+    device: u128,
+}
+
+/// A memoised hash: the stamp of the version it is the hash of.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    #[serde(flatten)]
+    stamp: Stamp,
+    blake3: String,
+}
+
+/// A `u128` as its decimal text.
+mod decimal {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 fn nanos(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
-/// What identifies a version of a file without reading it: size, mtime, ctime, inode,
-/// device; and the most recent of its two times, for the racy check. `None` off Unix.
+/// The stamp of a file's metadata, and the most recent of its two times (for the racy
+/// check). `None` off Unix.
 #[cfg(unix)]
-fn stamp(meta: &fs::Metadata) -> io::Result<Option<(Value, u128)>> {
+fn stamp(meta: &fs::Metadata) -> io::Result<Option<(Stamp, u128)>> {
     use std::os::unix::fs::MetadataExt;
     let mtime = nanos(meta.modified()?);
     let ctime = (meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128).max(0) as u128;
-    Ok(Some((
-        json!({
-            "size": meta.len(),
-            "mtime_ns": mtime.to_string(),
-            "ctime_ns": ctime.to_string(),
-            "inode": meta.ino().to_string(),
-            "device": meta.dev().to_string(),
-        }),
-        mtime.max(ctime),
-    )))
+    let stamp = Stamp {
+        size: meta.len(),
+        mtime_ns: mtime,
+        ctime_ns: ctime,
+        inode: meta.ino() as u128,
+        device: meta.dev() as u128,
+    };
+    Ok(Some((stamp, mtime.max(ctime))))
 }
 
 #[cfg(not(unix))]
-fn stamp(_meta: &fs::Metadata) -> io::Result<Option<(Value, u128)>> {
+fn stamp(_meta: &fs::Metadata) -> io::Result<Option<(Stamp, u128)>> {
     Ok(None)
 }
 
@@ -64,8 +101,7 @@ impl HashMemo {
         let file = root.join("hashes.json");
         let entries = fs::read(&file)
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-            .and_then(|v| v.as_object().cloned())
+            .and_then(|bytes| serde_json::from_slice::<HashMap<String, Entry>>(&bytes).ok())
             .unwrap_or_default();
         HashMemo {
             file,
@@ -79,7 +115,7 @@ impl HashMemo {
     pub fn none() -> HashMemo {
         HashMemo {
             file: PathBuf::new(),
-            entries: Map::new(),
+            entries: HashMap::new(),
             changed: false,
             racy: RACY_SECONDS,
         }
@@ -91,28 +127,82 @@ impl HashMemo {
         let meta = require_regular(path)?;
         let key = fs::canonicalize(path)?.to_string_lossy().into_owned();
         let stamp = stamp(&meta)?;
-        if let Some((now, _)) = &stamp {
-            if let Some(e) = self.entries.get(&key) {
-                let same = now
-                    .as_object()
-                    .expect("a stamp is an object")
-                    .iter()
-                    .all(|(k, v)| e.get(k) == Some(v));
-                if let (true, Some(hash)) = (same, e["blake3"].as_str()) {
-                    return Ok(hash.to_string());
-                }
-            }
+        if let Some(hash) = self.known(&key, stamp) {
+            return Ok(hash);
         }
         let hash = hash_file(path)?;
-        if let Some((mut stamp, latest)) = stamp {
+        self.learn(key, stamp, &hash);
+        Ok(hash)
+    }
+
+    /// The content hashes of the files `files` under `root`, in order, the way [`Self::hash`]
+    /// gives each; their metadata is read and the files the memo does not know are hashed
+    /// in parallel. The root is resolved once, so each file costs one `stat` when known.
+    pub fn hash_all(
+        &mut self,
+        root: &Path,
+        files: &[PathBuf],
+    ) -> Result<Vec<String>, (PathBuf, io::Error)> {
+        let base = fs::canonicalize(root).map_err(|e| (root.to_path_buf(), e))?;
+        let stamps: Vec<Result<(String, Option<(Stamp, u128)>), (PathBuf, io::Error)>> = files
+            .par_iter()
+            .map(|file| {
+                let path = root.join(file);
+                let meta = require_regular(&path).map_err(|e| (path.clone(), e))?;
+                let stamp = stamp(&meta).map_err(|e| (path, e))?;
+                Ok((base.join(file).to_string_lossy().into_owned(), stamp))
+            })
+            .collect();
+        let stamps = stamps.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let known: Vec<Option<String>> = stamps
+            .iter()
+            .map(|(key, stamp)| self.known(key, *stamp))
+            .collect();
+        let hashed: Vec<Result<Option<String>, (PathBuf, io::Error)>> = known
+            .par_iter()
+            .zip(files)
+            .map(|(known, file)| match known {
+                Some(_) => Ok(None),
+                None => {
+                    let path = root.join(file);
+                    hash_file(&path).map(Some).map_err(|e| (path, e))
+                }
+            })
+            .collect();
+        let mut out = Vec::with_capacity(files.len());
+        for ((known, hashed), (key, stamp)) in known.into_iter().zip(hashed).zip(stamps) {
+            match (known, hashed?) {
+                (Some(hash), _) => out.push(hash),
+                (None, Some(hash)) => {
+                    self.learn(key, stamp, &hash);
+                    out.push(hash);
+                }
+                (None, None) => unreachable!("a file not known is hashed"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The memoised hash of the file at `key` if its stamp is unchanged.
+    fn known(&self, key: &str, stamp: Option<(Stamp, u128)>) -> Option<String> {
+        let (now, _) = stamp?;
+        let entry = self.entries.get(key)?;
+        (entry.stamp == now).then(|| entry.blake3.clone())
+    }
+
+    /// Remembers `hash` for the file at `key`, unless it changed too recently to trust.
+    fn learn(&mut self, key: String, stamp: Option<(Stamp, u128)>, hash: &str) {
+        if let Some((stamp, latest)) = stamp {
             let age = nanos(SystemTime::now()).saturating_sub(latest);
             if !self.file.as_os_str().is_empty() && age as f64 / 1e9 >= self.racy {
-                stamp["blake3"] = json!(hash);
-                self.entries.insert(key, stamp);
+                let entry = Entry {
+                    stamp,
+                    blake3: hash.to_string(),
+                };
+                self.entries.insert(key, entry);
                 self.changed = true;
             }
         }
-        Ok(hash)
     }
 
     /// Writes the memo back if it learnt something (atomically; a failure only costs a
@@ -121,8 +211,9 @@ impl HashMemo {
     pub fn save(&mut self) {
         let root = self.file.parent().unwrap_or(Path::new(""));
         if self.changed && crate::root::ensure(root).is_ok() {
-            let text = serde_json::to_vec(&Value::Object(self.entries.clone()))
-                .expect("JSON values serialise");
+            // Sorted, so that the file is the same for the same knowledge.
+            let sorted: std::collections::BTreeMap<&String, &Entry> = self.entries.iter().collect();
+            let text = serde_json::to_vec(&sorted).expect("entries serialise");
             if write_atomic(&self.file, &text).is_ok() {
                 self.changed = false;
             }
@@ -189,6 +280,44 @@ mod tests {
             .unwrap();
         fs::rename(&other, &data).unwrap();
         assert_eq!(memo.hash(&data).unwrap(), crate::hash_bytes(b"9,9,9"));
+    }
+
+    #[test]
+    fn a_tree_is_hashed_in_order_and_only_its_changed_files_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let tree = dir.path().join("tree");
+        fs::create_dir_all(tree.join("a")).unwrap();
+        let files: Vec<PathBuf> = (0..20)
+            .map(|i| PathBuf::from(format!("a/{i}.png")))
+            .collect();
+        for (i, f) in files.iter().enumerate() {
+            fs::write(tree.join(f), format!("image {i}")).unwrap();
+            age(&tree.join(f), Duration::from_secs(60));
+        }
+        let mut memo = HashMemo::load(&root);
+        memo.racy = 0.0;
+        let first = memo.hash_all(&tree, &files).unwrap();
+        let each: Vec<String> = files
+            .iter()
+            .map(|f| hash_file(&tree.join(f)).unwrap())
+            .collect();
+        assert_eq!(first, each, "in the files' order");
+        memo.save();
+        let mut again = HashMemo::load(&root);
+        again.racy = 0.0;
+        assert_eq!(again.hash_all(&tree, &files).unwrap(), first);
+        assert!(!again.changed, "every file from the memo");
+        fs::write(tree.join(&files[7]), "another image").unwrap();
+        let third = again.hash_all(&tree, &files).unwrap();
+        assert_eq!(third[7], crate::hash_bytes(b"another image"));
+        assert_eq!(third[..7], first[..7]);
+        let gone = [PathBuf::from("a/missing.png")];
+        let (path, e) = again.hash_all(&tree, &gone).unwrap_err();
+        assert_eq!(
+            (path, e.kind()),
+            (tree.join("a/missing.png"), io::ErrorKind::NotFound)
+        );
     }
 
     #[test]

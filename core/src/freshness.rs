@@ -68,7 +68,7 @@ pub fn assess(
         Some(listing) if path == source => {
             if image_set_hash.is_none() {
                 let hash = listing
-                    .content_hash(|file| memo.hash(file))
+                    .content_hash(memo)
                     .map_err(|(file, e)| unreadable_image(manifest, &file, e))?;
                 image_set_hash = Some(hash);
             }

@@ -7,7 +7,8 @@
 //! trained on. No libtorch, and no image is decoded here.
 
 use crate::image::{is_image, is_unread_image, Image};
-use crate::table::{self, Layout, TableError};
+use crate::table::{self, TableError};
+use cache::HashMemo;
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -58,20 +59,19 @@ impl ImageListing {
     }
 
     /// The content hash of the data set: blake3 over each image's relative path and
-    /// content hash (`hash`, memoised by the caller), and the listing file's.
-    pub fn content_hash(
-        &self,
-        mut hash: impl FnMut(&Path) -> io::Result<String>,
-    ) -> Result<String, (PathBuf, io::Error)> {
+    /// content hash (memoised in `memo`), and the listing file's.
+    pub fn content_hash(&self, memo: &mut HashMemo) -> Result<String, (PathBuf, io::Error)> {
         let mut all = blake3::Hasher::new();
         all.update(b"pipeline image set 1\n");
         if let ListingLabels::Cells { listing, .. } = &self.labels {
-            let h = hash(listing).map_err(|e| (listing.clone(), e))?;
+            let h = memo.hash(listing).map_err(|e| (listing.clone(), e))?;
             all.update(format!("listing\0{h}\n").as_bytes());
         }
-        for file in &self.files {
-            let path = self.root.join(file);
-            let h = hash(&path).map_err(|e| (path.clone(), e))?;
+        for (file, h) in self
+            .files
+            .iter()
+            .zip(memo.hash_all(&self.root, &self.files)?)
+        {
             all.update(file.to_string_lossy().as_bytes());
             all.update(format!("\0{h}\n").as_bytes());
         }
@@ -121,7 +121,7 @@ fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
     for entry in std::fs::read_dir(root).map_err(|e| io_error(root, e))? {
         let entry = entry.map_err(|e| io_error(root, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('.') && entry.path().is_dir() {
+        if !name.starts_with('.') && is_dir(&entry) {
             classes.push(name);
         }
     }
@@ -167,6 +167,16 @@ fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
     })
 }
 
+/// Whether a directory entry is a directory, links followed (as `os.walk(followlinks=True)`);
+/// only a link costs a `stat`.
+fn is_dir(entry: &std::fs::DirEntry) -> bool {
+    match entry.file_type() {
+        Ok(t) if t.is_symlink() => entry.path().is_dir(),
+        Ok(t) => t.is_dir(),
+        Err(_) => entry.path().is_dir(),
+    }
+}
+
 /// Appends the images under `root/dir` (and images of formats not read, which the caller
 /// refuses), sorted as torchvision's `sorted(os.walk(…))` then `sorted(files)` list them.
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
@@ -178,7 +188,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf,
         if name.starts_with('.') {
             continue;
         }
-        names.push((name, entry.path().is_dir()));
+        names.push((name, is_dir(&entry)));
     }
     names.sort();
     for (name, _) in names.iter().filter(|(_, d)| !d) {
@@ -196,7 +206,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf,
 /// A CSV listing: the path column (`features`, default the first that is not a label)
 /// and the label columns, read with the data's dialect.
 fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
-    let table_error = |e: TableError| match e {
+    let t = table::read_cells(listing, spec, "the image paths").map_err(|e| match e {
         TableError::Io(m) => error(
             spec,
             format!("cannot read {}: {m}", listing.display()),
@@ -212,38 +222,9 @@ fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
             format!("{}: {m}", listing.display()),
             "set `features` (the column of image paths) and `label` to columns the listing has",
         ),
-    };
-    let t = table::read(listing, &spec.dialect, Layout::Labels).map_err(table_error)?;
-    let width = t.label_names.len();
-    let names = spec.dialect.header.then_some(t.label_names.as_slice());
-    let columns = table::resolve(
-        Layout::Both {
-            label: &spec.label,
-            features: &spec.features,
-        },
-        width,
-        names,
-    )
-    .map_err(table_error)?;
-    let [path_column] = columns.features[..] else {
-        return Err(error(
-            spec,
-            format!(
-                "{}: the paths are one column, but `features` names {} ({})",
-                listing.display(),
-                columns.features.len(),
-                columns
-                    .features
-                    .iter()
-                    .map(|&i| t.label_names[i].clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "name the column of image paths in `features`: `features \"path\"`",
-        ));
-    };
-    let mut files = Vec::with_capacity(t.rows());
-    for (row, cell) in t.labels[path_column].iter().enumerate() {
+    })?;
+    let mut files = Vec::with_capacity(t.lines.len());
+    for (row, cell) in t.column.iter().enumerate() {
         let Some(cell) = cell else {
             return Err(error(
                 spec,
@@ -262,16 +243,8 @@ fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
         root,
         files,
         labels: ListingLabels::Cells {
-            columns: columns
-                .labels
-                .iter()
-                .map(|&i| t.labels[i].clone())
-                .collect(),
-            names: columns
-                .labels
-                .iter()
-                .map(|&i| t.label_names[i].clone())
-                .collect(),
+            columns: t.labels,
+            names: t.label_names,
             lines: t.lines,
             listing: listing.to_path_buf(),
         },

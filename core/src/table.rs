@@ -446,6 +446,70 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A table read as text: one column of cells (`features`: image paths, texts) and the
+/// label columns, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cells {
+    pub column: Vec<Option<String>>,
+    pub column_name: String,
+    pub labels: Vec<Vec<Option<String>>>,
+    pub label_names: Vec<String>,
+    /// The 1-based line of every row (a Parquet file's: its 0-based row).
+    pub lines: Vec<usize>,
+}
+
+/// Reads `path` (CSV with `spec`'s dialect, or Parquet) as [`Cells`]: the one column
+/// `spec.features` names (default: the first that is not a label; `what` says what it
+/// holds, for the message when several are named) and the `label` columns.
+pub fn read_cells(
+    path: &Path,
+    spec: &manifests::DataSpec,
+    what: &str,
+) -> Result<Cells, TableError> {
+    let (t, header) = match spec.format {
+        manifests::DataFormat::Parquet => (crate::parquet::read(path, Layout::Labels)?, true),
+        _ => (
+            read(path, &spec.dialect, Layout::Labels)?,
+            spec.dialect.header,
+        ),
+    };
+    let names = header.then_some(t.label_names.as_slice());
+    let label: &[Column] = &spec.label;
+    let features: &[Column] = &spec.features;
+    let columns = resolve(Layout::Both { label, features }, t.label_names.len(), names)?;
+    let features: Vec<usize> = match features {
+        // Default: the first column that is not a label (not every other one).
+        [] => columns.features.iter().copied().take(1).collect(),
+        _ => columns.features.clone(),
+    };
+    let [index] = features[..] else {
+        return Err(TableError::Columns(format!(
+            "{what} are one column, but `features` names {} ({})",
+            features.len(),
+            features
+                .iter()
+                .map(|&i| t.label_names[i].clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    Ok(Cells {
+        column: t.labels[index].clone(),
+        column_name: t.label_names[index].clone(),
+        labels: columns
+            .labels
+            .iter()
+            .map(|&i| t.labels[i].clone())
+            .collect(),
+        label_names: columns
+            .labels
+            .iter()
+            .map(|&i| t.label_names[i].clone())
+            .collect(),
+        lines: t.lines,
+    })
+}
+
 /// The label and feature columns of `layout` in rows `width` wide (`names`: the header's).
 pub(crate) fn resolve(
     layout: Layout<'_>,
