@@ -11,6 +11,9 @@
 #   - torchvision (PyPI, the release built against torch==$TORCH_VERSION, installed under
 #     a constraint so torch is never replaced; it brings Pillow), with which the image
 #     tests compare resizing and cropping and the image benchmark (bench/images.py) runs;
+#   - tokenizers (PyPI, Hugging Face's Python binding of the same release as the Rust
+#     crate pipeline tokenizes with), with which scripts/make-text-data.py trains the
+#     text example's tokenizer;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
@@ -26,6 +29,9 @@
 #   - the image examples' data: digits as 8×8 PNGs in torchvision's ImageFolder layout,
 #     examples/data/digits-png/<label>/<row>.png, and their listing
 #     examples/data/digits-png.csv, written by scripts/make-digits-images.py (deterministic).
+#   - the text example's data: synthetic reviews examples/data/reviews.csv and their BPE
+#     tokenizer examples/data/reviews-tokenizer.json, written by scripts/make-text-data.py
+#     (seeded; the same bytes on every run).
 #
 # Usage: `source <(scripts/setup.sh --env)` or `eval "$(scripts/setup.sh --env)"`.
 # All progress goes to stderr; with --env, stdout holds only `export` lines.
@@ -83,6 +89,19 @@ if [ ! -f "$venv/.pipeline-torchvision-$TORCHVISION_VERSION" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
     --constraint "$venv/.pipeline-constraints.txt" "torchvision==$TORCHVISION_VERSION" >&2
   touch "$venv/.pipeline-torchvision-$TORCHVISION_VERSION"
+fi
+
+# --- what the text example's data is made with: Hugging Face's tokenizers -------------
+# scripts/make-text-data.py trains the text example's tokenizer.json with the Python
+# binding of the same release as the Rust crate that reads it; the constraint keeps pip
+# from replacing torch.
+TOKENIZERS_VERSION=0.23.2
+if [ ! -f "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION" ]; then
+  say "installing tokenizers==$TOKENIZERS_VERSION into $venv (the text example's tokenizer is trained with it)"
+  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    --constraint "$venv/.pipeline-constraints.txt" "tokenizers==$TOKENIZERS_VERSION" >&2
+  touch "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION"
 fi
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
@@ -167,6 +186,17 @@ if [ ! -d "$digits_png" ] || [ ! -f "$digits_png_listing" ]; then
   say "writing the image examples' data (examples/data/digits-png/, digits-png.csv)"
   mkdir -p "$root/examples/data"
   "$venv/bin/python" "$root/scripts/make-digits-images.py" "$digits_png" "$digits_png_listing"
+fi
+
+# --- the text example's data ------------------------------------------------------------
+# Synthetic short reviews labelled positive / negative / neutral, and a BPE tokenizer
+# trained on them (scripts/make-text-data.py; seeded, the same bytes on every run).
+reviews="$root/examples/data/reviews.csv"
+reviews_tokenizer="$root/examples/data/reviews-tokenizer.json"
+if [ ! -f "$reviews" ] || [ ! -f "$reviews_tokenizer" ]; then
+  say "writing the text example's data (examples/data/reviews.csv, reviews-tokenizer.json)"
+  mkdir -p "$root/examples/data"
+  "$venv/bin/python" "$root/scripts/make-text-data.py" "$reviews" "$reviews_tokenizer"
 fi
 
 if [ "${1:-}" = "--env" ]; then

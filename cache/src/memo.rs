@@ -144,7 +144,8 @@ impl HashMemo {
         files: &[PathBuf],
     ) -> Result<Vec<String>, (PathBuf, io::Error)> {
         let base = fs::canonicalize(root).map_err(|e| (root.to_path_buf(), e))?;
-        let stamps: Vec<Result<(String, Option<(Stamp, u128)>), (PathBuf, io::Error)>> = files
+        type Stamped = Result<(String, Option<(Stamp, u128)>), (PathBuf, io::Error)>;
+        let stamps: Vec<Stamped> = files
             .par_iter()
             .map(|file| {
                 let path = root.join(file);

@@ -12,7 +12,7 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and a labels file), `init` weights, a `torchscript` model |
+//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing), `init` weights, a `torchscript` model |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
@@ -108,6 +108,12 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             if let Some(labels) = &manifest.data.labels_file {
                 files.insert("labels".to_string(), manifest.resolve(&labels.value));
             }
+            if let Some(text) = &manifest.data.text {
+                files.insert(
+                    "tokenizer".to_string(),
+                    manifest.resolve(&text.tokenizer.value),
+                );
+            }
             if let Some(init) = &train.init {
                 files.insert("init".to_string(), manifest.resolve(&init.value));
             }
@@ -123,6 +129,12 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             // The scores depend on the labels as much as on the features.
             if let Some(labels) = &manifest.data.labels_file {
                 files.insert("labels".to_string(), manifest.resolve(&labels.value));
+            }
+            if let Some(text) = &manifest.data.text {
+                files.insert(
+                    "tokenizer".to_string(),
+                    manifest.resolve(&text.tokenizer.value),
+                );
             }
         }
         StageConfig::Checkpoint(_) => {}

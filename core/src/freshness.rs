@@ -260,6 +260,7 @@ pub fn input_key(role: &str) -> &'static str {
         "labels" => "data.labels",
         "init" => "train.init",
         "model" => "model.torchscript",
+        "tokenizer" => "data.text.tokenizer",
         _ => "data.source",
     }
 }
@@ -306,6 +307,7 @@ fn input_error(
         "init" => init_span,
         "model" => script_span(manifest),
         "labels" => labels_span(manifest),
+        "tokenizer" => tokenizer_span(manifest),
         _ => manifest.data.source.span,
     };
     let key = input_key(role);
@@ -344,6 +346,12 @@ fn labels_span(manifest: &Manifest) -> Option<SourceSpan> {
         .and_then(|l| l.span)
         .or(data.span)
         .or(data.source.span)
+}
+
+/// Where the manifest names its tokenizer.
+fn tokenizer_span(manifest: &Manifest) -> Option<SourceSpan> {
+    let text = manifest.data.text.as_ref()?;
+    text.tokenizer.span.or(text.span)
 }
 
 /// Where the manifest names its TorchScript model.
@@ -392,6 +400,14 @@ pub fn missing_input(
         .label_opt(script_span(manifest), "file not found")
         .help(format!(
             "{relative}; write it in Python with `torch.jit.script(model).save(\"…\")`"
+        )),
+        "tokenizer" => Diagnostic::error(
+            "pipeline::data::missing_tokenizer",
+            format!("the tokenizer {} does not exist", path.display()),
+        )
+        .label_opt(tokenizer_span(manifest), "file not found")
+        .help(format!(
+            "{relative}; a Hugging Face tokenizer is saved with `tokenizer.save(\"tokenizer.json\")`"
         )),
         _ => Diagnostic::error(
             "pipeline::data::missing_file",

@@ -206,23 +206,25 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf,
 /// A CSV listing: the path column (`features`, default the first that is not a label)
 /// and the label columns, read with the data's dialect.
 fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
-    let t = table::read_cells(listing, spec, "the image paths").map_err(|e| match e {
-        TableError::Io(m) => error(
-            spec,
-            format!("cannot read {}: {m}", listing.display()),
-            "check the listing file",
-        ),
-        TableError::Line { line, message } => error(
-            spec,
-            format!("{}:{line}: {message}", listing.display()),
-            "every row of the listing needs the same fields",
-        ),
-        TableError::Columns(m) => error(
-            spec,
-            format!("{}: {m}", listing.display()),
-            "set `features` (the column of image paths) and `label` to columns the listing has",
-        ),
-    })?;
+    let t = table::read_cells(listing, spec, &spec.features, "the image paths").map_err(
+        |e| match e {
+            TableError::Io(m) => error(
+                spec,
+                format!("cannot read {}: {m}", listing.display()),
+                "check the listing file",
+            ),
+            TableError::Line { line, message } => error(
+                spec,
+                format!("{}:{line}: {message}", listing.display()),
+                "every row of the listing needs the same fields",
+            ),
+            TableError::Columns(m) => error(
+                spec,
+                format!("{}: {m}", listing.display()),
+                "set `features` (the column of image paths) and `label` to columns the listing has",
+            ),
+        },
+    )?;
     let mut files = Vec::with_capacity(t.lines.len());
     for (row, cell) in t.column.iter().enumerate() {
         let Some(cell) = cell else {

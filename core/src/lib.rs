@@ -17,7 +17,8 @@
 //! the model as a network of steps with its shapes inferred and checked (`network.rs`),
 //! the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`), the readers of
 //! tables (`table.rs`, `parquet.rs`), and images: decoding and the pixel operations of
-//! the transforms (`image.rs`), and which images a data set holds (`image_listing.rs`).
+//! the transforms (`image.rs`), which images a data set holds (`image_listing.rs`), and
+//! texts tokenised (`text.rs`).
 
 pub mod check;
 pub mod compat;
@@ -38,6 +39,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod split;
 pub mod table;
+pub mod text;
 pub mod torchscript;
 
 pub use check::check;

@@ -21,6 +21,9 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     if spec.format.is_images() {
         return crate::image_listing::sample_shape(manifest);
     }
+    if let Some(text) = &spec.text {
+        return Ok(Some(vec![text.max_length as i64]));
+    }
     Ok(table_shape(manifest))
 }
 

@@ -459,11 +459,12 @@ pub struct Cells {
 }
 
 /// Reads `path` (CSV with `spec`'s dialect, or Parquet) as [`Cells`]: the one column
-/// `spec.features` names (default: the first that is not a label; `what` says what it
-/// holds, for the message when several are named) and the `label` columns.
+/// `column` names (empty: the first that is not a label; `what` says what it holds, for
+/// the message when several are named) and the `label` columns.
 pub fn read_cells(
     path: &Path,
     spec: &manifests::DataSpec,
+    column: &[Column],
     what: &str,
 ) -> Result<Cells, TableError> {
     let (t, header) = match spec.format {
@@ -475,7 +476,7 @@ pub fn read_cells(
     };
     let names = header.then_some(t.label_names.as_slice());
     let label: &[Column] = &spec.label;
-    let features: &[Column] = &spec.features;
+    let features = column;
     let columns = resolve(Layout::Both { label, features }, t.label_names.len(), names)?;
     let features: Vec<usize> = match features {
         // Default: the first column that is not a label (not every other one).

@@ -9,6 +9,7 @@
 //! - `transforms/` — every image transform, one type each: its schema entry, size rule
 //!   and what it does to an image (over `transforms::Pixels`, which core implements);
 //! - `images.rs` — the `data.images` block → the channels and the transforms;
+//! - `text.rs` — the `data.text` block → the text column and its tokenisation;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
@@ -32,6 +33,7 @@ mod reader;
 pub mod render;
 pub mod schema;
 pub mod suggest;
+mod text;
 pub mod transforms;
 
 pub use diagnostic::{has_errors, Diagnostic, Diagnostics, Label, Severity};

@@ -598,6 +598,7 @@ impl<'a> Reader<'a> {
             missing: Missing::parse(&f.text("missing")).unwrap_or(Missing::Error),
             scale: Scale::parse(&f.text("scale")).unwrap_or(Scale::None),
             split,
+            text: self.text(f, format),
             images: self.images(node, f, format),
             span: f.span,
         }
@@ -652,6 +653,7 @@ impl<'a> Reader<'a> {
             ("skip-rows", "only CSV files have rows to skip"),
             ("comment", "only CSV files have comment lines"),
         ];
+        const NOT_TEXT: (&str, &str) = ("text", "texts are a column of a CSV or Parquet file");
         const NOT_IMAGES: (&str, &str) = (
             "images",
             "images come from `format \"image-folder\"` or `\"image-list\"`",
@@ -668,6 +670,7 @@ impl<'a> Reader<'a> {
                     DIALECT,
                     IMAGES,
                     &[
+                        NOT_TEXT,
                         ("label", "the labels are the class directories' names"),
                         ("features", "the features are the images"),
                         ("labels", "the labels are the class directories' names"),
@@ -679,7 +682,10 @@ impl<'a> Reader<'a> {
                 "image-list",
                 [
                     IMAGES,
-                    &[("labels", "the labels are the listing's `label` column")],
+                    &[
+                        ("labels", "the labels are the listing's `label` column"),
+                        NOT_TEXT,
+                    ],
                 ]
                 .concat(),
             ),
@@ -699,6 +705,7 @@ impl<'a> Reader<'a> {
                         ("label", "name the labels file: `labels \"labels.npy\"`"),
                         ("features", "the features are the array in `source`"),
                         NOT_IMAGES,
+                        NOT_TEXT,
                     ],
                 ]
                 .concat(),
@@ -710,6 +717,7 @@ impl<'a> Reader<'a> {
                     &[
                         ("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`"),
                         NOT_IMAGES,
+                        NOT_TEXT,
                     ],
                 ]
                 .concat(),

@@ -213,9 +213,36 @@ pub struct DataSpec {
     pub missing: Missing,
     pub scale: Scale,
     pub split: SplitSpec,
+    /// A text column tokenised into the features (CSV, Parquet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextSpec>,
     /// Image data (`image-folder`, `image-list`): how images become samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<ImageSpec>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+choice! {
+    /// Where `data.text` pads a short text.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum PaddingSide {
+        Right = "right",
+        Left = "left",
+    }
+}
+
+/// `data.text`: a text column and how it becomes token ids.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TextSpec {
+    pub column: Column,
+    /// Its content is in the cache key (an input of role `tokenizer`), not its path.
+    #[serde(skip)]
+    pub tokenizer: Spanned<PathBuf>,
+    pub max_length: u64,
+    pub padding_side: PaddingSide,
+    pub add_special_tokens: bool,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -833,6 +860,7 @@ mod tests {
             }
         }
         check(DataFormat::ALL, DataFormat::as_str);
+        check(PaddingSide::ALL, PaddingSide::as_str);
         check(Scale::ALL, Scale::as_str);
         check(SplitName::ALL, SplitName::as_str);
         check(LossKind::ALL, LossKind::as_str);

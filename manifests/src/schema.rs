@@ -14,8 +14,8 @@
 use crate::choice::prepend;
 use crate::manifest::{
     CommBackend, DataFormat, Delimiter, Join, LossKind, LossScale, Missing, OptimizerKind,
-    Precision, Projection, SamplerName, Scale, ScheduleName, ShardRemainder, SplitName, StageKind,
-    Strategy,
+    PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
+    SplitName, StageKind, Strategy,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -428,6 +428,12 @@ pub const DATA: Section = section(
             "The train / val / test split.",
         ),
         key(
+            "text",
+            Ty::Section(&TEXT),
+            None,
+            "CSV and Parquet: a text column tokenised into the features (`pipeline explain data.text`).",
+        ),
+        key(
             "images",
             Ty::Section(&IMAGES),
             None,
@@ -435,6 +441,44 @@ pub const DATA: Section = section(
         ),
     ],
     "Where the samples come from and how they are prepared.",
+);
+
+/// The most tokens a text is padded or truncated to.
+pub const MAX_TEXT_LENGTH: i64 = 65_536;
+
+pub const TEXT: Section = section(
+    "text",
+    &["column"],
+    &[
+        required(
+            "column",
+            Ty::Columns,
+            "The column of texts: a header name or an index.",
+        ),
+        required(
+            "tokenizer",
+            Ty::Path,
+            "A Hugging Face `tokenizer.json` (what `tokenizer.save(…)` or `save_pretrained` writes), relative to the manifest; its content is in the cache key.",
+        ),
+        required(
+            "max-length",
+            int(1, MAX_TEXT_LENGTH),
+            "Every text becomes this many token ids: longer ones are truncated, shorter ones padded with the tokenizer's padding token (its padding settings, else `[PAD]`, `<pad>` or `<|pad|>`).",
+        ),
+        key(
+            "padding-side",
+            Ty::Choice(PaddingSide::NAMES),
+            Some(Val::Text(PaddingSide::Right.as_str())),
+            "Where the padding goes: `right` (after the text, Hugging Face's default) or `left` (before it, so a recurrent layer's last step is the text's own).",
+        ),
+        key(
+            "add-special-tokens",
+            Ty::Bool,
+            Some(Val::Bool(true)),
+            "Whether the tokenizer's post-processor adds its special tokens (`[CLS] … [SEP]`), as `tokenizer(text)` does by default.",
+        ),
+    ],
+    "A text column tokenised with a Hugging Face tokenizer (the `tokenizers` crate): each sample's features are `max-length` token ids, the input of an `embedding` layer. The padding is tokens the model sees (masks come with named inputs).",
 );
 
 /// The channel counts images may be read as.

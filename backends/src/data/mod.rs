@@ -16,10 +16,11 @@ mod read;
 
 pub use images::ImageSet;
 
-use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName};
+use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName, TextSpec};
 use pipeline_core::freshness::regular_input;
 use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::split::Splits;
+use pipeline_core::text::{TextTokenizer, TokenizerError};
 use read::{read_labels_file, read_source, Labels};
 use std::path::PathBuf;
 use tch::{Device, Kind, TchError, Tensor};
@@ -83,7 +84,12 @@ impl Dataset {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         regular_input(manifest, "data", &path, None)?;
-        let (features, feature_names, labels, origin) = read_source(&path, spec)?;
+        let tokenizer = match &spec.text {
+            Some(text) => Some(open_tokenizer(manifest, text)?),
+            None => None,
+        };
+        let (features, feature_names, labels, origin) =
+            read_source(&path, spec, tokenizer.as_ref())?;
         let labels = match (labels, &spec.labels_file) {
             (Some(labels), _) => labels,
             (None, Some(file)) => {
@@ -626,6 +632,30 @@ impl Dataset {
             1
         }
     }
+}
+
+/// The tokenizer of `data.text`, or a diagnostic at its key naming the file.
+fn open_tokenizer(manifest: &Manifest, text: &TextSpec) -> Result<TextTokenizer, Diagnostic> {
+    let path = manifest.resolve(&text.tokenizer.value);
+    regular_input(manifest, "tokenizer", &path, None)?;
+    TextTokenizer::open(&path, text).map_err(|e| {
+        let d = |message: String| {
+            Diagnostic::error("pipeline::data::bad_tokenizer", format!("{}: {message}", path.display()))
+        };
+        match e {
+            TokenizerError::NotATokenizer(m) => d(m)
+                .label_opt(text.tokenizer.span, "this tokenizer")
+                .help("name a Hugging Face tokenizer.json, as `tokenizer.save(\"tokenizer.json\")` writes it"),
+            TokenizerError::NoPadding(m) => d(m)
+                .label_opt(text.tokenizer.span, "this tokenizer")
+                .help("add a padding token to the tokenizer (`tokenizer.add_special_tokens([\"[PAD]\"])`), or set its padding (`tokenizer.enable_padding(pad_id=…, pad_token=…)`) before saving it"),
+            TokenizerError::TooShort { length, specials } => d(format!(
+                "`max-length {length}` leaves no room for text: the tokenizer adds {specials} special tokens"
+            ))
+            .label_opt(text.span, "these texts")
+            .help(format!("give `max-length` more than {specials}, or `add-special-tokens=#false`")),
+        }
+    })
 }
 
 /// Indices as an int64 tensor.

@@ -6,6 +6,7 @@ use super::{data_error, Origin};
 use crate::arrays;
 use manifests::{DataFormat, DataSpec, Diagnostic};
 use pipeline_core::table::{self, Layout, Table, TableError};
+use pipeline_core::text::TextTokenizer;
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 
@@ -68,6 +69,7 @@ fn table_error(spec: &DataSpec, path: &Path, e: TableError, rows: bool) -> Diagn
 pub(super) fn read_source(
     path: &Path,
     spec: &DataSpec,
+    tokenizer: Option<&TextTokenizer>,
 ) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
     // Errors of the array readers: a missing array names what the file holds.
     let array_error = |file: &Path, message: String| {
@@ -91,6 +93,9 @@ pub(super) fn read_source(
         (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
     Ok(match spec.format {
+        DataFormat::Csv | DataFormat::Parquet if spec.text.is_some() => {
+            read_text(path, spec, tokenizer.expect("text data has a tokenizer"))?
+        }
         DataFormat::Csv | DataFormat::Parquet => {
             let t = read_table(path, spec, spec.format, Layout::of(spec))?;
             let rows = t.rows() as i64;
@@ -128,6 +133,54 @@ pub(super) fn read_source(
             (features, names, labels, Origin::Indices)
         }
     })
+}
+
+/// A text column tokenised into the features (`max-length` token ids per row; NaN for a
+/// missing text, which `data.missing` then handles like any missing feature), and the
+/// label cells unless there is a labels file.
+fn read_text(
+    path: &Path,
+    spec: &DataSpec,
+    tokenizer: &TextTokenizer,
+) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
+    let text = spec.text.as_ref().expect("text data");
+    let parquet = spec.format == DataFormat::Parquet;
+    let t = table::read_cells(path, spec, std::slice::from_ref(&text.column), "the texts")
+        .map_err(|e| table_error(spec, path, e, parquet))?;
+    let texts: Vec<&str> = t
+        .column
+        .iter()
+        .map(|c| c.as_deref().unwrap_or(""))
+        .collect();
+    let ids = tokenizer.encode(texts).map_err(|e| {
+        data_error(
+            "pipeline::data::bad_text",
+            spec,
+            format!("{}: cannot tokenise the texts: {e}", path.display()),
+            "check the texts and the tokenizer",
+        )
+    })?;
+    let length = text.max_length as usize;
+    let mut values: Vec<f32> = ids.iter().map(|&id| id as f32).collect();
+    for (row, cell) in t.column.iter().enumerate() {
+        if cell.is_none() {
+            values[row * length..(row + 1) * length].fill(f32::NAN);
+        }
+    }
+    let rows = t.lines.len() as i64;
+    let features = Tensor::from_slice(&values).reshape([rows, length as i64]);
+    let names = vec![t.column_name.clone(); length];
+    let origin = match parquet {
+        true => Origin::Indices,
+        false => Origin::Lines(t.lines.clone()),
+    };
+    let labels = spec.labels_file.is_none().then(|| Labels::Cells {
+        columns: t.labels,
+        names: t.label_names,
+        lines: (!parquet).then(|| t.lines.clone()),
+        path: path.to_path_buf(),
+    });
+    Ok((features, names, labels, origin))
 }
 
 /// Reads the table at `path` (CSV or Parquet, `format`) with `layout`'s columns.
