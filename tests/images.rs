@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_fixture, kill_after_snapshot, pipeline, py, root, text};
+use common::{assert_fixture, checkpoint_metadata, kill_after_snapshot, pipeline, py, root, text};
 use manifests::transforms::{CenterCrop, Pixels, RandomResizedCrop, Resize, Transform};
 use pipeline_core::image::Image;
 use serde_json::Value;
@@ -63,14 +63,7 @@ fn digits_train_from_an_image_folder_and_from_a_listing_to_95_percent() {
     assert!(accuracy(&report) >= 0.95, "{report}");
 
     // The checkpoint says which output is which class, and how an image becomes the input.
-    let metadata: Value = serde_json::from_slice(
-        &std::fs::read(
-            dir.path()
-                .join(report["stages"][2]["outputs"][1].as_str().unwrap()),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let metadata = checkpoint_metadata(dir.path(), &report, 2);
     assert_eq!(metadata["classes"], serde_json::json!(ALL));
     assert_eq!(metadata["input_shape"], serde_json::json!([1, 8, 8]));
     assert_eq!(metadata["images"]["channels"], 1);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_fixture, pipeline, py, root, text};
+use common::{assert_fixture, checkpoint_metadata, pipeline, py, root, text};
 use manifests::{Column, PaddingSide, Spanned, TextSpec};
 use pipeline_core::text::TextTokenizer;
 use serde_json::Value;
@@ -37,14 +37,7 @@ fn the_text_example_trains_through_its_tokenizer() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let accuracy = report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
     assert!(accuracy >= 0.95, "{report}");
-    let metadata: Value = serde_json::from_slice(
-        &std::fs::read(
-            dir.path()
-                .join(report["stages"][2]["outputs"][1].as_str().unwrap()),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let metadata = checkpoint_metadata(dir.path(), &report, 2);
     assert_eq!(
         metadata["classes"],
         serde_json::json!(["negative", "neutral", "positive"])

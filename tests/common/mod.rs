@@ -113,6 +113,15 @@ pub fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
     out
 }
 
+/// The metadata JSON beside the checkpoint of `pipeline run --json`'s stage `stage`
+/// (run in `dir`).
+pub fn checkpoint_metadata(dir: &Path, report: &Value, stage: usize) -> Value {
+    let path = report["stages"][stage]["outputs"][1]
+        .as_str()
+        .expect("a checkpoint stage's outputs: the weights, then the metadata");
+    serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap()
+}
+
 /// The step of the last snapshot in `dir`'s cache, if any.
 pub fn snapshot_step(dir: &Path) -> Option<u64> {
     let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;

@@ -7,13 +7,16 @@
 //! Honest limitation: the decoded images are held in memory (8-bit, so a quarter of the
 //! floats); reading them lazily for sets larger than memory is the next step.
 
+use super::read::Labels;
+use super::{data_error, first_index, Dataset, Origin};
 use manifests::transforms::{Pixels, Size, Transform, Uniform};
 use manifests::{DataSpec, Diagnostic, ImageSpec, Manifest};
 use pipeline_core::image::Image;
-use pipeline_core::image_listing::ImageListing;
+use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::rng::Rng;
+use pipeline_core::split::Splits;
 use rayon::prelude::*;
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 /// The decoded images of a data set, and what each batch still does to them.
 #[derive(Debug)]
@@ -29,6 +32,103 @@ pub struct ImageSet {
     /// Every sample's size after all the transforms.
     size: Size,
     seed: u64,
+}
+
+impl Dataset {
+    /// Image data: the listing's images decoded, their labels (class directories, or the
+    /// listing's label cells read as any table's), split.
+    pub(super) fn load_images(
+        manifest: &Manifest,
+        classification: bool,
+    ) -> Result<Dataset, Diagnostic> {
+        let spec = &manifest.data;
+        let listing = ImageListing::of(manifest)?;
+        let path = manifest.resolve(&spec.source.value);
+        let n = listing.files.len();
+        let (labels, classes) = match &listing.labels {
+            ListingLabels::Classes { classes, index } => {
+                let index: Vec<i64> = index.iter().map(|&k| k as i64).collect();
+                (Some(Tensor::from_slice(&index)), Some(classes.clone()))
+            }
+            ListingLabels::Cells { .. } => (None, None),
+        };
+        let origin = match &listing.labels {
+            ListingLabels::Cells { lines, .. } => Origin::Lines(lines.clone()),
+            ListingLabels::Classes { .. } => Origin::Indices,
+        };
+        let cells = match &listing.labels {
+            ListingLabels::Cells {
+                columns,
+                names,
+                lines,
+                listing,
+            } => Some(Labels::Cells {
+                columns: columns.clone(),
+                names: names.clone(),
+                lines: Some(lines.clone()),
+                path: listing.clone(),
+            }),
+            ListingLabels::Classes { .. } => None,
+        };
+        let set = ImageSet::load(manifest, listing)?;
+        let mut dataset = Dataset {
+            sample_shape: set.sample_shape(),
+            features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
+            images: Some(set),
+            labels: Tensor::new(),
+            splits: Splits::new(0, &spec.split),
+            path,
+            scaling: None,
+            classes,
+            filled: None,
+            rows: (0..n).collect(),
+            origin,
+            labels_path: None,
+        };
+        if let Some(cells) = cells {
+            let (labels, classes) = dataset.labels_from(cells, spec, classification)?;
+            let missing = match labels.dim() {
+                1 => labels.isnan(),
+                _ => labels.isnan().flatten(1, -1).any_dim(1, false),
+            };
+            if let Some(i) = first_index(&missing) {
+                return Err(data_error(
+                    "pipeline::data::missing_label",
+                    spec,
+                    format!("{}: the label is missing", dataset.at(i)),
+                    "give every listed image a label",
+                ));
+            }
+            dataset.labels = if labels.dim() == 1 {
+                labels.to_kind(Kind::Int64)
+            } else {
+                labels.to_kind(Kind::Float)
+            };
+            dataset.classes = classes;
+        } else {
+            let index = labels.expect("a folder's classes");
+            if !classification {
+                return Err(data_error(
+                    "pipeline::data::bad_label",
+                    spec,
+                    format!(
+                        "{}: an image folder's labels are its classes, but the loss is a regression loss",
+                        dataset.path.display()
+                    ),
+                    "use `cross-entropy` or `nll`; targets for images come from a listing (`format \"image-list\"`)",
+                ));
+            }
+            dataset.labels = index;
+        }
+        dataset.splits = if spec.split.stratify && classification {
+            let classes =
+                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
+            Splits::stratified(&classes, &spec.split)
+        } else {
+            Splits::new(n, &spec.split)
+        };
+        Ok(dataset)
+    }
 }
 
 fn image_error(spec: &DataSpec, message: String, help: &str) -> Diagnostic {

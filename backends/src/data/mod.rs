@@ -18,7 +18,6 @@ pub use images::ImageSet;
 
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName, TextSpec};
 use pipeline_core::freshness::regular_input;
-use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::split::Splits;
 use pipeline_core::text::{TextTokenizer, TokenizerError};
 use read::{read_labels_file, read_source, Labels};
@@ -189,98 +188,6 @@ impl Dataset {
             ));
         }
         dataset.scale(spec.scale);
-        Ok(dataset)
-    }
-
-    /// Image data: the listing's images decoded, their labels (class directories, or the
-    /// listing's label cells read as any table's), split.
-    fn load_images(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
-        let spec = &manifest.data;
-        let listing = ImageListing::of(manifest)?;
-        let path = manifest.resolve(&spec.source.value);
-        let n = listing.files.len();
-        let (labels, classes) = match &listing.labels {
-            ListingLabels::Classes { classes, index } => {
-                let index: Vec<i64> = index.iter().map(|&k| k as i64).collect();
-                (Some(Tensor::from_slice(&index)), Some(classes.clone()))
-            }
-            ListingLabels::Cells { .. } => (None, None),
-        };
-        let origin = match &listing.labels {
-            ListingLabels::Cells { lines, .. } => Origin::Lines(lines.clone()),
-            ListingLabels::Classes { .. } => Origin::Indices,
-        };
-        let cells = match &listing.labels {
-            ListingLabels::Cells {
-                columns,
-                names,
-                lines,
-                listing,
-            } => Some(Labels::Cells {
-                columns: columns.clone(),
-                names: names.clone(),
-                lines: Some(lines.clone()),
-                path: listing.clone(),
-            }),
-            ListingLabels::Classes { .. } => None,
-        };
-        let set = ImageSet::load(manifest, listing)?;
-        let mut dataset = Dataset {
-            sample_shape: set.sample_shape(),
-            features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
-            images: Some(set),
-            labels: Tensor::new(),
-            splits: Splits::new(0, &spec.split),
-            path,
-            scaling: None,
-            classes,
-            filled: None,
-            rows: (0..n).collect(),
-            origin,
-            labels_path: None,
-        };
-        if let Some(cells) = cells {
-            let (labels, classes) = dataset.labels_from(cells, spec, classification)?;
-            let missing = match labels.dim() {
-                1 => labels.isnan(),
-                _ => labels.isnan().flatten(1, -1).any_dim(1, false),
-            };
-            if let Some(i) = first_index(&missing) {
-                return Err(data_error(
-                    "pipeline::data::missing_label",
-                    spec,
-                    format!("{}: the label is missing", dataset.at(i)),
-                    "give every listed image a label",
-                ));
-            }
-            dataset.labels = if labels.dim() == 1 {
-                labels.to_kind(Kind::Int64)
-            } else {
-                labels.to_kind(Kind::Float)
-            };
-            dataset.classes = classes;
-        } else {
-            let index = labels.expect("a folder's classes");
-            if !classification {
-                return Err(data_error(
-                    "pipeline::data::bad_label",
-                    spec,
-                    format!(
-                        "{}: an image folder's labels are its classes, but the loss is a regression loss",
-                        dataset.path.display()
-                    ),
-                    "use `cross-entropy` or `nll`; targets for images come from a listing (`format \"image-list\"`)",
-                ));
-            }
-            dataset.labels = index;
-        }
-        dataset.splits = if spec.split.stratify && classification {
-            let classes =
-                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
-            Splits::stratified(&classes, &spec.split)
-        } else {
-            Splits::new(n, &spec.split)
-        };
         Ok(dataset)
     }
 
