@@ -159,6 +159,56 @@ fn augmentation_resumes_bit_for_bit_after_kill_9() {
 }
 
 #[test]
+fn under_ddp_each_process_augments_its_samples_as_one_process_would() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), &["0", "1", "2"], Some(40));
+    // No batch-norm or dropout: two processes then compute what one does.
+    std::fs::write(
+        dir.path().join("ddp.kdl"),
+        r#"pipeline "ddp"
+seed 5
+data {
+    source "data/digits-png"
+    images channels=1 {
+        random-resized-crop 8 min-scale=0.6
+        random-crop 8 padding=1
+        horizontal-flip
+    }
+    split train=0.8 test=0.2
+}
+model {
+    conv2d 4 kernel=3 padding=1
+    tanh
+    flatten
+    linear 3
+}
+loss "cross-entropy"
+optimizer "adam" lr=0.01
+train epochs=3 batch-size=16
+checkpoint "export" needs="train" path="out/model.safetensors"
+"#,
+    )
+    .unwrap();
+    let weights = |args: &[&str]| {
+        let mut all = vec!["run", "ddp.kdl", "--no-cache"];
+        all.extend(args);
+        let out = pipeline(dir.path(), &all);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        common::tensors(&dir.path().join("out/model.safetensors"))
+    };
+    let single = weights(&["--set", "train.batch-size=32"]);
+    let split = weights(&["--nproc-per-node", "2", "--set", "accelerator.strategy=ddp"]);
+    for ((name, a), (_, b)) in split.iter().zip(&single) {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "{name}: differs by {worst}");
+    }
+}
+
+#[test]
 fn the_image_sets_key_holds_every_image_and_only_their_content() {
     let dir = tempfile::tempdir().unwrap();
     augmented(dir.path());
