@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks that need an NVIDIA GPU, which CI (CPU only) cannot run: every test marked
-# `#[ignore = "needs a CUDA GPU …"]`, then the digits example (native, and its scripted
-# twin through TorchScript) on `cuda` in each precision and on two processes, printing
-# accuracy and time. Run it where a GPU is:
+# `#[ignore = "needs a CUDA GPU …"]`, then the digits example (native, its scripted twin
+# through TorchScript, and from PNG files with augmentation) and the text example on
+# `cuda` in each precision, and digits on two processes, printing accuracy and time. Run
+# it where a GPU is:
 #
 #     scripts/test-gpu.sh
 set -euo pipefail
@@ -16,7 +17,7 @@ if ! nvidia-smi -L >&2; then
 fi
 cargo build --release --bin pipeline --bin pipeline-worker
 cargo test --release --workspace -- --ignored
-for example in digits torchscript; do
+for example in digits torchscript digits-images text-classification; do
   for precision in 32 16-mixed bf16-mixed; do
     echo "test-gpu: $example on cuda, precision $precision" >&2
     target/release/pipeline run "examples/$example.kdl" --no-cache \
