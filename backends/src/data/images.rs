@@ -45,30 +45,27 @@ impl Dataset {
         let listing = ImageListing::of(manifest)?;
         let path = manifest.resolve(&spec.source.value);
         let n = listing.files.len();
-        let (labels, classes) = match &listing.labels {
+        // A folder's labels are its classes; a listing's, cells read as any table's.
+        let (labels, classes, origin, cells) = match &listing.labels {
             ListingLabels::Classes { classes, index } => {
                 let index: Vec<i64> = index.iter().map(|&k| k as i64).collect();
-                (Some(Tensor::from_slice(&index)), Some(classes.clone()))
+                let labels = Tensor::from_slice(&index);
+                (Some(labels), Some(classes.clone()), Origin::Indices, None)
             }
-            ListingLabels::Cells { .. } => (None, None),
-        };
-        let origin = match &listing.labels {
-            ListingLabels::Cells { lines, .. } => Origin::Lines(lines.clone()),
-            ListingLabels::Classes { .. } => Origin::Indices,
-        };
-        let cells = match &listing.labels {
             ListingLabels::Cells {
                 columns,
                 names,
                 lines,
                 listing,
-            } => Some(Labels::Cells {
-                columns: columns.clone(),
-                names: names.clone(),
-                lines: Some(lines.clone()),
-                path: listing.clone(),
-            }),
-            ListingLabels::Classes { .. } => None,
+            } => {
+                let cells = Labels::Cells {
+                    columns: columns.clone(),
+                    names: names.clone(),
+                    lines: Some(lines.clone()),
+                    path: listing.clone(),
+                };
+                (None, None, Origin::Lines(lines.clone()), Some(cells))
+            }
         };
         let set = ImageSet::load(manifest, listing)?;
         let mut dataset = Dataset {
