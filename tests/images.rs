@@ -249,6 +249,37 @@ fn the_image_sets_key_holds_every_image_and_only_their_content() {
     assert!(status(dir.path()).contains("3 of 3 stages fresh"));
 }
 
+#[test]
+fn a_listing_beside_the_manifest_and_a_link_loop_in_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), &["0", "1"], Some(10));
+    let mut listing = String::from("path,label\n");
+    for class in ["0", "1"] {
+        for e in std::fs::read_dir(dir.path().join("data/digits-png").join(class)).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            listing += &format!("data/digits-png/{class}/{name},{class}\n");
+        }
+    }
+    std::fs::write(dir.path().join("list.csv"), listing).unwrap();
+    let manifest = |source: &str, format: &str| {
+        format!(
+            "pipeline \"l\"\ndata {{\n    source \"{source}\"\n    format \"{format}\"\n    header #true\n    images channels=1\n}}\nmodel {{ flatten; linear 2; }}\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain epochs=1 batch-size=4\n"
+        )
+    };
+    std::fs::write(dir.path().join("l.kdl"), manifest("list.csv", "image-list")).unwrap();
+    let out = pipeline(dir.path(), &["run", "l.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A link from a class back up to the folder would list every image again.
+    std::os::unix::fs::symlink("..", dir.path().join("data/digits-png/1/up")).unwrap();
+    let folder = manifest("data/digits-png", "image-folder").replace("    header #true\n", "");
+    std::fs::write(dir.path().join("f.kdl"), folder).unwrap();
+    let stderr = fails(dir.path(), &["run", "f.kdl"]);
+    assert!(
+        stderr.contains("a link leads back to a directory already listed"),
+        "{stderr}"
+    );
+}
+
 /// A project with three classes of ten digits and `manifest`'s `images` block.
 fn small(images: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -164,14 +164,22 @@ fn bad_tokenizers_and_texts_are_named_before_training() {
             &["run", "text.kdl", "--set", "data.text.max-length=2"],
         ),
     );
-    // A row without its text.
+    // Token ids beyond the embedding's.
+    let manifest = std::fs::read_to_string(dir.path().join("text.kdl")).unwrap();
+    let small = manifest.replace("embedding 300 32", "embedding 50 32");
+    std::fs::write(dir.path().join("small.kdl"), small).unwrap();
+    assert_fixture(
+        "text-embedding-too-small.run.stderr",
+        &fails(dir.path(), &["run", "small.kdl"]),
+    );
+    // A text that says `null` is a text; a row without one is missing.
     let csv = dir.path().join("data/reviews.csv");
     let mut rows = std::fs::read_to_string(&csv).unwrap();
-    rows.push_str(",positive\n");
+    rows.push_str("null,neutral\n,positive\n");
     std::fs::write(&csv, rows).unwrap();
     let stderr = fails(dir.path(), &["run", "text.kdl"]);
     assert!(
-        stderr.contains("data/reviews.csv:4002: feature `text` (column 0) is missing"),
+        stderr.contains("data/reviews.csv:4003: the text `text` is empty"),
         "{stderr}"
     );
     let out = pipeline(

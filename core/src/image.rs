@@ -36,8 +36,8 @@ pub fn is_image(path: &Path) -> bool {
     format_of(path).is_some()
 }
 
-/// Extensions of images in formats not read (torchvision's others), which a folder must
-/// not hold silently unread.
+/// Extensions of images in formats not read (torchvision's other `IMG_EXTENSIONS`), which a
+/// folder must not hold silently unread.
 pub fn is_unread_image(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
@@ -235,6 +235,43 @@ mod tests {
         assert_eq!(img.resize(Area::whole((4, 4)), 4, 4), img);
         let small = img.resize(Area::whole((4, 4)), 2, 2);
         assert_eq!((small.height, small.width), (2, 2));
+    }
+
+    #[test]
+    fn the_random_transforms_evaluate_as_their_centred_forms_and_never_crop_nothing() {
+        use manifests::transforms::{
+            CenterCrop, RandomCrop, RandomResizedCrop, Resize, TransformType,
+        };
+        let img = ramp(9, 9);
+        let centre = CenterCrop { size: vec![8] }.apply(img.clone(), None);
+        for padding in 0..3 {
+            let crop = RandomCrop {
+                size: vec![8],
+                padding,
+            };
+            assert_eq!(crop.apply(img.clone(), None), centre, "padding {padding}");
+        }
+        // Ratios no box of the image has: the fallback box is still a pixel at least.
+        let bright = Image::from_pixels(8, 8, 1, vec![200; 64]);
+        let mut rng = crate::rng::Rng::new(1);
+        for ratio in [0.001, 1000.0] {
+            let rrc = RandomResizedCrop {
+                size: vec![8],
+                min_scale: 0.5,
+                max_scale: 1.0,
+                min_ratio: ratio,
+                max_ratio: ratio,
+            };
+            let out = rrc.apply(bright.clone(), Some(&mut rng));
+            assert!(out.pixels.iter().all(|&p| p == 200), "ratio {ratio}");
+        }
+        // A side past the limit is refused, not wrapped.
+        let huge = Resize { size: vec![65_536] };
+        assert!(huge.size(Some((1, 65_536))).is_err());
+        assert_eq!(
+            huge.size(Some((65_536, 65_536))).unwrap(),
+            Some((65_536, 65_536))
+        );
     }
 
     #[test]

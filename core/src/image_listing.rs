@@ -10,6 +10,7 @@ use crate::image::{is_image, is_unread_image, Image};
 use crate::table::{self, TableError};
 use cache::HashMemo;
 use manifests::{DataFormat, DataSpec, Diagnostic, Manifest};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -72,7 +73,7 @@ impl ImageListing {
             .iter()
             .zip(memo.hash_all(&self.root, &self.files)?)
         {
-            all.update(file.to_string_lossy().as_bytes());
+            all.update(file.as_os_str().as_encoded_bytes());
             all.update(format!("\0{h}\n").as_bytes());
         }
         Ok(all.finalize().to_hex().to_string())
@@ -95,9 +96,10 @@ impl ImageListing {
     }
 }
 
-/// An ImageFolder tree: the class directories (not hidden), sorted, each walked
-/// recursively in sorted order for `.png`, `.jpg` and `.jpeg` files; other files are
-/// not images and are skipped, images of formats not read are an error.
+/// An ImageFolder tree: the class directories (hidden ones skipped, unlike torchvision,
+/// so that `.ipynb_checkpoints` is no class), sorted, each walked recursively in
+/// torchvision's order for `.png`, `.jpg` and `.jpeg` files; other files are not images
+/// and are skipped, images of the formats torchvision reads besides are an error.
 fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
     let io_error = |path: &Path, e: io::Error| {
         error(
@@ -117,15 +119,7 @@ fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
             "name the folder in `source`, or give the file's format (`format \"csv\"`)",
         ));
     }
-    let mut classes: Vec<String> = Vec::new();
-    for entry in std::fs::read_dir(root).map_err(|e| io_error(root, e))? {
-        let entry = entry.map_err(|e| io_error(root, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('.') && is_dir(&entry) {
-            classes.push(name);
-        }
-    }
-    classes.sort();
+    let classes = class_dirs(root).map_err(|e| io_error(root, e))?;
     if classes.is_empty() {
         return Err(error(
             spec,
@@ -160,11 +154,30 @@ fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
         }
         index.resize(files.len(), k);
     }
+    let classes = classes
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
     Ok(ImageListing {
         root: root.to_path_buf(),
         files,
         labels: ListingLabels::Classes { classes, index },
     })
+}
+
+/// The class directories of an image folder: its sub-directories that are not hidden, by
+/// their names as the file system has them (not necessarily UTF-8), sorted by bytes.
+fn class_dirs(root: &Path) -> io::Result<Vec<OsString>> {
+    let mut classes = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().starts_with(b".") && is_dir(&entry) {
+            classes.push(name);
+        }
+    }
+    classes.sort();
+    Ok(classes)
 }
 
 /// Whether a directory entry is a directory, links followed (as `os.walk(followlinks=True)`);
@@ -178,27 +191,49 @@ fn is_dir(entry: &std::fs::DirEntry) -> bool {
 }
 
 /// Appends the images under `root/dir` (and images of formats not read, which the caller
-/// refuses), sorted as torchvision's `sorted(os.walk(…))` then `sorted(files)` list them.
+/// refuses) in torchvision's order: `sorted(os.walk(…))`, the directories sorted by their
+/// path, then each one's files sorted by name. A directory reached twice (a link to one
+/// above it) is an error: following it would list its images again, under another class.
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
-    let full = root.join(dir);
-    let mut names: Vec<(String, bool)> = Vec::new();
-    for entry in std::fs::read_dir(&full).map_err(|e| (full.clone(), e))? {
-        let entry = entry.map_err(|e| (full.clone(), e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
+    let mut dirs: Vec<(PathBuf, Vec<OsString>)> = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(dir) = pending.pop() {
+        let full = root.join(&dir);
+        let here = std::fs::canonicalize(&full).map_err(|e| (full.clone(), e))?;
+        if !seen.insert(here) {
+            return Err((
+                full,
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a link leads back to a directory already listed (a loop)",
+                ),
+            ));
         }
-        names.push((name, is_dir(&entry)));
-    }
-    names.sort();
-    for (name, _) in names.iter().filter(|(_, d)| !d) {
-        let path = dir.join(name);
-        if is_image(&path) || is_unread_image(&path) {
-            out.push(path);
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&full).map_err(|e| (full.clone(), e))? {
+            let entry = entry.map_err(|e| (full.clone(), e))?;
+            let name = entry.file_name();
+            if name.as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
+            match is_dir(&entry) {
+                true => pending.push(dir.join(&name)),
+                false => files.push(name),
+            }
         }
+        files.sort();
+        dirs.push((dir, files));
     }
-    for (name, _) in names.iter().filter(|(_, d)| *d) {
-        walk(root, &dir.join(name), out)?;
+    // Python sorts the paths as strings: by their bytes, `/` included.
+    dirs.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+    for (dir, files) in dirs {
+        for name in files {
+            let path = dir.join(name);
+            if is_image(&path) || is_unread_image(&path) {
+                out.push(path);
+            }
+        }
     }
     Ok(())
 }
@@ -240,7 +275,11 @@ fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
         };
         files.push(PathBuf::from(cell));
     }
-    let root = listing.parent().unwrap_or(Path::new("")).to_path_buf();
+    // Paths are relative to the listing's directory (`.` for a bare file name).
+    let root = match listing.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     Ok(ImageListing {
         root,
         files,
@@ -264,14 +303,7 @@ fn first_image(manifest: &Manifest) -> Option<PathBuf> {
             Some(listing.root.join(listing.files.first()?))
         }
         _ => {
-            let mut classes: Vec<String> = std::fs::read_dir(&path)
-                .ok()?
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with('.'))
-                .collect();
-            classes.sort();
+            let classes = class_dirs(&path).ok()?;
             let mut files = Vec::new();
             walk(&path, Path::new(classes.first()?), &mut files).ok()?;
             Some(path.join(files.first()?))

@@ -37,6 +37,9 @@ pub enum Layout<'a> {
     },
     /// Features only (the labels are in another file): `features`, empty for all.
     Features(&'a [Column]),
+    /// Every column as text, as written: only an empty field is missing (a text may
+    /// well say `null` or `NA`).
+    Texts,
     /// Labels only: every column is one.
     Labels,
 }
@@ -412,9 +415,15 @@ impl<'a> Reader<'a> {
             }
             return Err(TableError::Line { line, message });
         }
+        let texts = matches!(self.layout, Layout::Texts);
         for (k, &c) in columns.labels.iter().enumerate() {
             let cell = fields[c];
-            table.labels[k].push((!is_missing(cell)).then(|| cell.to_string()));
+            let missing = if texts {
+                cell.is_empty()
+            } else {
+                is_missing(cell)
+            };
+            table.labels[k].push((!missing).then(|| cell.to_string()));
         }
         for (k, &c) in columns.features.iter().enumerate() {
             let cell = fields[c];
@@ -446,8 +455,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A table read as text: one column of cells (`features`: image paths, texts) and the
-/// label columns, as written.
+/// A table read as text: one column of cells as written (`features`: image paths, texts;
+/// only an empty one missing) and the label columns (missing markers as for any label).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cells {
     pub column: Vec<Option<String>>,
@@ -468,9 +477,9 @@ pub fn read_cells(
     what: &str,
 ) -> Result<Cells, TableError> {
     let (t, header) = match spec.format {
-        manifests::DataFormat::Parquet => (crate::parquet::read(path, Layout::Labels)?, true),
+        manifests::DataFormat::Parquet => (crate::parquet::read(path, Layout::Texts)?, true),
         _ => (
-            read(path, &spec.dialect, Layout::Labels)?,
+            read(path, &spec.dialect, Layout::Texts)?,
             spec.dialect.header,
         ),
     };
@@ -497,10 +506,14 @@ pub fn read_cells(
     Ok(Cells {
         column: t.labels[index].clone(),
         column_name: t.label_names[index].clone(),
+        // The labels' missing markers are those of any label.
         labels: columns
             .labels
             .iter()
-            .map(|&i| t.labels[i].clone())
+            .map(|&i| {
+                let cells = t.labels[i].iter().cloned();
+                cells.map(|c| c.filter(|c| !is_missing(c))).collect()
+            })
             .collect(),
         label_names: columns
             .labels
@@ -569,7 +582,7 @@ pub(crate) fn resolve(
     };
     let (labels, features) = match layout {
         // A labels file's columns are all labels.
-        Layout::Labels => ((0..width).collect(), Vec::new()),
+        Layout::Labels | Layout::Texts => ((0..width).collect(), Vec::new()),
         Layout::Features([]) => (Vec::new(), (0..width).collect()),
         Layout::Features(features) => (Vec::new(), all(features)?),
         Layout::Both { label, features } => {
@@ -586,7 +599,7 @@ pub(crate) fn resolve(
             (labels, features)
         }
     };
-    if features.is_empty() && !matches!(layout, Layout::Labels) {
+    if features.is_empty() && !matches!(layout, Layout::Labels | Layout::Texts) {
         return Err(TableError::Columns(format!(
                 "no feature column is left: rows have {width} field(s), and a label and at least one feature are needed"
             )));

@@ -16,7 +16,10 @@ mod read;
 
 pub use images::ImageSet;
 
-use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName, TextSpec};
+use manifests::layers::Layer;
+use manifests::{
+    DataSpec, Diagnostic, LayerSpec, Manifest, Missing, Node, Scale, SplitName, TextSpec,
+};
 use pipeline_core::freshness::regular_input;
 use pipeline_core::split::Splits;
 use pipeline_core::text::{TextTokenizer, TokenizerError};
@@ -89,6 +92,9 @@ impl Dataset {
         };
         let (features, feature_names, labels, origin) =
             read_source(&path, spec, tokenizer.as_ref())?;
+        if spec.text.is_some() {
+            token_ids_fit(manifest, &features)?;
+        }
         let labels = match (labels, &spec.labels_file) {
             (Some(labels), _) => labels,
             (None, Some(file)) => {
@@ -361,6 +367,14 @@ impl Dataset {
                     let row = self.features.get(i as i64).flatten(0, -1).isnan();
                     let column = first_index(&row).unwrap_or(0);
                     let name = names.get(column).map_or("?", String::as_str);
+                    if spec.text.is_some() {
+                        return Err(data_error(
+                            "pipeline::data::missing_value",
+                            spec,
+                            format!("{}: the text `{name}` is empty", self.at(i)),
+                            "write the text, or leave such rows out with `missing \"drop-row\"`",
+                        ));
+                    }
                     return Err(data_error(
                         "pipeline::data::missing_value",
                         spec,
@@ -539,6 +553,38 @@ impl Dataset {
             1
         }
     }
+}
+
+/// The texts' token ids are below the first `embedding`'s count (else it would fail in
+/// the middle of an epoch, on the first batch holding a larger one).
+fn token_ids_fit(manifest: &Manifest, ids: &Tensor) -> Result<(), Diagnostic> {
+    let Some(Node::Layer(LayerSpec {
+        layer: Layer::Embedding(embedding),
+        span,
+    })) = manifest.model.nodes.first()
+    else {
+        return Ok(());
+    };
+    let largest = ids.nan_to_num(0.0, None, None).max().double_value(&[]) as i64;
+    if largest < embedding.count {
+        return Ok(());
+    }
+    Err(Diagnostic::error(
+        "pipeline::data::token_out_of_range",
+        format!(
+            "the texts hold token id {largest}, but `embedding {}` takes ids below {}",
+            embedding.count, embedding.count
+        ),
+    )
+    .label_opt(*span, "too few ids")
+    .label_opt(
+        manifest.data.text.as_ref().and_then(|t| t.tokenizer.span),
+        "the tokenizer",
+    )
+    .help(format!(
+        "give the embedding the tokenizer's vocabulary size: at least `embedding {}`",
+        largest + 1
+    )))
 }
 
 /// The tokenizer of `data.text`, or a diagnostic at its key naming the file.

@@ -39,7 +39,7 @@ impl TransformType for RandomCrop {
                 "Zero pixels added on every side before cropping.",
             ),
         ],
-        "Training: pads the image with `padding` zero pixels on every side, then crops a window of `size` at a random place, drawn anew for every sample and epoch (torchvision's `RandomCrop`). Evaluation and prediction: the centred window.",
+        "Training: pads the image with `padding` zero pixels on every side, then crops a window of `size` at a random place, drawn anew for every sample and epoch (torchvision's `RandomCrop`). Evaluation and prediction: the image's centred window of `size` (torchvision's `CenterCrop`).",
     );
 
     fn lower(f: &Fields) -> Self {
@@ -75,14 +75,19 @@ impl TransformType for RandomCrop {
         let (ch, cw) = size_of(&self.size);
         let (h, w) = self.padded(image.size());
         let p = self.padding;
-        // Corners in the padded image's coordinates.
+        // Corners in the image's coordinates: drawn in the padded image's while training;
+        // the image's own centred window otherwise (torchvision's `CenterCrop`, which an
+        // evaluation transform would use), whatever the padding.
         let (top, left) = match rng {
-            Some(rng) => (rng.below(h - ch + 1) as i64, rng.below(w - cw + 1) as i64),
-            None => centred((h, w), (ch, cw)),
+            Some(rng) => (
+                rng.below(h - ch + 1) as i64 - p,
+                rng.below(w - cw + 1) as i64 - p,
+            ),
+            None => centred(image.size(), (ch, cw)),
         };
-        if p == 0 && (top, left) == (0, 0) && image.size() == (ch, cw) {
+        if (top, left) == (0, 0) && image.size() == (ch, cw) {
             return image;
         }
-        image.crop(top - p, left - p, ch, cw)
+        image.crop(top, left, ch, cw)
     }
 }

@@ -62,6 +62,8 @@ impl RandomResizedCrop {
         } else {
             (height as i64, width as i64)
         };
+        // At least a pixel (an extreme ratio rounds a side to 0), at most the image.
+        let (h, w) = (h.clamp(1, height as i64), w.clamp(1, width as i64));
         Area {
             top: ((height as i64 - h) / 2) as f64,
             left: ((width as i64 - w) / 2) as f64,
@@ -152,12 +154,13 @@ impl TransformType for RandomResizedCrop {
                 // The shorter side scaled to the output's larger side, then the middle.
                 let side = h.max(w) as u64;
                 let (ih, iw) = (size.0 as u64, size.1 as u64);
+                // The longer side at most `MAX_SIDE` (a sliver of an image only).
+                let long = |l: u64, s: u64| (side * l / s.max(1)).clamp(1, MAX_SIDE as u64) as u32;
                 let scaled = if ih <= iw {
-                    (side, (side * iw / ih.max(1)).max(1))
+                    (side as u32, long(iw, ih))
                 } else {
-                    ((side * ih / iw.max(1)).max(1), side)
+                    (long(ih, iw), side as u32)
                 };
-                let scaled = (scaled.0 as u32, scaled.1 as u32);
                 let image = if scaled == size {
                     image
                 } else {

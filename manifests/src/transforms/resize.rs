@@ -13,22 +13,24 @@ pub struct Resize {
 }
 
 impl Resize {
-    /// The size an image of `(h, w)` is scaled to.
-    fn target(&self, (h, w): Size) -> Size {
+    /// The size an image of `(h, w)` is scaled to (sides may pass [`MAX_SIDE`]: `size`
+    /// refuses those).
+    fn target(&self, (h, w): Size) -> (u64, u64) {
         match self.size.as_slice() {
             // torchvision: the longer side is `int(size * long / short)`, truncated.
             [s] => {
-                let s = *s as u32;
-                let scaled = |long: u32, short: u32| {
-                    ((s as u64 * long as u64) / short.max(1) as u64).max(1) as u32
-                };
+                let s = *s as u64;
+                let scaled = |long: u32, short: u32| (s * long as u64 / short.max(1) as u64).max(1);
                 if h <= w {
                     (s, scaled(w, h))
                 } else {
                     (scaled(h, w), s)
                 }
             }
-            sides => size_of(sides),
+            sides => {
+                let (h, w) = size_of(sides);
+                (h as u64, w as u64)
+            }
         }
     }
 }
@@ -53,15 +55,30 @@ impl TransformType for Resize {
 
     fn size(&self, x: Option<Size>) -> Result<Option<Size>, ShapeError> {
         one_or_two("resize", &self.size)?;
-        Ok(match self.size.as_slice() {
-            [_] => x.map(|x| self.target(x)),
-            sides => Some(size_of(sides)),
-        })
+        let Some(x) = x else {
+            return Ok(match self.size.as_slice() {
+                [_] => None,
+                sides => Some(size_of(sides)),
+            });
+        };
+        let (h, w) = self.target(x);
+        if h.max(w) > MAX_SIDE as u64 {
+            return Err(ShapeError::new(
+                format!(
+                    "`resize` would make a {}×{} image {h}×{w}, more than {MAX_SIDE} pixels on a side",
+                    x.0, x.1
+                ),
+                "give both sides (`resize 32 32`), or crop first",
+            ));
+        }
+        Ok(Some((h as u32, w as u32)))
     }
 
     fn apply<P: Pixels>(&self, image: P, _rng: Option<&mut dyn Uniform>) -> P {
         let size = image.size();
+        // `size` has refused a target past `MAX_SIDE`.
         let (h, w) = self.target(size);
+        let (h, w) = (h as u32, w as u32);
         if (h, w) == size {
             return image;
         }
