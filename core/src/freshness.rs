@@ -67,9 +67,15 @@ pub fn assess(
     let all = fingerprints(manifest, order, environment, |path| match &images {
         Some(listing) if path == source => {
             if image_set_hash.is_none() {
-                let hash = listing
-                    .content_hash(memo)
-                    .map_err(|(file, e)| unreadable_image(manifest, &file, e))?;
+                let hash = listing.content_hash(memo).map_err(|(file, e)| {
+                    // A listed image is named with the listing's line too.
+                    let at = listing
+                        .files
+                        .iter()
+                        .position(|f| listing.root.join(f) == file)
+                        .map_or_else(|| file.display().to_string(), |i| listing.at(i));
+                    unreadable_image(manifest, &at, e)
+                })?;
                 image_set_hash = Some(hash);
             }
             Ok(image_set_hash.clone().expect("just set"))
@@ -123,11 +129,11 @@ enum InputError {
 
 /// An image of the data set that cannot be hashed (gone since it was listed, not a
 /// regular file, unreadable).
-fn unreadable_image(manifest: &Manifest, file: &Path, e: std::io::Error) -> InputError {
+fn unreadable_image(manifest: &Manifest, at: &str, e: std::io::Error) -> InputError {
     InputError::Image(
         Diagnostic::error(
             "pipeline::data::unreadable",
-            format!("data.source: cannot read the image {}: {e}", file.display()),
+            format!("data.source: cannot read the image {at}: {e}"),
         )
         .label_opt(manifest.data.source.span, "image data")
         .help("check the image: it must be a regular file that can be read"),
