@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{digits_project, pipeline, tensors, text};
+use common::{digits_project, pipeline, tensors, text, worst_difference};
 use serde_json::Value;
 use std::path::Path;
 
@@ -157,15 +157,6 @@ fn a_strategy_without_processes_processes_without_a_strategy_and_nccl_on_the_cpu
             && log.contains("`auto` found no GPU and chose the CPU"),
         "{log}"
     );
-}
-
-/// The largest difference between two sets of tensors (the same names, in order).
-fn worst_difference(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .flat_map(|((_, x), (_, y))| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
-        .fold(0.0f32, f32::max)
 }
 
 /// `freeze` under `ddp` and `zero1`: the frozen layer takes no part (no gradient to

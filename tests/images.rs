@@ -198,14 +198,8 @@ checkpoint "export" needs="train" path="out/model.safetensors"
     };
     let single = weights(&["--set", "train.batch-size=32"]);
     let split = weights(&["--nproc-per-node", "2", "--set", "accelerator.strategy=ddp"]);
-    for ((name, a), (_, b)) in split.iter().zip(&single) {
-        let worst = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0f32, f32::max);
-        assert!(worst < 1e-5, "{name}: differs by {worst}");
-    }
+    let worst = common::worst_difference(&split, &single);
+    assert!(worst < 1e-5, "the weights differ by {worst}");
 }
 
 #[test]

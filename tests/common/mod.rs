@@ -122,6 +122,15 @@ pub fn checkpoint_metadata(dir: &Path, report: &Value, stage: usize) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap()
 }
 
+/// The largest difference between two sets of tensors (the same names, in order).
+pub fn worst_difference(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .flat_map(|((_, x), (_, y))| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
+        .fold(0.0f32, f32::max)
+}
+
 /// The step of the last snapshot in `dir`'s cache, if any.
 pub fn snapshot_step(dir: &Path) -> Option<u64> {
     let snapshots = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
