@@ -43,6 +43,7 @@ fn the_text_example_trains_through_its_tokenizer() {
         serde_json::json!(["negative", "neutral", "positive"])
     );
     assert_eq!(metadata["input_shape"], serde_json::json!([48]));
+    assert_eq!(metadata["inputs"], serde_json::json!(["tokens", "mask"]));
 
     // Another tokenizer file (the same vocabulary, its padding set in the file): the
     // training is stale, and `status` says why.
@@ -100,7 +101,7 @@ fn token_ids_are_the_tokenizers_packages_own() {
         (16, PaddingSide::Right, true),
         (24, PaddingSide::Right, false),
     ] {
-        let ours = TextTokenizer::open(&tokenizer, &spec(length, side, special))
+        let (ours, our_mask) = TextTokenizer::open(&tokenizer, &spec(length, side, special))
             .unwrap()
             .encode(texts.iter().map(String::as_str).collect())
             .unwrap();
@@ -112,7 +113,8 @@ fn token_ids_are_the_tokenizers_packages_own() {
                  t.enable_truncation(max_length={length})\n\
                  t.enable_padding(length={length}, pad_id=0, pad_token='[PAD]', direction={:?})\n\
                  texts = json.load(open('texts.json'))\n\
-                 print(json.dumps([i for e in t.encode_batch(texts, add_special_tokens={}) for i in e.ids]))\n",
+                 es = t.encode_batch(texts, add_special_tokens={})\n\
+                 print(json.dumps([[i for e in es for i in e.ids], [m for e in es for m in e.attention_mask]]))\n",
                 match side {
                     PaddingSide::Left => "left",
                     PaddingSide::Right => "right",
@@ -120,11 +122,15 @@ fn token_ids_are_the_tokenizers_packages_own() {
                 if special { "True" } else { "False" },
             ),
         );
-        let theirs: Vec<u32> = serde_json::from_str(&theirs).unwrap();
+        let (theirs, their_mask): (Vec<u32>, Vec<u32>) = serde_json::from_str(&theirs).unwrap();
         assert_eq!(ours.len(), texts.len() * length as usize);
         assert!(
             ours == theirs,
             "{length} {side:?} {special}: the ids differ"
+        );
+        assert!(
+            our_mask == their_mask,
+            "{length} {side:?} {special}: the attention masks differ"
         );
     }
 }
@@ -166,7 +172,7 @@ fn bad_tokenizers_and_texts_are_named_before_training() {
     );
     // Token ids beyond the embedding's.
     let manifest = std::fs::read_to_string(dir.path().join("text.kdl")).unwrap();
-    let small = manifest.replace("embedding 300 32", "embedding 50 32");
+    let small = manifest.replace("embedding 300 64", "embedding 50 64");
     std::fs::write(dir.path().join("small.kdl"), small).unwrap();
     assert_fixture(
         "text-embedding-too-small.run.stderr",

@@ -64,12 +64,27 @@ const char* pipeline_script_train(void* module, int on) {
   return pipeline_guard([&] { static_cast<torch::jit::Module*>(module)->train(on != 0); });
 }
 
-// `module.forward(input)`, which must return one tensor: stored as a new `at::Tensor*`
-// in `*out`.
-const char* pipeline_script_forward(void* module, at::Tensor* input, at::Tensor** out) {
+// The names of `forward`'s arguments after `self`, in order: `each(data, name,
+// has_default)` for each.
+const char* pipeline_script_arguments(void* module, void* data,
+                                      void (*each)(void*, const char*, int)) {
   return pipeline_guard([&] {
     auto m = static_cast<torch::jit::Module*>(module);
-    auto result = m->forward({*input});
+    const auto& arguments = m->get_method("forward").function().getSchema().arguments();
+    for (size_t i = 1; i < arguments.size(); ++i)
+      each(data, arguments[i].name().c_str(), arguments[i].default_value().has_value());
+  });
+}
+
+// `module.forward(inputs[0], …, inputs[count - 1])`, which must return one tensor:
+// stored as a new `at::Tensor*` in `*out`.
+const char* pipeline_script_forward(void* module, at::Tensor** inputs, int count,
+                                    at::Tensor** out) {
+  return pipeline_guard([&] {
+    auto m = static_cast<torch::jit::Module*>(module);
+    std::vector<c10::IValue> arguments;
+    for (int i = 0; i < count; ++i) arguments.emplace_back(*inputs[i]);
+    auto result = m->forward(std::move(arguments));
     if (!result.isTensor())
       throw std::runtime_error("the module's forward returns " + result.tagKind() +
                                ", not one tensor");

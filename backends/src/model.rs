@@ -15,7 +15,7 @@ use crate::process_group::ProcessGroup;
 use crate::script::ScriptModule;
 use manifests::layers::{sinusoids, Init, Param, Params};
 use manifests::{Diagnostic, Layer, ModelSpec, TorchScriptSpec};
-use pipeline_core::network::{Network, Op};
+use pipeline_core::network::{Input, Network, Op};
 use tch::nn;
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -109,11 +109,16 @@ enum Body {
         /// How many values the network has, and which one is the output.
         values: usize,
         output: usize,
-        /// Whether an `embedding` reads the input: its token ids then stay as they are
-        /// (bfloat16 holds integers exactly only up to 256).
-        reads_ids: bool,
+        /// Per input, whether it is converted to the weights' dtype: not when an
+        /// `embedding` reads it (bfloat16 holds integers exactly only up to 256), nor when
+        /// only masks are read from it.
+        convert: Vec<bool>,
     },
-    Script(ScriptModule),
+    Script {
+        module: ScriptModule,
+        /// The model input each argument of its `forward` takes, in order.
+        arguments: Vec<usize>,
+    },
 }
 
 /// A parameter's random or constant initialisation, as tch performs it (`uniform_`,
@@ -167,19 +172,19 @@ fn initial_values(
 }
 
 impl Model {
-    /// Builds `spec` for samples of `input` shape on `device`, with weights of `kind`
+    /// Builds `spec` for the model inputs `inputs` on `device`, with weights of `kind`
     /// (initialised in fp32, then converted). Shape mismatches are diagnostics on the
     /// offending layer.
     pub fn build(
         spec: &ModelSpec,
-        input: &[i64],
+        inputs: &[Input],
         device: Device,
         kind: Kind,
     ) -> Result<Model, Diagnostic> {
         if let Some(script) = &spec.torchscript {
-            return Model::load_script(script, device, kind);
+            return Model::load_script(script, inputs, device, kind);
         }
-        let network = Network::compile(spec, input)?;
+        let network = Network::compile(spec, inputs)?;
         fits_in_memory(spec, &network, device, kind)?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
@@ -233,16 +238,26 @@ impl Model {
                 last_uses: step.last_uses.clone(),
             });
         }
-        let reads_ids = network.steps.iter().any(|s| {
-            s.inputs.contains(&0)
-                && matches!(
-                    &s.op,
-                    Op::Layer {
-                        layer: Layer::Embedding(_),
-                        ..
-                    }
-                )
-        });
+        let convert = (0..network.inputs.len())
+            .map(|i| {
+                let ids = network.steps.iter().any(|s| {
+                    s.inputs[0] == i
+                        && matches!(
+                            &s.op,
+                            Op::Layer {
+                                layer: Layer::Embedding(_),
+                                ..
+                            }
+                        )
+                });
+                // A layer reads `inputs[0]`; `inputs[1]` is its mask.
+                let values = network.steps.iter().any(|s| match s.op {
+                    Op::Layer { .. } => s.inputs[0] == i,
+                    Op::Add | Op::Concat { .. } => s.inputs.contains(&i),
+                });
+                values && !ids
+            })
+            .collect();
         let mut vs = vs;
         // Floating tensors only: a count stays an integer.
         match kind {
@@ -259,7 +274,7 @@ impl Model {
                 steps,
                 values: network.shapes.len(),
                 output: network.output,
-                reads_ids,
+                convert,
             },
         })
     }
@@ -269,6 +284,7 @@ impl Model {
     /// a `VarStore` under their state-dict names.
     fn load_script(
         spec: &TorchScriptSpec,
+        inputs: &[Input],
         device: Device,
         kind: Kind,
     ) -> Result<Model, Diagnostic> {
@@ -288,6 +304,7 @@ impl Model {
             .help("save it again with `torch.jit.save` from the PyTorch version pipeline runs (the one `scripts/setup.sh` installs); a newer one may write what this libtorch cannot read")
         };
         let module = ScriptModule::load(&spec.file, device, kind).map_err(failed)?;
+        let arguments = script_arguments(spec, &module.arguments().map_err(failed)?, inputs)?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         for named in module.tensors().map_err(failed)? {
@@ -307,47 +324,57 @@ impl Model {
         Ok(Model {
             kind,
             vs,
-            body: Body::Script(module),
+            body: Body::Script { module, arguments },
         })
     }
 
-    /// Applies every layer; `train` turns on dropout and batch statistics.
-    pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
-        self.forward_synced(input, train, None)
+    /// Applies every layer to the model inputs (in the data's order, `Input::of_data`);
+    /// `train` turns on dropout and batch statistics.
+    pub fn forward(&self, inputs: &[Tensor], train: bool) -> Result<Tensor, TchError> {
+        self.forward_synced(inputs, train, None)
+    }
+
+    /// `x` in the weights' dtype when it is floating point.
+    fn converted(&self, x: &Tensor) -> Result<Tensor, TchError> {
+        if x.is_floating_point() && x.kind() != self.kind {
+            x.f_to_kind(self.kind)
+        } else {
+            Ok(x.shallow_clone())
+        }
     }
 
     /// [`Model::forward`], with batch-norm in training over the whole batch of `sync`'s
     /// processes (`accelerator.sync-batch-norm`).
     pub fn forward_synced(
         &self,
-        input: &Tensor,
+        inputs: &[Tensor],
         train: bool,
         sync: Option<&ProcessGroup>,
     ) -> Result<Tensor, TchError> {
-        let (steps, count, output, reads_ids) = match &self.body {
+        let (steps, count, output, convert) = match &self.body {
             Body::Network {
                 steps,
                 values,
                 output,
-                reads_ids,
-            } => (steps, *values, *output, *reads_ids),
-            Body::Script(module) => {
-                let x = if input.is_floating_point() && input.kind() != self.kind {
-                    input.f_to_kind(self.kind)?
-                } else {
-                    input.shallow_clone()
-                };
-                return module.forward(&x, train);
+                convert,
+            } => (steps, *values, *output, convert),
+            Body::Script { module, arguments } => {
+                let xs = arguments
+                    .iter()
+                    .map(|&i| self.converted(&inputs[i]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                return module.forward(&xs, train);
             }
-        };
-        let x = if input.is_floating_point() && input.kind() != self.kind && !reads_ids {
-            input.f_to_kind(self.kind)?
-        } else {
-            input.shallow_clone()
         };
         let mut ops = Torch { train, sync };
         let mut values: Vec<Option<Tensor>> = (0..count).map(|_| None).collect();
-        values[0] = Some(x);
+        for (i, (x, &convert)) in inputs.iter().zip(convert).enumerate() {
+            values[i] = Some(if convert {
+                self.converted(x)?
+            } else {
+                x.shallow_clone()
+            });
+        }
         for step in steps {
             let inputs: Vec<&Tensor> = step
                 .inputs
@@ -368,7 +395,10 @@ impl Model {
                         decls: params,
                         values: tensors,
                     };
-                    layer.forward(&mut ops, &params, inputs[0])?
+                    match inputs[..] {
+                        [x, mask] => layer.forward_masked(&mut ops, &params, x, mask)?,
+                        _ => layer.forward(&mut ops, &params, inputs[0])?,
+                    }
                 }
                 Run::Add => {
                     let mut sum = inputs[0].f_add(inputs[1])?;
@@ -386,7 +416,7 @@ impl Model {
         }
         Ok(values[output]
             .take()
-            .expect("the output is written by the last step or is the input"))
+            .expect("the output is written by the last step or is an input"))
     }
 
     /// Total and trainable parameter counts.
@@ -406,5 +436,54 @@ impl Model {
             .map(|t| t.numel() as i64)
             .sum();
         (total.max(trainable), trainable)
+    }
+}
+
+/// The model input each argument of a TorchScript module's `forward` takes: by name
+/// (`forward(self, tokens, mask)`), or the first input for a `forward` of one argument
+/// whatever its name (`forward(self, x)`). An argument with a default that the data does
+/// not give is left to its default.
+fn script_arguments(
+    spec: &TorchScriptSpec,
+    arguments: &[crate::script::Argument],
+    inputs: &[Input],
+) -> Result<Vec<usize>, Diagnostic> {
+    let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+    let position = |name: &str| names.iter().position(|n| *n == name);
+    let listed = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let refused = |message: String| {
+        Diagnostic::error("pipeline::model::torchscript_inputs", message)
+            .label_opt(spec.path.span, "this module")
+            .help(format!("name the arguments of `forward` after the model inputs the data gives, {listed}, in any order; a `forward` of one argument takes the first"))
+    };
+    match arguments {
+        [] => Err(refused(format!(
+            "the module's `forward` takes no input, but the data gives {listed}"
+        ))),
+        [one] => Ok(vec![position(&one.name).unwrap_or(0)]),
+        several => {
+            let mut taken = Vec::new();
+            for (k, arg) in several.iter().enumerate() {
+                match position(&arg.name) {
+                    Some(i) => taken.push(i),
+                    None if arg.has_default
+                        && several[k..].iter().all(|a| position(&a.name).is_none()) =>
+                    {
+                        break
+                    }
+                    None => {
+                        return Err(refused(format!(
+                            "the module's `forward` takes `{}`, which is not a model input",
+                            arg.name
+                        )))
+                    }
+                }
+            }
+            Ok(taken)
+        }
     }
 }

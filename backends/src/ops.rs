@@ -193,9 +193,64 @@ impl Ops for Torch<'_> {
         x.f_permute(dims)
     }
 
-    fn attention(&mut self, q: &Tensor, k: &Tensor, v: &Tensor, dropout: f64) -> R {
+    fn attention(
+        &mut self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        dropout: f64,
+        mask: Option<&Tensor>,
+    ) -> R {
         let p = if self.train { dropout } else { 0.0 };
-        Tensor::f_scaled_dot_product_attention(q, k, v, None::<Tensor>, p, false, None, false)
+        // A boolean mask takes part where true: (batch, 1, 1, keys) for every head and query.
+        let keys = match mask {
+            Some(m) => Some(m.f_ne(0)?.f_unsqueeze(1)?.f_unsqueeze(1)?),
+            None => None,
+        };
+        Tensor::f_scaled_dot_product_attention(q, k, v, keys, p, false, None, false)
+    }
+
+    fn mul(&mut self, a: &Tensor, b: &Tensor) -> R {
+        a.f_mul(b)
+    }
+
+    fn div(&mut self, a: &Tensor, b: &Tensor) -> R {
+        a.f_div(b)
+    }
+
+    fn sum(&mut self, x: &Tensor, dims: &[i64]) -> R {
+        x.f_sum_dim_intlist(dims, false, x.kind())
+    }
+
+    fn mask_like(&mut self, mask: &Tensor, like: &Tensor) -> R {
+        let mut w = mask.f_ne(0)?.f_to_kind(like.kind())?;
+        for _ in 2..like.dim() {
+            w = w.f_unsqueeze(-1)?;
+        }
+        Ok(w)
+    }
+
+    fn fill_padding(&mut self, x: &Tensor, mask: &Tensor, value: f64) -> R {
+        let mut padding = mask.f_eq(0)?;
+        for _ in 2..x.dim() {
+            padding = padding.f_unsqueeze(-1)?;
+        }
+        x.f_masked_fill(&padding, value)
+    }
+
+    fn real_step(&mut self, x: &Tensor, mask: &Tensor, last: bool) -> R {
+        let real = mask.f_ne(0)?.f_to_kind(Kind::Int64)?;
+        let length = real.size().get(1).copied().unwrap_or(1);
+        // `argmax` gives the first of equal maxima: the first real step, or from the end.
+        let step = if last {
+            let from_end = real.f_flip([1])?.f_argmax(1, false)?;
+            from_end.f_neg()?.f_add_scalar(length - 1)?
+        } else {
+            real.f_argmax(1, false)?
+        };
+        let batch = x.size().first().copied().unwrap_or(1);
+        let rows = Tensor::f_arange(batch, (Kind::Int64, x.device()))?;
+        x.f_index(&[Some(rows), Some(step)])
     }
 
     fn recurrent(

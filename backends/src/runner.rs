@@ -157,7 +157,7 @@ impl<'a> Context<'a> {
             let session = &self.session;
             let mut model = Model::build(
                 &session.manifest.model,
-                &session.data.sample_shape,
+                &session.data.inputs(),
                 session.device,
                 session.numerics.weights,
             )?;
@@ -317,6 +317,7 @@ impl<'a> Context<'a> {
                     (&self.session.data.sample_shape, &self.session.data.scaling);
                 let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
                 let sample_shape = sample_shape.clone();
+                let input_names = self.session.data.input_names;
                 let (classes, filled) = (
                     self.session.data.classes.clone(),
                     self.session.data.filled.clone(),
@@ -339,6 +340,7 @@ impl<'a> Context<'a> {
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
                     "model": &manifest.model.nodes,
                     "input_shape": sample_shape,
+                    "inputs": input_names,
                     "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });

@@ -26,9 +26,15 @@ mod ffi {
             each: unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_void, i32),
         ) -> *const c_char;
         pub fn pipeline_script_train(module: *mut c_void, on: i32) -> *const c_char;
+        pub fn pipeline_script_arguments(
+            module: *mut c_void,
+            data: *mut c_void,
+            each: unsafe extern "C" fn(*mut c_void, *const c_char, i32),
+        ) -> *const c_char;
         pub fn pipeline_script_forward(
             module: *mut c_void,
-            input: *mut c_void,
+            inputs: *const *mut c_void,
+            count: i32,
             out: *mut *mut c_void,
         ) -> *const c_char;
     }
@@ -86,6 +92,23 @@ unsafe extern "C" fn push_named(data: *mut c_void, name: *const c_char, t: *mut 
     });
 }
 
+unsafe extern "C" fn push_argument(data: *mut c_void, name: *const c_char, default: i32) {
+    // SAFETY: `data` is the `Vec<Argument>` passed to `pipeline_script_arguments`, `name`
+    // a NUL-terminated string alive for the call.
+    let out = &mut *(data as *mut Vec<Argument>);
+    out.push(Argument {
+        name: CStr::from_ptr(name).to_string_lossy().into_owned(),
+        has_default: default != 0,
+    });
+}
+
+/// One argument of a module's `forward`, after `self`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Argument {
+    pub name: String,
+    pub has_default: bool,
+}
+
 impl ScriptModule {
     /// Loads the archive at `path` onto `device`, with its floating tensors in `kind`.
     pub fn load(path: &Path, device: Device, kind: Kind) -> Result<ScriptModule, TchError> {
@@ -141,14 +164,40 @@ impl ScriptModule {
         Ok(())
     }
 
-    /// The module's `forward` on `input`, in training or evaluation mode.
-    pub fn forward(&self, input: &Tensor, train: bool) -> Result<Tensor, TchError> {
-        self.set_mode(train)?;
-        let mut input = input.shallow_clone();
-        let mut out: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `input` is live for the call; on success `out` is a new tensor we own.
+    /// The arguments of the module's `forward`, after `self`.
+    pub fn arguments(&self) -> Result<Vec<Argument>, TchError> {
+        let mut out: Vec<Argument> = Vec::new();
+        // SAFETY: `push_argument` casts `data` back to this `Vec<Argument>`, alive for
+        // the call.
         check(unsafe {
-            ffi::pipeline_script_forward(self.module, input.as_mut_ptr() as *mut c_void, &mut out)
+            ffi::pipeline_script_arguments(
+                self.module,
+                &mut out as *mut Vec<Argument> as *mut c_void,
+                push_argument,
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// The module's `forward` on `inputs` (its arguments in order), in training or
+    /// evaluation mode.
+    pub fn forward(&self, inputs: &[Tensor], train: bool) -> Result<Tensor, TchError> {
+        self.set_mode(train)?;
+        let mut inputs: Vec<Tensor> = inputs.iter().map(Tensor::shallow_clone).collect();
+        let pointers: Vec<*mut c_void> = inputs
+            .iter_mut()
+            .map(|t| t.as_mut_ptr() as *mut c_void)
+            .collect();
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the tensors behind `pointers` are live for the call; on success `out`
+        // is a new tensor we own.
+        check(unsafe {
+            ffi::pipeline_script_forward(
+                self.module,
+                pointers.as_ptr(),
+                pointers.len() as i32,
+                &mut out,
+            )
         })
         .map_err(|e| match e {
             TchError::Torch(text) => TchError::Torch(interpreter_message(&text)),

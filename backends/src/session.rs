@@ -62,6 +62,18 @@ impl<'a> Session<'a> {
     }
 }
 
+/// `one tensor` or `the tensors tokens, mask`: what a scripted `forward` is given.
+fn inputs_named(data: &Dataset) -> String {
+    match data.input_names {
+        [_] => "one tensor, a batch".to_string(),
+        names => format!(
+            "{} tensors, {} (its arguments by those names), each a batch",
+            names.len(),
+            names.join(", ")
+        ),
+    }
+}
+
 /// A libtorch failure in the dry forward pass, as a diagnostic on the model.
 fn dry_run_error(manifest: &Manifest, data: &Dataset, e: &tch::TchError) -> Diagnostic {
     let d = Diagnostic::error(
@@ -71,7 +83,7 @@ fn dry_run_error(manifest: &Manifest, data: &Dataset, e: &tch::TchError) -> Diag
     match &manifest.model.torchscript {
         Some(script) => d
             .label_opt(script.path.span.or(manifest.model.span), "this module")
-            .help(format!("the module's `forward` takes one tensor, a batch: the batch dimension first, then a sample's shape, here {:?}", data.sample_shape)),
+            .help(format!("the module's `forward` takes {}: the batch dimension first, then a sample's shape, here {:?}", inputs_named(data), data.sample_shape)),
         None => d
             .label_opt(manifest.model.span, "this model")
             .help("check the layer sizes against the data's shape"),
@@ -87,7 +99,7 @@ fn dry_run(
 ) -> Result<(i64, i64), Diagnostic> {
     let model = Model::build(
         &manifest.model,
-        &data.sample_shape,
+        &data.inputs(),
         numerics.device,
         numerics.weights,
     )?;
@@ -106,13 +118,13 @@ fn dry_run(
         .autocast(|| model.forward(&xb, false))
         .map_err(|e| dry_run_error(manifest, data, &e))?;
     let outputs = match out.size().as_slice() {
-        [b, k] if *b == xb.size()[0] => *k,
+        [b, k] if *b == first.size()[0] => *k,
         other => {
             let (shape, help) = match (script, other) {
                 (None, [_, rest @ ..]) => (format!("{rest:?} per sample"), "add `flatten` before the last `linear`"),
                 (None, []) => ("no batch dimension".to_string(), "add `flatten` before the last `linear`"),
                 (Some(_), _) => (
-                    format!("{other:?} for a batch of {}", xb.size()[0]),
+                    format!("{other:?} for a batch of {}", first.size()[0]),
                     "make the module's `forward` return one row of scores (or targets) per sample: shape [batch, outputs]",
                 ),
             };

@@ -68,12 +68,7 @@ pub fn train(
     };
 
     tch::manual_seed(manifest.seed as i64);
-    let mut model = Model::build(
-        &manifest.model,
-        &data.sample_shape,
-        device,
-        numerics.weights,
-    )?;
+    let mut model = Model::build(&manifest.model, &data.inputs(), device, numerics.weights)?;
     let init = match &spec.init {
         Some(init) => Some(finetune::load_init(
             &model, manifest, stage, spec, init, obs,

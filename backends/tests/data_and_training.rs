@@ -84,7 +84,7 @@ fn npz_safetensors_and_npy_load_alike() {
         );
         assert_eq!(d.splits.train.len() + d.splits.test.len(), 10);
         let (xs, _) = d.batch(&d.indices(SplitName::Train), None).unwrap();
-        assert_eq!(xs.size(), [8, 4]);
+        assert_eq!(xs[0].size(), [8, 4]);
     }
 }
 
@@ -154,6 +154,7 @@ fn standard_scaling_uses_the_training_split_only() {
     let d = Dataset::load(&m, true).unwrap();
     let (train, _) = d.batch(&d.indices(SplitName::Train), None).unwrap();
     let (test, _) = d.batch(&d.indices(SplitName::Test), None).unwrap();
+    let (train, test) = (&train[0], &test[0]);
     assert!(train.mean(Kind::Float).double_value(&[]).abs() < 1e-5);
     assert!((train.std(false).double_value(&[]) - 1.0).abs() < 1e-4);
     assert!(
@@ -328,7 +329,7 @@ fn init_loads_what_matches_by_name_and_shape_in_the_models_dtype_and_keeps_the_r
     );
     let build = || {
         tch::manual_seed(7);
-        backends::model::Model::build(&m.model, &[2], Device::Cpu, Kind::Float).unwrap()
+        backends::model::Model::build(&m.model, &features(&[2]), Device::Cpu, Kind::Float).unwrap()
     };
     let (fresh, model) = (build(), build());
     let StageConfig::Train(spec) = &m.stages[0].config else {
@@ -434,8 +435,9 @@ fn bf16_mixed_computes_the_forward_pass_in_bf16_and_keeps_fp32_weights() {
     );
     let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu);
     let model =
-        backends::model::Model::build(&m.model, &[2], Device::Cpu, numerics.weights).unwrap();
-    let x = Tensor::ones([4, 2], (Kind::Float, Device::Cpu));
+        backends::model::Model::build(&m.model, &features(&[2]), Device::Cpu, numerics.weights)
+            .unwrap();
+    let x = [Tensor::ones([4, 2], (Kind::Float, Device::Cpu))];
     let out = numerics.autocast(|| model.forward(&x, true)).unwrap();
     assert_eq!(out.kind(), Kind::BFloat16, "the forward pass ran in bf16");
     assert_eq!(
@@ -493,4 +495,12 @@ fn sixteen_mixed_trains_on_cuda_with_the_loss_scaler() {
     assert!(exported(&report)
         .iter()
         .all(|(_, t)| t.kind() == Kind::Float));
+}
+
+/// The one model input of tabular data, of this shape.
+fn features(shape: &[i64]) -> Vec<pipeline_core::network::Input> {
+    vec![pipeline_core::network::Input {
+        name: "features".into(),
+        shape: shape.to_vec(),
+    }]
 }

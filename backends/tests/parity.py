@@ -44,11 +44,11 @@ def check(case: dict) -> list:
     before = load_file(case["before"])
     model.load_state_dict(before, strict=True)
     io = load_file(case["io"])
-    x = io["x"]
+    inputs = [io["x"]] + ([io["mask"]] if "mask" in io else [])
     if "train" in io:
         model.train()
         with torch.no_grad():
-            y = model(x)
+            y = model(*inputs)
         d = max_diff(y, io["train"])
         if d > TOLERANCE:
             problems.append(f"training output differs by {d:.3g}")
@@ -59,7 +59,7 @@ def check(case: dict) -> list:
                 problems.append(f"`{name}` after training differs by {d:.3g}")
     model.eval()
     with torch.no_grad():
-        y = model(x)
+        y = model(*inputs)
     d = max_diff(y, io["eval"])
     if d > TOLERANCE:
         problems.append(f"evaluation output differs by {d:.3g}")

@@ -9,6 +9,7 @@
 
 use backends::checkpoint;
 use backends::model::Model;
+use pipeline_core::network::Input;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tch::{Device, Kind, Tensor};
@@ -25,6 +26,9 @@ struct Case {
     ids: Option<i64>,
     /// Whether the training pass is deterministic (no dropout) and can be compared.
     train: bool,
+    /// Whether the data gives `tokens` and a padding `mask` (some sequences padded on
+    /// the right, some on the left), which the twin takes as `model(x, mask)`.
+    mask: bool,
     torch: &'static str,
 }
 
@@ -36,6 +40,7 @@ const CASES: &[Case] = &[
         sample: &[7],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Linear(7, 6, bias=False), nn.ReLU(), nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 4), nn.SiLU(), nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 3), nn.LeakyReLU(0.2), nn.Sigmoid(), nn.Identity(), nn.Softmax(dim=-1))",
     },
     Case {
@@ -45,6 +50,7 @@ const CASES: &[Case] = &[
         sample: &[3],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Linear(3, 4), nn.LogSoftmax(dim=-1))",
     },
     Case {
@@ -54,6 +60,7 @@ const CASES: &[Case] = &[
         sample: &[324],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Unflatten(1, (4, 9, 9)), nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2), nn.MaxPool2d(2, stride=1), nn.AvgPool2d(2, stride=1, padding=1), nn.Conv2d(8, 6, 2, bias=False), nn.Flatten())",
     },
     Case {
@@ -63,6 +70,7 @@ const CASES: &[Case] = &[
         sample: &[3, 20],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Conv1d(3, 6, 5, padding=2), nn.BatchNorm1d(6, momentum=0.3), nn.ReLU(), nn.MaxPool1d(2), nn.Conv1d(6, 4, 3, groups=2), nn.AvgPool1d(2), nn.AdaptiveAvgPool1d(3), nn.Flatten())",
     },
     Case {
@@ -72,6 +80,7 @@ const CASES: &[Case] = &[
         sample: &[4, 6, 6],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.BatchNorm2d(4, eps=1e-3), nn.GroupNorm(2, 4), nn.Conv2d(4, 6, 1), nn.GroupNorm(3, 6, affine=False), nn.LayerNorm(6), nn.AdaptiveAvgPool2d((3, 2)), nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()))",
     },
     Case {
@@ -81,6 +90,7 @@ const CASES: &[Case] = &[
         sample: &[5],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Linear(6, 2))",
     },
     Case {
@@ -90,6 +100,7 @@ const CASES: &[Case] = &[
         sample: &[5],
         ids: Some(10),
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(20, 3))",
     },
     Case {
@@ -99,6 +110,7 @@ const CASES: &[Case] = &[
         sample: &[3],
         ids: None,
         train: false,
+        mask: false,
         torch: "nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.4), nn.Linear(8, 2))",
     },
     Case {
@@ -108,6 +120,7 @@ const CASES: &[Case] = &[
         sample: &[256],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Unflatten(1, (4, 8, 8)), Residual(nn.Conv2d(4, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), projection=nn.Conv2d(4, 8, 1, stride=2, bias=False)), nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()), nn.Linear(8, 3))",
     },
     Case {
@@ -117,6 +130,7 @@ const CASES: &[Case] = &[
         sample: &[5],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Linear(5, 6), nn.Sequential(nn.Sequential(Residual(nn.Linear(6, 6), nn.ReLU())), nn.Sequential(Residual(nn.Linear(6, 6), nn.ReLU()))), Residual(nn.Linear(6, 4), projection=nn.Linear(6, 4, bias=False)))",
     },
     Case {
@@ -126,6 +140,7 @@ const CASES: &[Case] = &[
         sample: &[50],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Unflatten(1, (2, 5, 5)), Parallel(nn.Sequential(nn.Conv2d(2, 3, 1)), nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU())), Parallel(nn.Sequential(nn.Conv2d(7, 2, 1)), nn.Sequential(nn.Identity(), nn.Conv2d(7, 2, 1, bias=False)), nn.Sequential(nn.Conv2d(7, 2, 3, padding=1)), join='add'), Parallel(nn.Sequential(nn.Identity()), nn.Sequential(nn.AvgPool2d(3, stride=1, padding=1)), dim=-1), nn.Flatten())",
     },
     Case {
@@ -135,6 +150,7 @@ const CASES: &[Case] = &[
         sample: &[3],
         ids: None,
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Sequential(nn.Linear(3, 6), nn.Dropout(0.0), nn.ReLU()), nn.Sequential(nn.Linear(6, 4), nn.Dropout(0.0), nn.ReLU()), nn.Linear(4, 2))",
     },
     Case {
@@ -144,6 +160,7 @@ const CASES: &[Case] = &[
         sample: &[7],
         ids: Some(12),
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Embedding(12, 8), PositionalEmbedding(7, 8), LSTM(8, 6, num_layers=2, bidirectional=True), GRU(12, 5, output='last'), nn.Linear(5, 3))",
     },
     Case {
@@ -153,6 +170,7 @@ const CASES: &[Case] = &[
         sample: &[6],
         ids: Some(10),
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Embedding(10, 8), PositionalEmbedding(9, 8, kind='sinusoidal'), nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), 2, enable_nested_tensor=False), SelfAttention(8, 4), SequencePool('max'), nn.Linear(8, 2))",
     },
     Case {
@@ -162,9 +180,34 @@ const CASES: &[Case] = &[
         sample: &[5],
         ids: Some(10),
         train: true,
+        mask: false,
         torch: "nn.Sequential(nn.Embedding(10, 8), nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 4, 32, 0.0, activation='gelu', layer_norm_eps=1e-6, batch_first=True, norm_first=True), 1, enable_nested_tensor=False), Parallel(nn.Sequential(SequencePool('first')), nn.Sequential(SequencePool('last')), nn.Sequential(SequencePool('mean'))), nn.Linear(24, 2))",
     },
+    Case {
+        blocks: "",
+        name: "padding masks: transformer encoder, self-attention, mean, max, first and last pools",
+        model: "embedding 10 8; positional-embedding; transformer-encoder 2 heads=2 feed-forward=16 dropout=0.0 mask=\"mask\"; multi-head-attention 2 mask=\"mask\"; parallel { branch { sequence-pool mask=\"mask\"; }; branch { sequence-pool \"max\" mask=\"mask\"; }; branch { sequence-pool \"first\" mask=\"mask\"; }; branch { sequence-pool \"last\" mask=\"mask\"; }; }; linear 2",
+        sample: &[7],
+        ids: Some(10),
+        train: true,
+        mask: true,
+        torch: "Sequence(nn.Embedding(10, 8), PositionalEmbedding(7, 8), nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), 2, enable_nested_tensor=False), SelfAttention(8, 2), MaskedParallel(SequencePool('mean'), SequencePool('max'), SequencePool('first'), SequencePool('last')), nn.Linear(32, 2), masked={2, 3, 4})",
+    },
 ];
+
+/// A padding mask for `batch` sequences of `length`: sequence `b` holds `1 + b % length`
+/// tokens, on the left for even `b` (padding on the right), else on the right.
+fn padding_mask(batch: i64, length: i64) -> Tensor {
+    let mut m = vec![0f32; (batch * length) as usize];
+    for b in 0..batch {
+        let tokens = 1 + b % length;
+        for t in 0..tokens {
+            let at = if b % 2 == 0 { t } else { length - 1 - t };
+            m[(b * length + at) as usize] = 1.0;
+        }
+    }
+    Tensor::from_slice(&m).reshape([batch, length])
+}
 
 fn venv_python() -> PathBuf {
     let venv = std::env::var_os("PIPELINE_VENV").expect(
@@ -192,9 +235,21 @@ fn every_layer_family_matches_its_torch_nn_twin() {
     let mut jobs = Vec::new();
     for (i, case) in CASES.iter().enumerate() {
         tch::manual_seed(i as i64);
+        let names: &[&str] = if case.mask {
+            &["tokens", "mask"]
+        } else {
+            &["features"]
+        };
+        let inputs: Vec<Input> = names
+            .iter()
+            .map(|name| Input {
+                name: name.to_string(),
+                shape: case.sample.to_vec(),
+            })
+            .collect();
         let model = Model::build(
             &model_of(case.blocks, case.model),
-            case.sample,
+            &inputs,
             Device::Cpu,
             Kind::Float,
         )
@@ -206,17 +261,24 @@ fn every_layer_family_matches_its_torch_nn_twin() {
             Some(n) => Tensor::randint(n, shape.as_slice(), (Kind::Int64, Device::Cpu)),
             None => Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu)),
         };
+        let mut xs = vec![x.shallow_clone()];
+        if case.mask {
+            xs.push(padding_mask(shape[0], case.sample[0]));
+        }
         let before = dir.path().join(format!("{i}-before.safetensors"));
         checkpoint::write_weights(&model, &before, Kind::Float).unwrap();
         let train = match case.train {
-            true => Some(model.forward(&x, true).unwrap()),
+            true => Some(model.forward(&xs, true).unwrap()),
             false => None,
         };
-        let eval = model.forward(&x, false).unwrap();
+        let eval = model.forward(&xs, false).unwrap();
         let after = dir.path().join(format!("{i}-after.safetensors"));
         checkpoint::write_weights(&model, &after, Kind::Float).unwrap();
         let tensors = dir.path().join(format!("{i}-io.safetensors"));
         let mut io = vec![("x", x), ("eval", eval)];
+        if let [_, mask] = &xs[..] {
+            io.push(("mask", mask.shallow_clone()));
+        }
         if let Some(t) = train {
             io.push(("train", t));
         }

@@ -87,7 +87,8 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
         if !manifests::has_errors(&diagnostics) && manifest.model.torchscript.is_none() {
             match sample_shape::of(manifest) {
                 Ok(Some(shape)) => {
-                    if let Err(d) = network::Network::compile(&manifest.model, &shape) {
+                    let inputs = network::Input::of_data(&manifest.data, &shape);
+                    if let Err(d) = network::Network::compile(&manifest.model, &inputs) {
                         diagnostics.push(d);
                     }
                 }

@@ -4,9 +4,11 @@
 //! A model is a tree (`manifests::Node`: layers, `residual`, `repeat`, `parallel`, block
 //! uses); compiling it walks the tree once, asks each layer its own shape rule
 //! (`LayerType::infer`), unrolls repeats, adds the projections residual blocks need, and
-//! writes the steps in the order they run. Value 0 is the model's input; every step
-//! reads values written before it, so the network is a DAG by construction and a
-//! backend runs it front to back. Every mismatch is a diagnostic on the layers at both
+//! writes the steps in the order they run. The first values are the model's inputs
+//! (the data's, [`Input`]: `features`, or `tokens` and `mask`, …), value 0 the one the
+//! layers start from; a `branch input=` starts from another, a layer's `mask=` reads one
+//! as its padding mask. Every step reads values written before it, so the network is a
+//! DAG by construction and a backend runs it front to back. Every mismatch is a diagnostic on the layers at both
 //! ends, before any weight is allocated. Shapes exclude the batch dimension.
 //!
 //! Parameter names follow the `state_dict` of the `torch.nn` twin (`docs/models.md`):
@@ -14,7 +16,7 @@
 //! `branches.N` (parallel), or the position in a block's body.
 
 use manifests::layers::{show_shape, Conv, Conv1d, Conv2d, Linear};
-use manifests::{Diagnostic, Join, Layer, ModelSpec, Node, Projection};
+use manifests::{DataSpec, Diagnostic, Join, Layer, ModelSpec, Node, Projection, Spanned};
 use miette::SourceSpan;
 
 pub use manifests::layers::Shape;
@@ -30,7 +32,29 @@ pub enum Op {
     Concat { dim: usize },
 }
 
-/// One step: `op` applied to `inputs`, written to `output`.
+/// One input of a model: its name and the shape of one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub name: String,
+    pub shape: Shape,
+}
+
+impl Input {
+    /// The inputs `data` gives for samples of shape `first` (its first input's; a
+    /// `mask` has the shape of the tokens it marks).
+    pub fn of_data(data: &DataSpec, first: &[i64]) -> Vec<Input> {
+        data.inputs()
+            .iter()
+            .map(|name| Input {
+                name: name.to_string(),
+                shape: first.to_vec(),
+            })
+            .collect()
+    }
+}
+
+/// One step: `op` applied to `inputs`, written to `output`. A layer reads `inputs[0]`,
+/// and `inputs[1]` as its padding mask when it has one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub op: Op,
@@ -43,22 +67,27 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
     pub steps: Vec<Step>,
-    /// The shape of one sample of each value; value 0 is the input.
+    /// The shape of one sample of each value; the first are the inputs.
     pub shapes: Vec<Shape>,
+    /// The inputs' names, in order: value `i` is input `i`.
+    pub inputs: Vec<String>,
     pub output: usize,
 }
 
 impl Network {
-    /// Compiles `model` for samples of shape `input`.
-    pub fn compile(model: &ModelSpec, input: &[i64]) -> Result<Network, Diagnostic> {
+    /// Compiles `model` for the model inputs `inputs` (at least one).
+    pub fn compile(model: &ModelSpec, inputs: &[Input]) -> Result<Network, Diagnostic> {
+        assert!(!inputs.is_empty(), "a model has an input");
         let mut c = Compiler {
             steps: Vec::new(),
-            shapes: vec![input.to_vec()],
+            shapes: inputs.iter().map(|i| i.shape.clone()).collect(),
+            inputs: inputs.iter().map(|i| i.name.clone()).collect(),
         };
         let output = c.sequence(&model.nodes, "", 0)?;
         let mut network = Network {
             steps: c.steps,
             shapes: c.shapes,
+            inputs: c.inputs,
             output,
         };
         network.mark_last_uses();
@@ -98,8 +127,8 @@ impl Network {
             }
         }
         for (v, &i) in last.iter().enumerate() {
-            // The input belongs to the caller, the output is returned.
-            if v != 0 && v != self.output && i != usize::MAX {
+            // The inputs belong to the caller, the output is returned.
+            if v >= self.inputs.len() && v != self.output && i != usize::MAX {
                 self.steps[i].last_uses.push(v);
             }
         }
@@ -109,6 +138,7 @@ impl Network {
 struct Compiler {
     steps: Vec<Step>,
     shapes: Vec<Shape>,
+    inputs: Vec<String>,
 }
 
 /// `prefix` + `name`, dot-separated.
@@ -145,6 +175,30 @@ impl Compiler {
         Ok(x)
     }
 
+    /// The value of the model input `name`, or a diagnostic at `span` (what reads it)
+    /// listing the inputs there are.
+    fn input(&self, name: &str, span: Option<SourceSpan>) -> Result<usize, Diagnostic> {
+        if let Some(i) = self.inputs.iter().position(|n| n == name) {
+            return Ok(i);
+        }
+        let known: Vec<&str> = self.inputs.iter().map(String::as_str).collect();
+        let listed = known
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let suggestion = manifests::suggest::closest(name, known.iter().copied());
+        Err(Diagnostic::error(
+            "pipeline::model::unknown_input",
+            format!("the model has no input `{name}`"),
+        )
+        .label_opt(span, "no such input")
+        .help(match suggestion {
+            Some(s) => format!("did you mean `{s}`? The data gives {listed}"),
+            None => format!("the data gives {listed}"),
+        }))
+    }
+
     fn layer(
         &mut self,
         layer: &Layer,
@@ -154,19 +208,43 @@ impl Compiler {
     ) -> Result<usize, Diagnostic> {
         let input = &self.shapes[x];
         let out = layer
-            .infer(input, x == 0)
+            .infer(input, x < self.inputs.len())
             .and_then(|out| manifests::layers::values(&out).map(|_| out))
             .map_err(|e| {
                 Diagnostic::error("pipeline::model::shape_mismatch", e.message)
                     .label_opt(span, format!("gets inputs of shape {}", show_shape(input)))
                     .help(e.help)
             })?;
+        let mut inputs = vec![x];
+        if let Some(name) = layer.mask() {
+            let m = self.input(name, span)?;
+            // A layer taking a mask takes (length, …): the mask marks each step.
+            let (mask, steps) = (&self.shapes[m], &input[..1]);
+            if mask[..] != steps[..] {
+                return Err(Diagnostic::error(
+                    "pipeline::model::mask_mismatch",
+                    format!(
+                        "the mask `{name}` has shape {}, but `{}` gets sequences of shape {}: a mask has one value per step, {}",
+                        show_shape(mask),
+                        layer.name(),
+                        show_shape(input),
+                        show_shape(steps),
+                    ),
+                )
+                .label_opt(span, match input[0] {
+                    1 => "1 step".to_string(),
+                    n => format!("{n} steps"),
+                })
+                .help("give the layer the sequence the mask was made for (the tokens' embedding, before any pooling or reshaping)"));
+            }
+            inputs.push(m);
+        }
         Ok(self.push(
             Op::Layer {
                 layer: layer.clone(),
                 prefix,
             },
-            vec![x],
+            inputs,
             out,
         ))
     }
@@ -223,13 +301,18 @@ impl Compiler {
             }
             Node::Parallel {
                 branches,
+                inputs,
                 join: how,
                 dim,
                 span,
             } => {
                 let mut outs = Vec::with_capacity(branches.len());
                 for (i, branch) in branches.iter().enumerate() {
-                    outs.push(self.sequence(branch, &join(path, format!("branches.{i}")), x)?);
+                    let from = match inputs.get(i).and_then(Option::as_ref) {
+                        Some(Spanned { value, span }) => self.input(value, *span)?,
+                        None => x,
+                    };
+                    outs.push(self.sequence(branch, &join(path, format!("branches.{i}")), from)?);
                 }
                 let shapes: Vec<Shape> = outs.iter().map(|&o| self.shapes[o].clone()).collect();
                 let mismatch = |what: String, help: &str| {
@@ -364,6 +447,13 @@ mod tests {
         })))
     }
 
+    fn features(shape: &[i64]) -> Vec<Input> {
+        vec![Input {
+            name: "features".into(),
+            shape: shape.to_vec(),
+        }]
+    }
+
     fn model(nodes: Vec<Node>) -> ModelSpec {
         ModelSpec {
             nodes,
@@ -390,7 +480,7 @@ mod tests {
                 bias: true,
             })),
         ]);
-        let n = Network::compile(&m, &[64]).unwrap();
+        let n = Network::compile(&m, &features(&[64])).unwrap();
         assert_eq!(
             n.shapes,
             vec![
@@ -418,7 +508,7 @@ mod tests {
                 span: None,
             },
         ]);
-        let n = Network::compile(&m, &[256]).unwrap();
+        let n = Network::compile(&m, &features(&[256])).unwrap();
         assert_eq!(n.output_shape(), [8, 4, 4]);
         let names: Vec<&str> = n.layers().map(|(_, p, _)| p).collect();
         assert_eq!(names, ["0", "1.body.0", "1.body.1", "1.projection"]);
@@ -448,7 +538,7 @@ mod tests {
                 span: Some((20, 60).into()),
             },
         ]);
-        let err = Network::compile(&m, &[256]).unwrap_err();
+        let err = Network::compile(&m, &features(&[256])).unwrap_err();
         assert_eq!(err.code, "pipeline::model::residual_mismatch");
         assert_eq!(
             err.message,
@@ -480,6 +570,7 @@ mod tests {
                 span: None,
             },
             Node::Parallel {
+                inputs: Vec::new(),
                 branches: vec![
                     vec![conv(3, 1)],
                     vec![conv(5, 1), layer(Layer::Relu(Relu {}))],
@@ -489,7 +580,7 @@ mod tests {
                 span: None,
             },
         ]);
-        let n = Network::compile(&m, &[32]).unwrap();
+        let n = Network::compile(&m, &features(&[32])).unwrap();
         assert_eq!(n.output_shape(), [8, 4, 4]);
         let names: Vec<&str> = n.layers().map(|(_, p, _)| p).collect();
         assert_eq!(
@@ -514,7 +605,7 @@ mod tests {
         let m = model(vec![layer(Layer::Reshape(Reshape {
             shape: vec![1, 9, 9],
         }))]);
-        let err = Network::compile(&m, &[64]).unwrap_err();
+        let err = Network::compile(&m, &features(&[64])).unwrap_err();
         assert_eq!(
             err.message,
             "cannot reshape 64 values into (1, 9, 9) (81 values)"
@@ -522,11 +613,79 @@ mod tests {
         let huge = model(vec![layer(Layer::Reshape(Reshape {
             shape: vec![i64::MAX / 2, 4],
         }))]);
-        let err = Network::compile(&huge, &[64]).unwrap_err();
+        let err = Network::compile(&huge, &features(&[64])).unwrap_err();
         assert!(
             err.message.ends_with("(too many values)"),
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn a_masked_layer_reads_the_mask_input_and_a_branch_starts_from_its_input() {
+        use manifests::layers::{Embedding, PoolMode, SequencePool};
+        let pool = |mask: Option<&str>| {
+            layer(Layer::SequencePool(SequencePool {
+                mode: PoolMode::Mean,
+                mask: mask.map(str::to_string),
+            }))
+        };
+        let m = model(vec![
+            layer(Layer::Embedding(Embedding { count: 10, dim: 4 })),
+            Node::Parallel {
+                branches: vec![vec![pool(Some("mask"))], vec![pool(None)]],
+                inputs: Vec::new(),
+                join: Join::Concat,
+                dim: 0,
+                span: None,
+            },
+            Node::Parallel {
+                // The mask itself, as a second branch's input: (6) beside (8).
+                branches: vec![
+                    vec![layer(Layer::Relu(Relu {}))],
+                    vec![layer(Layer::Relu(Relu {}))],
+                ],
+                inputs: vec![
+                    None,
+                    Some(Spanned {
+                        value: "mask".into(),
+                        span: None,
+                    }),
+                ],
+                join: Join::Concat,
+                dim: 0,
+                span: None,
+            },
+        ]);
+        let inputs = |length| {
+            ["tokens", "mask"]
+                .map(|name| Input {
+                    name: name.into(),
+                    shape: vec![length],
+                })
+                .to_vec()
+        };
+        let n = Network::compile(&m, &inputs(6)).unwrap();
+        assert_eq!(n.inputs, ["tokens", "mask"]);
+        // The embedding reads the tokens (value 0); the masked pool reads its input and
+        // the mask (value 1), the plain one its input only.
+        assert_eq!(n.steps[0].inputs, [0]);
+        assert_eq!(n.steps[1].inputs, [2, 1]);
+        assert_eq!(n.steps[2].inputs, [2]);
+        // The second parallel's branches: the concat's output, and the mask.
+        assert_eq!(n.steps[4].inputs, [5]);
+        assert_eq!(n.steps[5].inputs, [1]);
+        assert_eq!(n.output_shape(), [14]);
+        // Inputs belong to the caller: never dropped.
+        assert!(n.steps.iter().all(|s| !s.last_uses.iter().any(|&v| v < 2)));
+
+        // A mask that is not the sequence's length.
+        let m = model(vec![
+            layer(Layer::Embedding(Embedding { count: 10, dim: 4 })),
+            layer(Layer::Reshape(Reshape { shape: vec![3, 8] })),
+            pool(Some("mask")),
+        ]);
+        let err = Network::compile(&m, &inputs(6)).unwrap_err();
+        assert_eq!(err.code, "pipeline::model::mask_mismatch");
     }
 }

@@ -78,16 +78,22 @@ impl TextTokenizer {
         })
     }
 
-    /// The token ids of `texts`, `max-length` per text, row after row.
-    pub fn encode(&self, texts: Vec<&str>) -> Result<Vec<u32>, String> {
+    /// The token ids of `texts`, `max-length` per text, row after row, and their
+    /// attention mask (1 for a token, 0 for padding).
+    pub fn encode(&self, texts: Vec<&str>) -> Result<(Vec<u32>, Vec<u32>), String> {
         let encodings = self
             .tokenizer
             .encode_batch(texts, self.spec.add_special_tokens)
             .map_err(|e| e.to_string())?;
-        Ok(encodings
+        let ids = encodings
             .iter()
             .flat_map(|e| e.get_ids().iter().copied())
-            .collect())
+            .collect();
+        let mask = encodings
+            .iter()
+            .flat_map(|e| e.get_attention_mask().iter().copied())
+            .collect();
+        Ok((ids, mask))
     }
 
     /// The number of token ids the tokenizer knows (the `embedding` layer's size).

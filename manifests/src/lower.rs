@@ -600,6 +600,7 @@ impl<'a> Reader<'a> {
             split,
             text: self.text(f, format),
             images: self.images(node, f, format),
+            padding_id: self.padding_id(f, format),
             span: f.span,
         }
     }
@@ -661,6 +662,7 @@ impl<'a> Reader<'a> {
         const IMAGES: &[(&str, &str)] = &[
             ("missing", "images have no missing values"),
             ("scale", "images are scaled by `normalize` in `data.images`"),
+            ("padding-id", "images are not token ids"),
         ];
         let (name, unused): (&str, Vec<(&str, &str)>) = match format {
             DataFormat::Csv => ("CSV", vec![NOT_IMAGES]),

@@ -219,8 +219,32 @@ pub struct DataSpec {
     /// Image data (`image-folder`, `image-list`): how images become samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<ImageSpec>,
+    /// Token ids stored as numbers: the id that pads a sequence (a `mask` input marks
+    /// the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padding_id: Option<i64>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+/// The model inputs of a data set, in the order a model (and a TorchScript module's
+/// `forward`) receives them: the first is where a model's layers start.
+pub const FEATURES_INPUTS: &[&str] = &["features"];
+pub const IMAGE_INPUTS: &[&str] = &["image"];
+/// Texts and token ids: the ids, and a mask of 1 for a token and 0 for padding.
+pub const TOKEN_INPUTS: &[&str] = &["tokens", "mask"];
+
+impl DataSpec {
+    /// The model inputs this data gives, by name, in order.
+    pub fn inputs(&self) -> &'static [&'static str] {
+        if self.format.is_images() {
+            IMAGE_INPUTS
+        } else if self.text.is_some() || self.padding_id.is_some() {
+            TOKEN_INPUTS
+        } else {
+            FEATURES_INPUTS
+        }
+    }
 }
 
 choice! {
@@ -424,6 +448,10 @@ pub enum Node {
     /// the outputs joined.
     Parallel {
         branches: Vec<Vec<Node>>,
+        /// The model input each branch starts from (`branch input="image"`); `None`: the
+        /// `parallel` block's input. Empty when every branch takes the block's input.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        inputs: Vec<Option<Spanned<String>>>,
         join: Join,
         /// The sample dimension `concat` joins along (negative: from the end).
         dim: i64,

@@ -386,6 +386,7 @@ impl<'a> Reader<'a> {
             _ if name == schema::PARALLEL.name => {
                 let f = self.read_node(child, &schema::PARALLEL);
                 let mut branches = Vec::new();
+                let mut inputs = Vec::new();
                 for branch in body_of(child) {
                     if branch.name().value() != schema::BRANCH.name {
                         self.diags.push(
@@ -401,10 +402,14 @@ impl<'a> Reader<'a> {
                         );
                         continue;
                     }
-                    self.read_node(&branch, &schema::BRANCH);
+                    let f = self.read_node(&branch, &schema::BRANCH);
                     let nodes = self.nodes(body_of(&branch), blocks, scope);
                     self.not_empty(&branch, &nodes)?;
                     branches.push(nodes);
+                    inputs.push(f.opt_text("input").map(|value| Spanned {
+                        value,
+                        span: f.span("input"),
+                    }));
                 }
                 if branches.len() < 2 {
                     self.diags.push(
@@ -434,8 +439,12 @@ impl<'a> Reader<'a> {
                         .help("remove `dim`, or join with `parallel \"concat\" dim=…`"),
                     );
                 }
+                if inputs.iter().all(Option::is_none) {
+                    inputs.clear();
+                }
                 Some(Node::Parallel {
                     branches,
+                    inputs,
                     join,
                     dim: f.int("dim"),
                     span,

@@ -791,6 +791,25 @@ impl<'a> Reader<'a> {
     }
 
     fn unknown_key(&mut self, section: &Section, display: &str, name: &str, span: SourceSpan) {
+        if name == "mask" && crate::layers::layer(section.name).is_some() {
+            let layer = section.name;
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::model::no_mask",
+                    format!("`{layer}` takes no padding mask"),
+                )
+                .label(span, format!("`{layer}` reads every step"))
+                .help(format!(
+                    "the layers that leave padding out are {}; before a recurrent layer, pad on the left (`data.text padding-side=\"left\"`) so that its last step is a real one",
+                    crate::layers::masked_layers()
+                        .iter()
+                        .map(|l| format!("`{l}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            );
+            return;
+        }
         self.diags.push(
             Diagnostic::error(
                 "pipeline::manifest::unknown_key",

@@ -439,9 +439,18 @@ pub const DATA: Section = section(
             None,
             "Image data: the channels images are read as, and the transforms applied to each (`pipeline explain data.images`).",
         ),
+        key(
+            "padding-id",
+            int(0, MAX_TOKEN_ID),
+            None,
+            "Token ids stored as numbers (an integer `.npy`, say): the features are ids, and this one pads a sequence. The model then gets two inputs, `tokens` and `mask` (1 for a token, 0 for padding), as with `text`.",
+        ),
     ],
     "Where the samples come from and how they are prepared.",
 );
+
+/// The largest token id (2^53: a float64 holds every id below it exactly).
+pub const MAX_TOKEN_ID: i64 = 1 << 53;
 
 /// The most tokens a text is padded or truncated to.
 pub const MAX_TEXT_LENGTH: i64 = 65_536;
@@ -960,9 +969,14 @@ pub const PARALLEL: Section = Section {
 
 pub const BRANCH: Section = Section {
     name: "branch",
-    doc: "One branch of a `parallel` block: layers applied in order to the block's input.",
+    doc: "One branch of a `parallel` block: layers applied in order to the block's input, or with `input=\"name\"` to that model input (`branch input=\"image\" { … }`), so that a model takes several inputs of the data.",
     args: &[],
-    keys: &[],
+    keys: &[key(
+        "input",
+        Ty::Text,
+        None,
+        "The model input the branch starts from, by name (`pipeline explain data` lists what each kind of data gives); default: the `parallel` block's input.",
+    )],
     children: Children::Layers,
 };
 

@@ -71,6 +71,8 @@ impl Dataset {
         let mut dataset = Dataset {
             sample_shape: set.sample_shape(),
             features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
+            mask: None,
+            input_names: spec.inputs(),
             images: Some(set),
             labels: Tensor::new(),
             splits: Splits::new(0, &spec.split),

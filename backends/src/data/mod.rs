@@ -21,10 +21,11 @@ use manifests::{
     DataSpec, Diagnostic, LayerSpec, Manifest, Missing, Node, Scale, SplitName, TextSpec,
 };
 use pipeline_core::freshness::regular_input;
+use pipeline_core::network::Input;
 use pipeline_core::split::Splits;
 use pipeline_core::text::{TextTokenizer, TokenizerError};
-use read::{read_labels_file, read_source, Labels};
-use std::path::PathBuf;
+use read::{read_labels_file, read_source, Labels, Source};
+use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
 
 /// How a sample is named in messages: its CSV line, or its index in an array file.
@@ -37,8 +38,14 @@ pub(crate) enum Origin {
 /// The samples of a run, split and scaled, on one device.
 #[derive(Debug)]
 pub struct Dataset {
-    /// `N × sample_shape`, float32 (empty for images, which `images` holds).
+    /// `N × sample_shape`, float32 (empty for images, which `images` holds): the first
+    /// model input (`features`, `tokens`).
     pub features: Tensor,
+    /// Texts and token ids: `N × sample_shape`, 1 for a token and 0 for padding, the
+    /// model input `mask`.
+    pub mask: Option<Tensor>,
+    /// The model inputs' names (`DataSpec::inputs`).
+    pub input_names: &'static [&'static str],
     /// Image data: the decoded images, transformed per batch.
     pub images: Option<ImageSet>,
     /// `N` class indices (int64) for classification, else `N × k` float32 targets.
@@ -90,9 +97,19 @@ impl Dataset {
             Some(text) => Some(open_tokenizer(manifest, text)?),
             None => None,
         };
-        let (features, feature_names, labels, origin) =
-            read_source(&path, spec, tokenizer.as_ref())?;
-        if spec.text.is_some() {
+        let Source {
+            features,
+            names: feature_names,
+            labels,
+            origin,
+            mask,
+        } = read_source(&path, spec, tokenizer.as_ref())?;
+        let mask = match (mask, spec.padding_id) {
+            (Some(mask), _) => Some(mask),
+            (None, Some(id)) => Some(token_mask(spec, &path, &features, id)?),
+            (None, None) => None,
+        };
+        if mask.is_some() {
             token_ids_fit(manifest, &features)?;
         }
         let labels = match (labels, &spec.labels_file) {
@@ -141,6 +158,8 @@ impl Dataset {
         let mut dataset = Dataset {
             sample_shape: features.size()[1..].to_vec(),
             features,
+            mask,
+            input_names: spec.inputs(),
             images: None,
             labels: Tensor::new(),
             splits: Splits::new(0, &spec.split),
@@ -159,6 +178,7 @@ impl Dataset {
         dataset.labels = labels;
         dataset.classes = classes;
         dataset.missing_values(spec, &feature_names)?;
+        dataset.every_sample_has_a_token(spec)?;
         let n = dataset.rows.len();
         dataset.splits = if spec.split.stratify && classification {
             let classes =
@@ -347,6 +367,7 @@ impl Dataset {
                 let index = Tensor::from_slice(&kept);
                 self.features = self.features.index_select(0, &index);
                 self.labels = self.labels.index_select(0, &index);
+                self.mask = self.mask.as_ref().map(|m| m.index_select(0, &index));
                 let pick = |v: &[usize]| kept.iter().map(|&i| v[i as usize]).collect::<Vec<_>>();
                 self.rows = pick(&self.rows);
                 if let Origin::Lines(lines) = &self.origin {
@@ -390,6 +411,34 @@ impl Dataset {
             self.labels.to_kind(Kind::Float)
         };
         Ok(())
+    }
+
+    /// A sequence of padding only would leave attention and pooling nothing to read.
+    fn every_sample_has_a_token(&self, spec: &DataSpec) -> Result<(), Diagnostic> {
+        let Some(mask) = &self.mask else {
+            return Ok(());
+        };
+        let empty = mask
+            .flatten(1, -1)
+            .sum_dim_intlist(1, false, Kind::Float)
+            .eq(0.0);
+        let Some(i) = first_index(&empty) else {
+            return Ok(());
+        };
+        Err(match spec.padding_id {
+            Some(id) => data_error(
+                "pipeline::data::all_padding",
+                spec,
+                format!("{}: every position is the padding id {id}", self.at(i)),
+                "a sequence needs one token at least: leave such samples out of the file, or check `padding-id`",
+            ),
+            None => data_error(
+                "pipeline::data::all_padding",
+                spec,
+                format!("{}: the text gives no token", self.at(i)),
+                "write the text, or let the tokenizer add its special tokens (`add-special-tokens=#true`)",
+            ),
+        })
     }
 
     /// `missing "mean"` / `"median"`: fills each feature's missing values with its
@@ -511,6 +560,18 @@ impl Dataset {
     pub fn to_device(&mut self, device: Device) {
         self.features = self.features.to_device(device);
         self.labels = self.labels.to_device(device);
+        self.mask = self.mask.as_ref().map(|m| m.to_device(device));
+    }
+
+    /// The model inputs, with the shape of one sample each.
+    pub fn inputs(&self) -> Vec<Input> {
+        self.input_names
+            .iter()
+            .map(|name| Input {
+                name: name.to_string(),
+                shape: self.sample_shape.clone(),
+            })
+            .collect()
     }
 
     /// The sample indices of `split`, as an int64 tensor on the samples' device. Splits
@@ -519,13 +580,14 @@ impl Dataset {
         index_tensor(self.splits.get(split)).to_device(self.features.device())
     }
 
-    /// The features and labels of the samples at `indices`; `epoch` says that the batch
-    /// trains in that epoch (image augmentation draws for it), `None` that it evaluates.
+    /// The model inputs (in the order of [`Dataset::inputs`]) and the labels of the
+    /// samples at `indices`; `epoch` says that the batch trains in that epoch (image
+    /// augmentation draws for it), `None` that it evaluates.
     pub fn batch(
         &self,
         indices: &Tensor,
         epoch: Option<u64>,
-    ) -> Result<(Tensor, Tensor), TchError> {
+    ) -> Result<(Vec<Tensor>, Tensor), TchError> {
         let labels = self.labels.f_index_select(0, indices)?;
         let features = match &self.images {
             Some(set) => {
@@ -534,7 +596,11 @@ impl Dataset {
             }
             None => self.features.f_index_select(0, indices)?,
         };
-        Ok((features, labels))
+        let mut inputs = vec![features];
+        if let Some(mask) = &self.mask {
+            inputs.push(mask.f_index_select(0, indices)?);
+        }
+        Ok((inputs, labels))
     }
 
     /// Checks that every class label fits the model's `classes` outputs.
@@ -555,8 +621,48 @@ impl Dataset {
     }
 }
 
-/// The texts' token ids are below the first `embedding`'s count (else it would fail in
-/// the middle of an epoch, on the first batch holding a larger one).
+/// `data.padding-id`: the mask of token ids `ids` (1 where an id is not `padding`), once
+/// every id is a whole number from 0 (or missing, for `data.missing`).
+fn token_mask(
+    spec: &DataSpec,
+    path: &Path,
+    ids: &Tensor,
+    padding: i64,
+) -> Result<Tensor, Diagnostic> {
+    let ids = ids.to_kind(Kind::Double);
+    let flat = ids.flatten(1, -1);
+    let known = flat.isnan().logical_not();
+    let bad = flat
+        .lt(0.0)
+        .logical_or(&flat.frac().ne(0.0))
+        .logical_or(&flat.isinf())
+        .logical_and(&known)
+        .any_dim(1, false);
+    if let Some(i) = first_index(&bad) {
+        let row = flat.get(i as i64);
+        let j = first_index(
+            &row.lt(0.0)
+                .logical_or(&row.frac().ne(0.0))
+                .logical_or(&row.isinf())
+                .logical_and(&row.isnan().logical_not()),
+        )
+        .unwrap_or(0);
+        return Err(data_error(
+            "pipeline::data::bad_token",
+            spec,
+            format!(
+                "{}, sample {i}: position {j} holds {}, which is not a token id",
+                path.display(),
+                row.double_value(&[j as i64])
+            ),
+            "with `padding-id`, the features are token ids: whole numbers from 0",
+        ));
+    }
+    Ok(ids.ne(padding as f64).to_kind(Kind::Float))
+}
+
+/// The token ids are below the first `embedding`'s count (else it would fail in the
+/// middle of an epoch, on the first batch holding a larger one).
 fn token_ids_fit(manifest: &Manifest, ids: &Tensor) -> Result<(), Diagnostic> {
     let Some(Node::Layer(LayerSpec {
         layer: Layer::Embedding(embedding),
@@ -572,8 +678,14 @@ fn token_ids_fit(manifest: &Manifest, ids: &Tensor) -> Result<(), Diagnostic> {
     Err(Diagnostic::error(
         "pipeline::data::token_out_of_range",
         format!(
-            "the texts hold token id {largest}, but `embedding {}` takes ids below {}",
-            embedding.count, embedding.count
+            "the {} hold token id {largest}, but `embedding {}` takes ids below {}",
+            if manifest.data.text.is_some() {
+                "texts"
+            } else {
+                "data"
+            },
+            embedding.count,
+            embedding.count
         ),
     )
     .label_opt(*span, "too few ids")

@@ -65,12 +65,24 @@ fn table_error(spec: &DataSpec, path: &Path, e: TableError, rows: bool) -> Diagn
     }
 }
 
+/// What a data file holds, as read.
+pub(super) struct Source {
+    pub features: Tensor,
+    /// One per feature of a sample.
+    pub names: Vec<String>,
+    /// `None` when they come from a labels file.
+    pub labels: Option<Labels>,
+    pub origin: Origin,
+    /// Texts: 1 for each token, 0 for padding (the tokenizer's attention mask).
+    pub mask: Option<Tensor>,
+}
+
 /// Reads the features (with their names) and, unless there is a labels file, the labels.
 pub(super) fn read_source(
     path: &Path,
     spec: &DataSpec,
     tokenizer: Option<&TextTokenizer>,
-) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
+) -> Result<Source, Diagnostic> {
     // Errors of the array readers: a missing array names what the file holds.
     let array_error = |file: &Path, message: String| {
         let (code, help) = if message.starts_with("no array named") {
@@ -92,6 +104,13 @@ pub(super) fn read_source(
         let per_sample: i64 = t.size().get(1..).unwrap_or(&[]).iter().product();
         (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
+    let plain = |features: Tensor, names, labels, origin| Source {
+        features,
+        names,
+        labels,
+        origin,
+        mask: None,
+    };
     Ok(match spec.format {
         DataFormat::Csv | DataFormat::Parquet if spec.text.is_some() => {
             read_text(path, spec, tokenizer.expect("text data has a tokenizer"))?
@@ -107,12 +126,12 @@ pub(super) fn read_source(
             };
             let names = t.feature_names.clone();
             let labels = (!separate).then(|| cells(t, path, spec.format));
-            (features, names, labels, origin)
+            plain(features, names, labels, origin)
         }
         DataFormat::Npy => {
             let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
             let names = feature_names(&features);
-            (features, names, None, Origin::Indices)
+            plain(features, names, None, Origin::Indices)
         }
         DataFormat::ImageFolder | DataFormat::ImageList => {
             unreachable!("image data is loaded by `Dataset::load_images`")
@@ -130,7 +149,7 @@ pub(super) fn read_source(
             let labels = (!separate).then(|| Labels::Array(arrays.pop().expect("asked for")));
             let features = arrays.pop().expect("asked for");
             let names = feature_names(&features);
-            (features, names, labels, Origin::Indices)
+            plain(features, names, labels, Origin::Indices)
         }
     })
 }
@@ -142,7 +161,7 @@ fn read_text(
     path: &Path,
     spec: &DataSpec,
     tokenizer: &TextTokenizer,
-) -> Result<(Tensor, Vec<String>, Option<Labels>, Origin), Diagnostic> {
+) -> Result<Source, Diagnostic> {
     let text = spec.text.as_ref().expect("text data");
     let parquet = spec.format == DataFormat::Parquet;
     let t = table::read_cells(path, spec, std::slice::from_ref(&text.column), "the texts")
@@ -152,7 +171,7 @@ fn read_text(
         .iter()
         .map(|c| c.as_deref().unwrap_or(""))
         .collect();
-    let ids = tokenizer.encode(texts).map_err(|e| {
+    let (ids, mask) = tokenizer.encode(texts).map_err(|e| {
         data_error(
             "pipeline::data::bad_text",
             spec,
@@ -169,6 +188,8 @@ fn read_text(
     }
     let rows = t.lines.len() as i64;
     let features = Tensor::from_slice(&values).reshape([rows, length as i64]);
+    let mask: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
+    let mask = Tensor::from_slice(&mask).reshape([rows, length as i64]);
     let names = vec![t.column_name.clone(); length];
     let origin = match parquet {
         true => Origin::Indices,
@@ -180,7 +201,13 @@ fn read_text(
         lines: (!parquet).then(|| t.lines.clone()),
         path: path.to_path_buf(),
     });
-    Ok((features, names, labels, origin))
+    Ok(Source {
+        features,
+        names,
+        labels,
+        origin,
+        mask: Some(mask),
+    })
 }
 
 /// Reads the table at `path` (CSV or Parquet, `format`) with `layout`'s columns.

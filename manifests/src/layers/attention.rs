@@ -2,7 +2,7 @@
 //! `nn.MultiheadAttention` with query = key = value) and `transformer-encoder` (a stack
 //! of `nn.TransformerEncoderLayer`s, batch first, post- or pre-norm).
 
-use super::{show_shape, Init, LayerType, Ops, Param, Params, Shape, ShapeError, Unary};
+use super::{show_shape, Init, LayerType, Ops, Param, Params, Shape, ShapeError, Unary, MASK};
 use crate::reader::Fields;
 use crate::schema::{int, key, required, section, Section, Ty, Val, MAX_FEATURES, PROBABILITY_BELOW_ONE};
 use serde::Serialize;
@@ -45,7 +45,8 @@ fn attention_params(prefix: &str, d: i64) -> Vec<Param> {
     ]
 }
 
-/// Self-attention of the batch `x` (batch, length, d) with the tensors under `prefix`.
+/// Self-attention of the batch `x` (batch, length, d) with the tensors under `prefix`;
+/// no step attends to a padding step of `mask` (batch, length).
 fn self_attention<O: Ops>(
     ops: &mut O,
     p: &Params<'_, O::T>,
@@ -53,6 +54,7 @@ fn self_attention<O: Ops>(
     x: &O::T,
     heads: i64,
     dropout: f64,
+    mask: Option<&O::T>,
 ) -> Result<O::T, O::Error> {
     let get = |name: &str| p.get(&format!("{prefix}{name}"));
     let (length, d) = (ops.size(x, 1), ops.size(x, 2));
@@ -63,7 +65,7 @@ fn self_attention<O: Ops>(
         let split = ops.reshape(&part, &[-1, length, heads, d / heads])?;
         parts.push(ops.permute(&split, &[0, 2, 1, 3])?);
     }
-    let attended = ops.attention(&parts[0], &parts[1], &parts[2], dropout)?;
+    let attended = ops.attention(&parts[0], &parts[1], &parts[2], dropout, mask)?;
     let joined = ops.permute(&attended, &[0, 2, 1, 3])?;
     let joined = ops.reshape(&joined, &[-1, length, d])?;
     ops.linear(&joined, get("out_proj.weight"), Some(get("out_proj.bias")))
@@ -73,6 +75,9 @@ fn self_attention<O: Ops>(
 pub struct MultiHeadAttention {
     pub heads: i64,
     pub dropout: f64,
+    /// The model input marking padding (`key_padding_mask`, inverted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mask: Option<String>,
 }
 
 impl LayerType for MultiHeadAttention {
@@ -87,14 +92,16 @@ impl LayerType for MultiHeadAttention {
                 Some(Val::Float(0.0)),
                 "Dropout on the attention weights while training.",
             ),
+            MASK,
         ],
-        "Self-attention over (length, features) inputs (`nn.MultiheadAttention(features, heads, batch_first=True)` with query, key and value the input): the same shape out. Every step attends to every step (no padding mask yet).",
+        "Self-attention over (length, features) inputs (`nn.MultiheadAttention(features, heads, batch_first=True)` with query, key and value the input): the same shape out. Every step attends to every step, or with `mask=\"mask\"` to every real one (PyTorch's `key_padding_mask` is `mask == 0`).",
     );
 
     fn lower(f: &Fields) -> Self {
         MultiHeadAttention {
             heads: f.int("heads"),
             dropout: f.float("dropout"),
+            mask: f.opt_text("mask"),
         }
     }
 
@@ -113,7 +120,21 @@ impl LayerType for MultiHeadAttention {
         p: &Params<'_, O::T>,
         x: &O::T,
     ) -> Result<O::T, O::Error> {
-        self_attention(ops, p, "", x, self.heads, self.dropout)
+        self_attention(ops, p, "", x, self.heads, self.dropout, None)
+    }
+
+    fn mask(&self) -> Option<&str> {
+        self.mask.as_deref()
+    }
+
+    fn forward_masked<O: Ops>(
+        &self,
+        ops: &mut O,
+        p: &Params<'_, O::T>,
+        x: &O::T,
+        mask: &O::T,
+    ) -> Result<O::T, O::Error> {
+        self_attention(ops, p, "", x, self.heads, self.dropout, Some(mask))
     }
 }
 
@@ -148,12 +169,9 @@ pub struct TransformerEncoder {
     pub norm: NormPlace,
     pub activation: FeedForwardActivation,
     pub eps: f64,
-}
-
-impl TransformerEncoder {
-    fn feed_forward(&self, d: i64) -> i64 {
-        self.feed_forward.unwrap_or(4 * d)
-    }
+    /// The model input marking padding (`src_key_padding_mask`, inverted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mask: Option<String>,
 }
 
 impl LayerType for TransformerEncoder {
@@ -193,8 +211,9 @@ impl LayerType for TransformerEncoder {
                 Some(Val::Float(1e-5)),
                 "The layer-norms' epsilon.",
             ),
+            MASK,
         ],
-        "A stack of transformer encoder layers over (length, features) inputs (`nn.TransformerEncoder(nn.TransformerEncoderLayer(features, heads, feed_forward, dropout, batch_first=True), layers)`): self-attention and a feed-forward block, each around a residual sum with layer-norm. The same shape out.",
+        "A stack of transformer encoder layers over (length, features) inputs (`nn.TransformerEncoder(nn.TransformerEncoderLayer(features, heads, feed_forward, dropout, batch_first=True), layers)`): self-attention and a feed-forward block, each around a residual sum with layer-norm. The same shape out. With `mask=\"mask\"` no step attends to padding (PyTorch's `src_key_padding_mask` is `mask == 0`); padding steps still get outputs, as in PyTorch's slow path.",
     );
 
     fn lower(f: &Fields) -> Self {
@@ -208,6 +227,7 @@ impl LayerType for TransformerEncoder {
             activation: FeedForwardActivation::parse(&f.text("activation"))
                 .unwrap_or(FeedForwardActivation::Relu),
             eps: f.float("eps"),
+            mask: f.opt_text("mask"),
         }
     }
 
@@ -246,6 +266,37 @@ impl LayerType for TransformerEncoder {
         p: &Params<'_, O::T>,
         x: &O::T,
     ) -> Result<O::T, O::Error> {
+        self.encode(ops, p, x, None)
+    }
+
+    fn mask(&self) -> Option<&str> {
+        self.mask.as_deref()
+    }
+
+    fn forward_masked<O: Ops>(
+        &self,
+        ops: &mut O,
+        p: &Params<'_, O::T>,
+        x: &O::T,
+        mask: &O::T,
+    ) -> Result<O::T, O::Error> {
+        self.encode(ops, p, x, Some(mask))
+    }
+}
+
+impl TransformerEncoder {
+    fn feed_forward(&self, d: i64) -> i64 {
+        self.feed_forward.unwrap_or(4 * d)
+    }
+
+    /// The stack over `x`, no step attending to a padding step of `mask`.
+    fn encode<O: Ops>(
+        &self,
+        ops: &mut O,
+        p: &Params<'_, O::T>,
+        x: &O::T,
+        mask: Option<&O::T>,
+    ) -> Result<O::T, O::Error> {
         let d = ops.size(x, 2);
         let mut x = ops.identity(x)?;
         for i in 0..self.layers {
@@ -261,7 +312,7 @@ impl LayerType for TransformerEncoder {
                 )
             };
             let attend = |ops: &mut O, x: &O::T| -> Result<O::T, O::Error> {
-                let a = self_attention(ops, p, &format!("{at}self_attn."), x, self.heads, self.dropout)?;
+                let a = self_attention(ops, p, &format!("{at}self_attn."), x, self.heads, self.dropout, mask)?;
                 ops.dropout(&a, self.dropout)
             };
             let feed = |ops: &mut O, x: &O::T| -> Result<O::T, O::Error> {

@@ -23,7 +23,7 @@ pub mod ops;
 pub use conv::Conv;
 pub use ops::{Cell, Ops, Unary};
 pub use pool::Window;
-pub use sequence::sinusoids;
+pub use sequence::{sinusoids, PoolMode};
 
 use crate::reader::Fields;
 use crate::schema::Section;
@@ -193,6 +193,43 @@ pub trait LayerType: Sized {
         p: &Params<'_, O::T>,
         x: &O::T,
     ) -> Result<O::T, O::Error>;
+
+    /// The model input this layer reads as its padding mask (`mask="mask"`), for the
+    /// layers whose schema has [`MASK`]; `None`: every step counts.
+    fn mask(&self) -> Option<&str> {
+        None
+    }
+
+    /// The forward pass of a batch `x` (batch, length, …) whose padding `mask` (batch,
+    /// length) marks each real step with a non-zero value. Called only for a layer whose
+    /// [`LayerType::mask`] names an input; such a layer overrides it.
+    fn forward_masked<O: Ops>(
+        &self,
+        ops: &mut O,
+        p: &Params<'_, O::T>,
+        x: &O::T,
+        _mask: &O::T,
+    ) -> Result<O::T, O::Error> {
+        self.forward(ops, p, x)
+    }
+}
+
+/// The key of the layers that honour a padding mask: the model input that marks real
+/// steps (non-zero) and padding (zero), as Hugging Face's `attention_mask` does.
+pub(crate) const MASK: crate::schema::Key = crate::schema::key(
+    "mask",
+    crate::schema::Ty::Text,
+    None,
+    "The model input marking which steps are real (non-zero) and which are padding (0), such as `mask` from `data.text`: padding is left out. Default: every step counts.",
+);
+
+/// The names of the layers that take a padding mask (`mask="…"`).
+pub fn masked_layers() -> Vec<&'static str> {
+    LAYERS
+        .iter()
+        .filter(|s| s.keys.iter().any(|k| k.name == MASK.name))
+        .map(|s| s.name)
+        .collect()
 }
 
 /// The registry: one line a file (`file: Type, Type;`), each type a variant of [`Layer`]
@@ -258,6 +295,26 @@ macro_rules! layers {
             ) -> Result<O::T, O::Error> {
                 match self {
                     $(Layer::$ty(l) => l.forward(ops, p, x),)*
+                }
+            }
+
+            /// See [`LayerType::mask`].
+            pub fn mask(&self) -> Option<&str> {
+                match self {
+                    $(Layer::$ty(l) => l.mask(),)*
+                }
+            }
+
+            /// See [`LayerType::forward_masked`].
+            pub fn forward_masked<O: Ops>(
+                &self,
+                ops: &mut O,
+                p: &Params<'_, O::T>,
+                x: &O::T,
+                mask: &O::T,
+            ) -> Result<O::T, O::Error> {
+                match self {
+                    $(Layer::$ty(l) => l.forward_masked(ops, p, x, mask),)*
                 }
             }
 

@@ -163,13 +163,46 @@ pub trait Ops {
     fn permute(&mut self, x: &Self::T, dims: &[i64]) -> Result<Self::T, Self::Error>;
 
     /// `softmax(q kᵀ / √d) v` over the last two dimensions of (batch, heads, length, d)
-    /// tensors, with dropout on the weights while training (`F.scaled_dot_product_attention`).
+    /// tensors, with dropout on the weights while training (`F.scaled_dot_product_attention`);
+    /// with a (batch, length) `mask`, no query attends to a key whose mask is 0.
     fn attention(
         &mut self,
         q: &Self::T,
         k: &Self::T,
         v: &Self::T,
         dropout: f64,
+        mask: Option<&Self::T>,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// `a * b` (broadcasting as torch does).
+    fn mul(&mut self, a: &Self::T, b: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// `a / b` (broadcasting as torch does).
+    fn div(&mut self, a: &Self::T, b: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// The sum over dimensions `dims`, which are removed.
+    fn sum(&mut self, x: &Self::T, dims: &[i64]) -> Result<Self::T, Self::Error>;
+
+    /// A (batch, length) padding mask as 1 (real step) and 0 (padding) in `like`'s type,
+    /// shaped (batch, length, 1, …) to broadcast over `like`'s (batch, length, …).
+    fn mask_like(&mut self, mask: &Self::T, like: &Self::T) -> Result<Self::T, Self::Error>;
+
+    /// `x` (batch, length, …) with every padding step of `mask` (batch, length) set to
+    /// `value`.
+    fn fill_padding(
+        &mut self,
+        x: &Self::T,
+        mask: &Self::T,
+        value: f64,
+    ) -> Result<Self::T, Self::Error>;
+
+    /// Each sequence's first (or, with `last`, last) real step of `mask`: (batch,
+    /// length, …) → (batch, …).
+    fn real_step(
+        &mut self,
+        x: &Self::T,
+        mask: &Self::T,
+        last: bool,
     ) -> Result<Self::T, Self::Error>;
 
     /// A recurrent network over batch-first (batch, length, features) input, from zero

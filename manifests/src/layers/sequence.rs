@@ -1,7 +1,7 @@
 //! Layers over (length, features) sequences: `sequence-pool` (one vector per sequence)
 //! and `positional-embedding` (where each step is, added to its features).
 
-use super::{show_shape, Init, LayerType, Ops, Param, Params, Shape, ShapeError};
+use super::{show_shape, Init, LayerType, Ops, Param, Params, Shape, ShapeError, MASK};
 use crate::reader::Fields;
 use crate::schema::{int, key, section, Section, Ty, Val, MAX_FEATURES};
 use serde::Serialize;
@@ -31,6 +31,9 @@ choice! {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SequencePool {
     pub mode: PoolMode,
+    /// The model input marking padding, which pooling leaves out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mask: Option<String>,
 }
 
 impl LayerType for SequencePool {
@@ -42,14 +45,15 @@ impl LayerType for SequencePool {
             Ty::Choice(PoolMode::NAMES),
             Some(Val::Text(PoolMode::Mean.as_str())),
             "The mean or the maximum over the steps, or the first or last step.",
-        )],
-        "One vector per sequence: (length, features) → (features). Every step counts (no padding mask yet).",
+        ), MASK],
+        "One vector per sequence: (length, features) → (features). Every step counts, or with `mask=\"mask\"` the real ones only: the mean and maximum over them, the first and last real step (wherever the padding is).",
     );
 
     fn lower(f: &Fields) -> Self {
         SequencePool {
             // Not reached: the reader keeps the default for any other value.
             mode: PoolMode::parse(&f.text("mode")).unwrap_or(PoolMode::Mean),
+            mask: f.opt_text("mask"),
         }
     }
 
@@ -69,6 +73,36 @@ impl LayerType for SequencePool {
             PoolMode::Max => ops.amax(x, &[1]),
             PoolMode::First => ops.select(x, 1, 0),
             PoolMode::Last => ops.select(x, 1, -1),
+        }
+    }
+
+    fn mask(&self) -> Option<&str> {
+        self.mask.as_deref()
+    }
+
+    fn forward_masked<O: Ops>(
+        &self,
+        ops: &mut O,
+        _p: &Params<'_, O::T>,
+        x: &O::T,
+        mask: &O::T,
+    ) -> Result<O::T, O::Error> {
+        match self.mode {
+            PoolMode::Mean => {
+                // The sum over real steps over their count (at least one: the data
+                // refuses a sample that is all padding).
+                let w = ops.mask_like(mask, x)?;
+                let kept = ops.mul(x, &w)?;
+                let sum = ops.sum(&kept, &[1])?;
+                let count = ops.sum(&w, &[1])?;
+                ops.div(&sum, &count)
+            }
+            PoolMode::Max => {
+                let kept = ops.fill_padding(x, mask, f64::NEG_INFINITY)?;
+                ops.amax(&kept, &[1])
+            }
+            PoolMode::First => ops.real_step(x, mask, false),
+            PoolMode::Last => ops.real_step(x, mask, true),
         }
     }
 }
