@@ -4,8 +4,8 @@
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
 use manifests::schema::{
-    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, LAYERS, MODEL, SECTIONS, SPLIT, STAGES,
-    STRUCTURES,
+    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, MODEL, SECTIONS, SPLIT,
+    STAGES, STRUCTURES,
 };
 use manifests::suggest;
 use manifests::transforms::{transform, TRANSFORMS};
@@ -101,6 +101,11 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n";
             out += &section_text(&BRANCH, &format!("{path}.{}", BRANCH.name));
         }
+        Children::Inputs => {
+            out += &wrapped("Its children are inputs, each named after the input it gives:");
+            out += "\n\n";
+            out += &section_text(&INPUT, &format!("{path}.NAME"));
+        }
         Children::Transforms => {
             let names: Vec<&str> = TRANSFORMS.iter().map(|t| t.name).collect();
             out += &wrapped(&format!(
@@ -158,6 +163,8 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             Children::Layers if std::ptr::eq(section, &MODEL) => schema::model_node(part),
             Children::Branches => (part == BRANCH.name).then_some(&BRANCH),
             Children::Transforms => transform(part),
+            // Any name is an input's: each is documented as `input`.
+            Children::Inputs => Some(&INPUT),
             Children::Layers | Children::Keys => None,
         };
         if let Some(child) = child {

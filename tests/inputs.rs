@@ -181,3 +181,97 @@ fn inputs_named_wrongly_are_located_by_check() {
         );
     }
 }
+
+/// Features in an `.npy`, and a second input in a CSV of its own; the label needs both:
+/// `x0 + m0 > 0`, the CSV's column on another scale.
+fn two_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    py(
+        dir.path(),
+        "import numpy as np\n\
+         rng = np.random.default_rng(4)\n\
+         x = rng.normal(size=(800, 3)).astype(np.float32)\n\
+         m = rng.normal(size=(800, 2))\n\
+         np.save('x.npy', x)\n\
+         np.save('y.npy', (x[:, 0] + m[:, 0] > 0).astype(np.int64))\n\
+         with open('meta.csv', 'w') as f:\n\
+         \x20   f.write('age,income\\n')\n\
+         \x20   for a, b in m:\n\
+         \x20       f.write(f'{100 * a + 40:.4f},{b:.4f}\\n')\n",
+    );
+    std::fs::write(
+        dir.path().join("two.kdl"),
+        "pipeline \"two-inputs\"\nseed 3\n\
+         data {\n    source \"x.npy\"\n    labels \"y.npy\"\n    header #true\n    inputs {\n        meta \"meta.csv\" scale=\"standard\"\n    }\n    split train=0.8 test=0.2\n}\n\
+         model {\n    parallel {\n        branch { linear 8; }\n        branch input=\"meta\" { linear 8; }\n    }\n    relu\n    linear 2\n}\n\
+         loss \"cross-entropy\"\noptimizer \"adam\" lr=1e-2\n\
+         train {\n    epochs 20\n    batch-size 32\n}\n\
+         eval \"test\" {\n    needs \"train\"\n    split \"test\"\n}\n\
+         checkpoint \"export\" {\n    needs \"train\"\n}\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn an_input_from_a_file_of_its_own_joins_the_model_by_name() {
+    let dir = two_files();
+    let out = pipeline(dir.path(), &["run", "two.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let accuracy = report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.95, "{report}");
+    let metadata = checkpoint_metadata(dir.path(), &report, 2);
+    assert_eq!(metadata["inputs"], serde_json::json!(["features", "meta"]));
+    let age = metadata["input_scaling"]["meta"]["subtract"][0]
+        .as_f64()
+        .unwrap();
+    assert!((age - 40.0).abs() < 10.0, "{metadata}");
+
+    // The input's file is in the cache key.
+    let meta = dir.path().join("meta.csv");
+    let mut rows = std::fs::read_to_string(&meta).unwrap();
+    rows = rows.replacen(",", ",1", 2);
+    std::fs::write(&meta, rows).unwrap();
+    let status = text(&pipeline(dir.path(), &["status", "two.kdl"]).stdout);
+    assert!(
+        status.contains("input meta file meta.csv changed"),
+        "{status}"
+    );
+}
+
+#[test]
+fn inputs_of_another_length_or_name_or_shape_are_errors() {
+    let dir = two_files();
+    let manifest = std::fs::read_to_string(dir.path().join("two.kdl")).unwrap();
+    // Check knows a CSV input's columns: a layer that cannot take them is located.
+    std::fs::write(
+        dir.path().join("shape.kdl"),
+        manifest.replace(
+            "branch input=\"meta\" { linear 8; }",
+            "branch input=\"meta\" { reshape 3; }",
+        ),
+    )
+    .unwrap();
+    let out = pipeline(dir.path(), &["check", "shape.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_fixture("inputs-extra-shape.check.stderr", &text(&out.stderr));
+    // A name the data gives already.
+    std::fs::write(
+        dir.path().join("name.kdl"),
+        manifest.replace("meta \"meta.csv\"", "features \"meta.csv\""),
+    )
+    .unwrap();
+    let out = pipeline(dir.path(), &["check", "name.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_fixture("inputs-extra-name.check.stderr", &text(&out.stderr));
+    // A row short.
+    let meta = dir.path().join("meta.csv");
+    let rows = std::fs::read_to_string(&meta).unwrap();
+    let mut lines: Vec<&str> = rows.lines().collect();
+    lines.pop();
+    std::fs::write(&meta, lines.join("\n") + "\n").unwrap();
+    let out = pipeline(dir.path(), &["run", "two.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_fixture("inputs-extra-length.run.stderr", &text(&out.stderr));
+}

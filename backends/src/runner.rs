@@ -317,7 +317,16 @@ impl<'a> Context<'a> {
                     (&self.session.data.sample_shape, &self.session.data.scaling);
                 let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
                 let sample_shape = sample_shape.clone();
-                let input_names = self.session.data.input_names;
+                let input_names = self.session.data.input_names.clone();
+                let input_scaling: BTreeMap<String, serde_json::Value> = self
+                    .session
+                    .data
+                    .extra_scaling
+                    .iter()
+                    .map(|(name, (shift, divide))| {
+                        (name.clone(), json!({"subtract": shift, "divide": divide}))
+                    })
+                    .collect();
                 let (classes, filled) = (
                     self.session.data.classes.clone(),
                     self.session.data.filled.clone(),
@@ -341,6 +350,7 @@ impl<'a> Context<'a> {
                     "model": &manifest.model.nodes,
                     "input_shape": sample_shape,
                     "inputs": input_names,
+                    "input_scaling": input_scaling,
                     "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });

@@ -64,7 +64,7 @@ impl<'a> Session<'a> {
 
 /// `one tensor` or `the tensors tokens, mask`: what a scripted `forward` is given.
 fn inputs_named(data: &Dataset) -> String {
-    match data.input_names {
+    match &data.input_names[..] {
         [_] => "one tensor, a batch".to_string(),
         names => format!(
             "{} tensors, {} (its arguments by those names), each a batch",

@@ -96,6 +96,11 @@ fn to_value(x: &impl Serialize) -> Value {
     serde_json::to_value(x).expect("specs serialise")
 }
 
+/// The role of the file of `data.inputs.NAME`.
+pub fn input_role(name: &str) -> String {
+    format!("input {name}")
+}
+
 /// The files a stage reads, by role, resolved against the manifest's directory.
 pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathBuf> {
     let mut files = BTreeMap::new();
@@ -114,6 +119,12 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
                     manifest.resolve(&text.tokenizer.value),
                 );
             }
+            for input in &manifest.data.extra_inputs {
+                files.insert(
+                    input_role(&input.name),
+                    manifest.resolve(&input.source.value),
+                );
+            }
             if let Some(init) = &train.init {
                 files.insert("init".to_string(), manifest.resolve(&init.value));
             }
@@ -129,6 +140,12 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             // The scores depend on the labels as much as on the features.
             if let Some(labels) = &manifest.data.labels_file {
                 files.insert("labels".to_string(), manifest.resolve(&labels.value));
+            }
+            for input in &manifest.data.extra_inputs {
+                files.insert(
+                    input_role(&input.name),
+                    manifest.resolve(&input.source.value),
+                );
             }
             if let Some(text) = &manifest.data.text {
                 files.insert(

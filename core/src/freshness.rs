@@ -267,6 +267,7 @@ pub fn input_key(role: &str) -> &'static str {
         "init" => "train.init",
         "model" => "model.torchscript",
         "tokenizer" => "data.text.tokenizer",
+        _ if role.starts_with("input ") => "data.inputs",
         _ => "data.source",
     }
 }
@@ -314,6 +315,7 @@ fn input_error(
         "model" => script_span(manifest),
         "labels" => labels_span(manifest),
         "tokenizer" => tokenizer_span(manifest),
+        _ if role.starts_with("input ") => input_span(manifest, role),
         _ => manifest.data.source.span,
     };
     let key = input_key(role);
@@ -358,6 +360,13 @@ fn labels_span(manifest: &Manifest) -> Option<SourceSpan> {
 fn tokenizer_span(manifest: &Manifest) -> Option<SourceSpan> {
     let text = manifest.data.text.as_ref()?;
     text.tokenizer.span.or(text.span)
+}
+
+/// Where the manifest names the file of the input of `role` (`input NAME`).
+fn input_span(manifest: &Manifest, role: &str) -> Option<SourceSpan> {
+    let name = role.strip_prefix("input ")?;
+    let input = manifest.data.extra_inputs.iter().find(|i| i.name == name)?;
+    input.source.span.or(input.span)
 }
 
 /// Where the manifest names its TorchScript model.
@@ -415,6 +424,16 @@ pub fn missing_input(
         .help(format!(
             "{relative}; a Hugging Face tokenizer is saved with `tokenizer.save(\"tokenizer.json\")`"
         )),
+        _ if role.starts_with("input ") => Diagnostic::error(
+            "pipeline::data::missing_file",
+            format!(
+                "the file of the input `{}`, {}, does not exist",
+                &role["input ".len()..],
+                path.display()
+            ),
+        )
+        .label_opt(input_span(manifest, role), "file not found")
+        .help(relative),
         _ => Diagnostic::error(
             "pipeline::data::missing_file",
             format!("the data file {} does not exist", path.display()),

@@ -29,6 +29,7 @@ pub mod image;
 pub mod image_listing;
 pub mod launch;
 pub mod network;
+pub mod npy;
 pub mod outputs;
 pub mod parquet;
 pub mod plan;
@@ -85,9 +86,8 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
         // The model's shapes, when the rest is sound and the data's shape can be known
         // without loading it (a model that does not lower would only add noise).
         if !manifests::has_errors(&diagnostics) && manifest.model.torchscript.is_none() {
-            match sample_shape::of(manifest) {
-                Ok(Some(shape)) => {
-                    let inputs = network::Input::of_data(&manifest.data, &shape);
+            match sample_shape::inputs(manifest) {
+                Ok(Some(inputs)) => {
                     if let Err(d) = network::Network::compile(&manifest.model, &inputs) {
                         diagnostics.push(d);
                     }

@@ -40,16 +40,23 @@ pub struct Input {
 }
 
 impl Input {
-    /// The inputs `data` gives for samples of shape `first` (its first input's; a
-    /// `mask` has the shape of the tokens it marks).
-    pub fn of_data(data: &DataSpec, first: &[i64]) -> Vec<Input> {
-        data.inputs()
+    /// The inputs `data` gives for samples of shape `first` (the data file's first
+    /// input's; a `mask` has the shape of the tokens it marks) and `extra` (the shapes of
+    /// `data.inputs`', in order).
+    pub fn of_data(data: &DataSpec, first: &[i64], extra: &[Shape]) -> Vec<Input> {
+        let own = data.own_inputs().iter().map(|name| Input {
+            name: name.to_string(),
+            shape: first.to_vec(),
+        });
+        let extra = data
+            .extra_inputs
             .iter()
-            .map(|name| Input {
-                name: name.to_string(),
-                shape: first.to_vec(),
-            })
-            .collect()
+            .zip(extra)
+            .map(|(spec, shape)| Input {
+                name: spec.name.clone(),
+                shape: shape.clone(),
+            });
+        own.chain(extra).collect()
     }
 }
 

@@ -6,13 +6,13 @@
 //! Images: `[channels, height, width]` from the transforms when they fix the size, else
 //! from the first image's header (`image_listing::sample_shape`).
 //!
-//! Honest limitation: only CSV, Parquet and images are peeked at today; for NPY, NPZ and safetensors data the
-//! shapes are checked by the run's dry pass, once the data is loaded (the data sources of
-//! issue 13 will say their shapes before loading). A file that cannot be read gives
+//! NPY: the array's header (`npy::peek_shape`). NPZ and safetensors are not peeked at:
+//! their shapes are checked by the run's dry pass, once the data is loaded. A file that cannot be read gives
 //! `None`: reading it is the run's to report, with the file and line.
 
+use crate::network::Input;
 use crate::table::{peek_features, Layout};
-use manifests::{DataFormat, Diagnostic, Manifest};
+use manifests::{DataFormat, Diagnostic, InputSpec, Manifest};
 
 /// One sample's shape: the CSV's feature columns, as a vector; images' `[channels,
 /// height, width]`, or an error when a transform cannot take the first image.
@@ -24,7 +24,53 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     if let Some(text) = &spec.text {
         return Ok(Some(vec![text.max_length as i64]));
     }
+    if spec.format == DataFormat::Npy {
+        let path = manifest.resolve(&spec.source.value);
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Ok(None);
+        }
+        return Ok(crate::npy::peek_shape(&path).and_then(sample_of));
+    }
     Ok(table_shape(manifest))
+}
+
+/// One sample's shape of an array of `shape` (samples first), when it has one.
+fn sample_of(shape: Vec<i64>) -> Option<Vec<i64>> {
+    match &shape[..] {
+        [_, rest @ ..] if !rest.is_empty() && !rest.contains(&0) => Some(rest.to_vec()),
+        _ => None,
+    }
+}
+
+/// Every model input with its shape, when all of them can be known without loading the
+/// data (`data.inputs` from CSV and Parquet files: their columns).
+pub fn inputs(manifest: &Manifest) -> Result<Option<Vec<Input>>, Diagnostic> {
+    let Some(first) = of(manifest)? else {
+        return Ok(None);
+    };
+    let extra: Option<Vec<Vec<i64>>> = manifest
+        .data
+        .extra_inputs
+        .iter()
+        .map(|input| input_shape(manifest, input))
+        .collect();
+    Ok(extra.map(|extra| Input::of_data(&manifest.data, &first, &extra)))
+}
+
+/// The columns of an input from a CSV or Parquet file.
+fn input_shape(manifest: &Manifest, input: &InputSpec) -> Option<Vec<i64>> {
+    let path = manifest.resolve(&input.source.value);
+    if !std::fs::metadata(&path).ok()?.is_file() {
+        return None;
+    }
+    let layout = Layout::Features(&input.features);
+    let columns = match input.format {
+        DataFormat::Parquet => crate::parquet::peek_features(&path, layout)?,
+        DataFormat::Csv => peek_features(&path, &manifest.data.dialect, layout)?,
+        DataFormat::Npy => return sample_of(crate::npy::peek_shape(&path)?),
+        _ => return None,
+    };
+    Some(vec![columns as i64])
 }
 
 /// A CSV's or Parquet file's feature columns.

@@ -23,6 +23,7 @@
 mod choice;
 pub mod diagnostic;
 mod images;
+mod inputs;
 pub mod layers;
 mod limits;
 mod lower;

@@ -321,7 +321,8 @@ impl<'a> Reader<'a> {
             default_name.to_string()
         };
         let seed = seed_f.int("value") as u64;
-        let data = self.data(&data_f, sections.get("data").copied(), seed);
+        let mut data = self.data(&data_f, sections.get("data").copied(), seed);
+        data.extra_inputs = self.extra_inputs(sections.get("data").copied(), &data);
         let blocks = self.blocks(&block_nodes);
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
@@ -473,7 +474,7 @@ impl<'a> Reader<'a> {
                 DataFormat::Csv
             }
         };
-        self.keys_for_format(f, format);
+        self.keys_for_format(f, format, crate::inputs::any_csv(node));
         let split_f = f.section_fields("split");
         let get = |key: &str, fallback: f64| split_f.map_or(fallback, |s| s.float(key));
         let split = SplitSpec {
@@ -601,6 +602,7 @@ impl<'a> Reader<'a> {
             text: self.text(f, format),
             images: self.images(node, f, format),
             padding_id: self.padding_id(f, format),
+            extra_inputs: Vec::new(),
             span: f.span,
         }
     }
@@ -647,7 +649,8 @@ impl<'a> Reader<'a> {
     }
 
     /// Keys written in `data` that the format does not read are errors, never ignored.
-    fn keys_for_format(&mut self, f: &Fields, format: DataFormat) {
+    /// `csv_inputs`: some `data.inputs` file is a CSV, read with the dialect keys.
+    fn keys_for_format(&mut self, f: &Fields, format: DataFormat, csv_inputs: bool) {
         const DIALECT: &[(&str, &str)] = &[
             ("header", "only CSV files have a header"),
             ("delimiter", "only CSV files have delimiters"),
@@ -725,10 +728,11 @@ impl<'a> Reader<'a> {
                 .concat(),
             ),
         };
-        // A CSV labels file is read with the dialect keys, whatever the data's format.
-        let csv_labels = f
-            .opt_text("labels")
-            .is_some_and(|l| DataFormat::of_name(Path::new(&l)) == Some(DataFormat::Csv));
+        // A CSV labels file (or input) is read with the dialect keys, whatever the data's
+        // format.
+        let csv_labels = csv_inputs
+            || f.opt_text("labels")
+                .is_some_and(|l| DataFormat::of_name(Path::new(&l)) == Some(DataFormat::Csv));
         for (key, help) in unused {
             if csv_labels && DIALECT.iter().any(|(k, _)| *k == key) {
                 continue;
@@ -988,7 +992,9 @@ mod tests {
                     Children::Keys => "",
                     Children::Layers => " { relu; }",
                     Children::Branches => " { branch { relu; }; branch { relu; }; }",
-                    Children::Transforms => unreachable!("no layer holds transforms"),
+                    Children::Transforms | Children::Inputs => {
+                        unreachable!("no layer holds transforms or inputs")
+                    }
                 };
                 for name in names {
                     let text = format!(

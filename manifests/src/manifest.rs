@@ -223,6 +223,9 @@ pub struct DataSpec {
     /// the others).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub padding_id: Option<i64>,
+    /// More model inputs, each from a file of its own (`data.inputs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_inputs: Vec<InputSpec>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -234,9 +237,26 @@ pub const IMAGE_INPUTS: &[&str] = &["image"];
 /// Texts and token ids: the ids, and a mask of 1 for a token and 0 for padding.
 pub const TOKEN_INPUTS: &[&str] = &["tokens", "mask"];
 
+/// `data.inputs.NAME`: a model input from a file of its own. Its path is not in the cache
+/// key (its content is, as a stage input of role `input NAME`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputSpec {
+    pub name: String,
+    #[serde(skip)]
+    pub source: Spanned<PathBuf>,
+    pub format: DataFormat,
+    /// CSV and Parquet: the columns (empty: every one); NPZ / safetensors: the array's
+    /// name, alone.
+    #[serde(serialize_with = "one_or_many")]
+    pub features: Vec<Column>,
+    pub scale: Scale,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
 impl DataSpec {
-    /// The model inputs this data gives, by name, in order.
-    pub fn inputs(&self) -> &'static [&'static str] {
+    /// The inputs the data file itself gives, by name, in order.
+    pub fn own_inputs(&self) -> &'static [&'static str] {
         if self.format.is_images() {
             IMAGE_INPUTS
         } else if self.text.is_some() || self.padding_id.is_some() {
@@ -244,6 +264,16 @@ impl DataSpec {
         } else {
             FEATURES_INPUTS
         }
+    }
+
+    /// Every model input, by name, in the order a model receives them: the data file's,
+    /// then `data.inputs`' in the order written.
+    pub fn inputs(&self) -> Vec<String> {
+        self.own_inputs()
+            .iter()
+            .map(|n| n.to_string())
+            .chain(self.extra_inputs.iter().map(|i| i.name.clone()))
+            .collect()
     }
 }
 

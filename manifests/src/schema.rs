@@ -39,6 +39,8 @@ pub enum Children {
     Branches,
     /// Image transforms (`data.images`'), applied in order.
     Transforms,
+    /// Model inputs from files of their own (`data.inputs`'), each node named after one.
+    Inputs,
 }
 
 /// One key of a [`Section`].
@@ -440,6 +442,12 @@ pub const DATA: Section = section(
             "Image data: the channels images are read as, and the transforms applied to each (`pipeline explain data.images`).",
         ),
         key(
+            "inputs",
+            Ty::Section(&INPUTS),
+            None,
+            "More model inputs, each from a file of its own (`pipeline explain data.inputs`).",
+        ),
+        key(
             "padding-id",
             int(0, MAX_TOKEN_ID),
             None,
@@ -447,6 +455,39 @@ pub const DATA: Section = section(
         ),
     ],
     "Where the samples come from and how they are prepared.",
+);
+
+pub const INPUTS: Section = Section {
+    name: "inputs",
+    doc: "More model inputs, each from a file of its own with one row per sample in the data's order, one node each named after the input: `inputs { meta \"meta.csv\" features=\"age\" \"income\" scale=\"standard\" }`. A model reads one by name, from a branch: `parallel { branch { … } branch input=\"meta\" { … } }`; a TorchScript module by its `forward`'s argument names. A row whose value is missing or not finite is an error naming it.",
+    args: &[],
+    keys: &[],
+    children: Children::Inputs,
+};
+
+pub const INPUT: Section = section(
+    "input",
+    &["source"],
+    &[
+        required(
+            "source",
+            Ty::Path,
+            "The file, relative to the manifest: .npy, .npz or .safetensors (one array), .csv or .csv.gz (read with the data's `header`, `delimiter`, `skip-rows` and `comment`), or .parquet.",
+        ),
+        key(
+            "features",
+            Ty::Columns,
+            None,
+            "CSV and Parquet: the columns, by name, index or range (default: every column); NPZ and safetensors: the array's name (default `x`).",
+        ),
+        key(
+            "scale",
+            Ty::Choice(Scale::NAMES),
+            Some(Val::Text(Scale::None.as_str())),
+            "Scaling of this input, fitted on the training split only.",
+        ),
+    ],
+    "One model input from a file of its own, named by its node: `meta \"meta.csv\" features=…`.",
 );
 
 /// The largest token id (2^53: a float64 holds every id below it exactly).

@@ -73,6 +73,8 @@ impl Dataset {
             features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
             mask: None,
             input_names: spec.inputs(),
+            extra: Vec::new(),
+            extra_scaling: Vec::new(),
             images: Some(set),
             labels: Tensor::new(),
             splits: Splits::new(0, &spec.split),
@@ -84,6 +86,7 @@ impl Dataset {
             origin,
             labels_path: None,
         };
+        dataset.read_extra_inputs(manifest, n)?;
         if let Some(cells) = cells {
             let (labels, classes) = dataset.labels_from(cells, spec, classification)?;
             let missing = match labels.dim() {
@@ -126,6 +129,7 @@ impl Dataset {
         } else {
             Splits::new(n, &spec.split)
         };
+        dataset.scale_extra_inputs(manifest);
         Ok(dataset)
     }
 }

@@ -12,6 +12,7 @@
 //! pixels) — right for the data this serves today; streaming larger sets is future work.
 
 mod images;
+mod inputs;
 mod read;
 
 pub use images::ImageSet;
@@ -45,7 +46,11 @@ pub struct Dataset {
     /// model input `mask`.
     pub mask: Option<Tensor>,
     /// The model inputs' names (`DataSpec::inputs`).
-    pub input_names: &'static [&'static str],
+    pub input_names: Vec<String>,
+    /// `data.inputs`' values, in order: `N × its sample shape`, float32.
+    pub extra: Vec<Tensor>,
+    /// What scaling subtracted from and divided each scaled input by.
+    pub extra_scaling: Vec<(String, Scaling)>,
     /// Image data: the decoded images, transformed per batch.
     pub images: Option<ImageSet>,
     /// `N` class indices (int64) for classification, else `N × k` float32 targets.
@@ -56,7 +61,7 @@ pub struct Dataset {
     pub path: PathBuf,
     /// What scaling subtracted from and divided the features by (per feature), so that
     /// checkpoints can record it for whoever applies the model later.
-    pub scaling: Option<(Vec<f64>, Vec<f64>)>,
+    pub scaling: Option<Scaling>,
     /// The class names of text labels, in the order of their indices (sorted).
     pub classes: Option<Vec<String>>,
     /// The values `missing "mean"` or `"median"` filled each feature with (fitted on the
@@ -69,6 +74,9 @@ pub struct Dataset {
     /// The labels file, when the labels come from one (for messages about a label).
     labels_path: Option<PathBuf>,
 }
+
+/// What scaling subtracted from each value of a sample, and what it divided it by.
+pub type Scaling = (Vec<f64>, Vec<f64>);
 
 /// Class labels must be below this (2^53).
 const MAX_CLASS_INDEX: f64 = 9_007_199_254_740_992.0;
@@ -160,6 +168,8 @@ impl Dataset {
             features,
             mask,
             input_names: spec.inputs(),
+            extra: Vec::new(),
+            extra_scaling: Vec::new(),
             images: None,
             labels: Tensor::new(),
             splits: Splits::new(0, &spec.split),
@@ -174,6 +184,7 @@ impl Dataset {
                 .as_ref()
                 .map(|f| manifest.resolve(&f.value)),
         };
+        dataset.read_extra_inputs(manifest, n as usize)?;
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
         dataset.labels = labels;
         dataset.classes = classes;
@@ -214,6 +225,7 @@ impl Dataset {
             ));
         }
         dataset.scale(spec.scale);
+        dataset.scale_extra_inputs(manifest);
         Ok(dataset)
     }
 
@@ -368,6 +380,9 @@ impl Dataset {
                 self.features = self.features.index_select(0, &index);
                 self.labels = self.labels.index_select(0, &index);
                 self.mask = self.mask.as_ref().map(|m| m.index_select(0, &index));
+                for values in &mut self.extra {
+                    *values = values.index_select(0, &index);
+                }
                 let pick = |v: &[usize]| kept.iter().map(|&i| v[i as usize]).collect::<Vec<_>>();
                 self.rows = pick(&self.rows);
                 if let Origin::Lines(lines) = &self.origin {
@@ -526,34 +541,7 @@ impl Dataset {
 
     /// Scales the features with statistics of the training split only.
     fn scale(&mut self, scale: Scale) {
-        if scale == Scale::None {
-            return;
-        }
-        let train = self
-            .features
-            .index_select(0, &index_tensor(&self.splits.train));
-        let (shift, divide) = match scale {
-            Scale::Standard => (
-                train.mean_dim(0, false, Kind::Float),
-                train.std_dim(0, false, false),
-            ),
-            Scale::MinMax => {
-                let (lo, hi) = (train.amin(0, false), train.amax(0, false));
-                let range = &hi - &lo;
-                (lo, range)
-            }
-            Scale::None => unreachable!(),
-        };
-        // Constant features are centred, not divided by zero.
-        let divide = divide.where_self(&divide.gt(1e-8), &divide.ones_like());
-        let _ = self
-            .features
-            .f_sub_(&shift)
-            .and_then(|mut f| f.f_div_(&divide));
-        let values = |t: &Tensor| {
-            Vec::<f64>::try_from(&t.to_kind(Kind::Double).flatten(0, -1)).unwrap_or_default()
-        };
-        self.scaling = Some((values(&shift), values(&divide)));
+        self.scaling = scale_on(&mut self.features, &self.splits.train, scale);
     }
 
     /// Moves the samples to `device` (a no-op when they are there already).
@@ -561,15 +549,23 @@ impl Dataset {
         self.features = self.features.to_device(device);
         self.labels = self.labels.to_device(device);
         self.mask = self.mask.as_ref().map(|m| m.to_device(device));
+        for values in &mut self.extra {
+            *values = values.to_device(device);
+        }
     }
 
     /// The model inputs, with the shape of one sample each.
     pub fn inputs(&self) -> Vec<Input> {
+        let own = self.input_names.len() - self.extra.len();
         self.input_names
             .iter()
-            .map(|name| Input {
-                name: name.to_string(),
-                shape: self.sample_shape.clone(),
+            .enumerate()
+            .map(|(i, name)| Input {
+                name: name.clone(),
+                shape: match i.checked_sub(own) {
+                    Some(k) => self.extra[k].size()[1..].to_vec(),
+                    None => self.sample_shape.clone(),
+                },
             })
             .collect()
     }
@@ -599,6 +595,9 @@ impl Dataset {
         let mut inputs = vec![features];
         if let Some(mask) = &self.mask {
             inputs.push(mask.f_index_select(0, indices)?);
+        }
+        for values in &self.extra {
+            inputs.push(values.f_index_select(0, indices)?);
         }
         Ok((inputs, labels))
     }
@@ -733,4 +732,36 @@ pub fn index_tensor(indices: &[usize]) -> Tensor {
 fn first_index(mask: &Tensor) -> Option<usize> {
     let hits = mask.flatten(0, -1).nonzero();
     (hits.size()[0] > 0).then(|| hits.int64_value(&[0, 0]) as usize)
+}
+
+/// Scales `values` (samples first) in place with statistics of the samples `train`;
+/// what it subtracted and divided by, per value of a sample (`None`: no scaling).
+pub(crate) fn scale_on(
+    values: &mut Tensor,
+    train: &[usize],
+    scale: Scale,
+) -> Option<Scaling> {
+    if scale == Scale::None {
+        return None;
+    }
+    let train = values.index_select(0, &index_tensor(train));
+    let (shift, divide) = match scale {
+        Scale::Standard => (
+            train.mean_dim(0, false, Kind::Float),
+            train.std_dim(0, false, false),
+        ),
+        Scale::MinMax => {
+            let (lo, hi) = (train.amin(0, false), train.amax(0, false));
+            let range = &hi - &lo;
+            (lo, range)
+        }
+        Scale::None => unreachable!(),
+    };
+    // Constant features are centred, not divided by zero.
+    let divide = divide.where_self(&divide.gt(1e-8), &divide.ones_like());
+    let _ = values.f_sub_(&shift).and_then(|mut f| f.f_div_(&divide));
+    let listed = |t: &Tensor| {
+        Vec::<f64>::try_from(&t.to_kind(Kind::Double).flatten(0, -1)).unwrap_or_default()
+    };
+    Some((listed(&shift), listed(&divide)))
 }

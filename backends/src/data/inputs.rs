@@ -1,0 +1,123 @@
+//! `data.inputs`: model inputs from files of their own, read whole, one row per sample in
+//! the data's order, every value a finite number; scaled (on request) with the training
+//! split's statistics.
+
+use super::{data_error, first_index, scale_on, Dataset};
+use crate::arrays;
+use manifests::{DataFormat, Diagnostic, InputSpec, Manifest};
+use pipeline_core::fingerprint::input_role;
+use pipeline_core::freshness::regular_input;
+use pipeline_core::table::{self, Layout, TableError};
+use std::path::Path;
+use tch::{Kind, Tensor};
+
+/// One input's values as read: samples × its sample shape, float32.
+fn read(manifest: &Manifest, input: &InputSpec, path: &Path) -> Result<Tensor, Diagnostic> {
+    let spec = &manifest.data;
+    let failed = |message: String| {
+        Diagnostic::error(
+            "pipeline::data::bad_input",
+            format!("the input `{}`: {}: {message}", input.name, path.display()),
+        )
+        .label_opt(input.source.span, "this file")
+    };
+    let table = |parquet: bool| {
+        let layout = Layout::Features(&input.features);
+        match parquet {
+            true => pipeline_core::parquet::read(path, layout),
+            false => table::read(path, &spec.dialect, layout),
+        }
+        .map(|t| {
+            let rows = t.rows() as i64;
+            Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64])
+        })
+        .map_err(|e| {
+            let message = match e {
+                TableError::Line { line, message } if parquet => format!("row {line}: {message}"),
+                TableError::Line { line, message } => format!("line {line}: {message}"),
+                TableError::Io(m) | TableError::Columns(m) => m,
+            };
+            failed(message).help("the columns must be numbers; `features` chooses them")
+        })
+    };
+    let array = |r: Result<Vec<Tensor>, String>| {
+        r.map(|mut a| a.pop().expect("one array asked for"))
+            .map_err(|e| failed(e).help("store one array, one row per sample"))
+    };
+    let name = match input.features.as_slice() {
+        [manifests::Column::Name(name)] => name.as_str(),
+        _ => "x",
+    };
+    let values = match input.format {
+        DataFormat::Csv => table(false)?,
+        DataFormat::Parquet => table(true)?,
+        DataFormat::Npy => arrays::read_npy(path)
+            .map_err(|e| failed(e).help("store one array, one row per sample"))?,
+        DataFormat::Npz => array(arrays::read_npz(path, &[name]))?,
+        DataFormat::Safetensors => array(arrays::read_safetensors(path, &[name]))?,
+        DataFormat::ImageFolder | DataFormat::ImageList => {
+            unreachable!("lowering refuses images as an input")
+        }
+    };
+    Ok(values.to_kind(Kind::Float))
+}
+
+impl Dataset {
+    /// Reads every `data.inputs` file for the data's `samples` rows (before any row is
+    /// dropped), each checked for its length and for values that are not finite.
+    pub(super) fn read_extra_inputs(
+        &mut self,
+        manifest: &Manifest,
+        samples: usize,
+    ) -> Result<(), Diagnostic> {
+        for input in &manifest.data.extra_inputs {
+            let path = manifest.resolve(&input.source.value);
+            regular_input(manifest, &input_role(&input.name), &path, None)?;
+            let values = read(manifest, input, &path)?;
+            let rows = values.size().first().copied().unwrap_or(0);
+            if values.dim() < 2 || rows as usize != samples || values.size()[1..].contains(&0) {
+                return Err(data_error(
+                    "pipeline::data::bad_shape",
+                    &manifest.data,
+                    format!(
+                        "the input `{}` ({}) has shape {:?}, for {samples} samples of data",
+                        input.name,
+                        path.display(),
+                        values.size()
+                    ),
+                    "an input holds one row per sample of the data, in the same order",
+                )
+                .label_opt(input.source.span, "this input"));
+            }
+            let bad = values
+                .isfinite()
+                .logical_not()
+                .flatten(1, -1)
+                .any_dim(1, false);
+            if let Some(i) = first_index(&bad) {
+                return Err(data_error(
+                    "pipeline::data::not_finite",
+                    &manifest.data,
+                    format!(
+                        "the input `{}` ({}), sample {i}: a value is missing or not finite",
+                        input.name,
+                        path.display()
+                    ),
+                    "every value of an input must be a finite number",
+                )
+                .label_opt(input.source.span, "this input"));
+            }
+            self.extra.push(values);
+        }
+        Ok(())
+    }
+
+    /// Scales each input as its `scale` says, with the training split's statistics.
+    pub(super) fn scale_extra_inputs(&mut self, manifest: &Manifest) {
+        for (input, values) in manifest.data.extra_inputs.iter().zip(&mut self.extra) {
+            if let Some(scaling) = scale_on(values, &self.splits.train, input.scale) {
+                self.extra_scaling.push((input.name.clone(), scaling));
+            }
+        }
+    }
+}
