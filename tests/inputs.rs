@@ -275,3 +275,30 @@ fn inputs_of_another_length_or_name_or_shape_are_errors() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert_fixture("inputs-extra-length.run.stderr", &text(&out.stderr));
 }
+
+#[test]
+fn an_input_read_as_a_mask_needs_a_real_step_in_every_sample() {
+    let dir = two_files();
+    py(
+        dir.path(),
+        "import numpy as np\nm = np.ones((800, 3), dtype=np.float32)\nm[5] = 0\nnp.save('m.npy', m)\n",
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("two.kdl")).unwrap();
+    let start = manifest.find("model {").unwrap();
+    let end = start + manifest[start..].find("\n}\n").unwrap() + 3;
+    let masked = format!(
+        "{}model {{\n    reshape 3 1\n    sequence-pool mask=\"m\"\n    linear 2\n}}\n{}",
+        &manifest[..start],
+        &manifest[end..]
+    )
+    .replace("inputs {\n", "inputs {\n        m \"m.npy\"\n");
+    std::fs::write(dir.path().join("mask.kdl"), masked).unwrap();
+    let out = pipeline(dir.path(), &["run", "mask.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("pipeline::data::bad_mask")
+            && stderr.contains("the input `m`, sample 5: every step is padding"),
+        "{stderr}"
+    );
+}

@@ -116,8 +116,10 @@ enum Body {
     },
     Script {
         module: ScriptModule,
-        /// The model input each argument of its `forward` takes, in order.
-        arguments: Vec<usize>,
+        /// The model input each argument of its `forward` takes, in order, and whether
+        /// it is converted to the weights' dtype (not token ids nor masks: bfloat16 holds
+        /// integers exactly only up to 256).
+        arguments: Vec<(usize, bool)>,
     },
 }
 
@@ -304,7 +306,15 @@ impl Model {
             .help("save it again with `torch.jit.save` from the PyTorch version pipeline runs (the one `scripts/setup.sh` installs); a newer one may write what this libtorch cannot read")
         };
         let module = ScriptModule::load(&spec.file, device, kind).map_err(failed)?;
-        let arguments = script_arguments(spec, &module.arguments().map_err(failed)?, inputs)?;
+        let arguments = script_arguments(spec, &module.arguments().map_err(failed)?, inputs)?
+            .into_iter()
+            .map(|i| {
+                (
+                    i,
+                    !manifests::TOKEN_INPUTS.contains(&inputs[i].name.as_str()),
+                )
+            })
+            .collect();
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         for named in module.tensors().map_err(failed)? {
@@ -361,7 +371,10 @@ impl Model {
             Body::Script { module, arguments } => {
                 let xs = arguments
                     .iter()
-                    .map(|&i| self.converted(&inputs[i]))
+                    .map(|&(i, convert)| match convert {
+                        true => self.converted(&inputs[i]),
+                        false => Ok(inputs[i].shallow_clone()),
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 return module.forward(&xs, train);
             }

@@ -459,7 +459,7 @@ pub const DATA: Section = section(
 
 pub const INPUTS: Section = Section {
     name: "inputs",
-    doc: "More model inputs, each from a file of its own with one row per sample in the data's order, one node each named after the input: `inputs { meta \"meta.csv\" features=\"age\" \"income\" scale=\"standard\" }`. A model reads one by name, from a branch: `parallel { branch { … } branch input=\"meta\" { … } }`; a TorchScript module by its `forward`'s argument names. A row whose value is missing or not finite is an error naming it.",
+    doc: "More model inputs, each from a file of its own with one row per sample in the data's order, one node each named after the input: `inputs { meta \"meta.csv\" scale=\"standard\" { features \"age\" \"income\"; } }`. A model reads one by name, from a branch: `parallel { branch { … } branch input=\"meta\" { … } }`; a TorchScript module by its `forward`'s argument names. A row whose value is missing or not finite is an error naming it.",
     args: &[],
     keys: &[],
     children: Children::Inputs,
@@ -487,7 +487,7 @@ pub const INPUT: Section = section(
             "Scaling of this input, fitted on the training split only.",
         ),
     ],
-    "One model input from a file of its own, named by its node: `meta \"meta.csv\" features=…`.",
+    "One model input from a file of its own, named by its node: `meta \"meta.csv\" features=\"age\"`, or with several columns `meta \"meta.csv\" { features \"age\" \"income\"; }`.",
 );
 
 /// The largest token id (2^53: a float64 holds every id below it exactly).

@@ -129,6 +129,7 @@ impl Dataset {
         } else {
             Splits::new(n, &spec.split)
         };
+        dataset.check_extra_masks(manifest)?;
         dataset.scale_extra_inputs(manifest);
         Ok(dataset)
     }

@@ -112,6 +112,52 @@ impl Dataset {
         Ok(())
     }
 
+    /// Every `data.inputs` input that a layer reads as its padding mask marks a real step
+    /// in every sample, and is not scaled (which would move its zeros): else attention
+    /// and pooling would read nothing, and give NaN.
+    pub fn check_extra_masks(&self, manifest: &Manifest) -> Result<(), Diagnostic> {
+        let masks: Vec<(&str, Option<miette::SourceSpan>)> = manifest
+            .model
+            .layers()
+            .into_iter()
+            .filter_map(|l| Some((l.layer.mask()?, l.span)))
+            .collect();
+        for (input, values) in manifest.data.extra_inputs.iter().zip(&self.extra) {
+            let Some(&(_, layer)) = masks.iter().find(|(name, _)| *name == input.name) else {
+                continue;
+            };
+            let error = |message: String, help: &str| {
+                data_error("pipeline::data::bad_mask", &manifest.data, message, help)
+                    .label_opt(input.source.span, "this input")
+                    .label_opt(layer, "read as a mask here")
+            };
+            if input.scale != manifests::Scale::None {
+                return Err(error(
+                    format!(
+                        "the input `{}` is a padding mask: it cannot be scaled",
+                        input.name
+                    ),
+                    "remove its `scale`: a mask is 0 for padding and anything else for a real step",
+                ));
+            }
+            let empty = values
+                .ne(0.0)
+                .flatten(1, -1)
+                .any_dim(1, false)
+                .logical_not();
+            if let Some(i) = first_index(&empty) {
+                return Err(error(
+                    format!(
+                        "the input `{}`, sample {i}: every step is padding (0), so a mask leaves nothing to read",
+                        input.name
+                    ),
+                    "a sequence needs one real step at least: leave such samples out, or fix the mask",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Scales each input as its `scale` says, with the training split's statistics.
     pub(super) fn scale_extra_inputs(&mut self, manifest: &Manifest) {
         for (input, values) in manifest.data.extra_inputs.iter().zip(&mut self.extra) {

@@ -224,6 +224,7 @@ impl Dataset {
                 "clean the data: every feature must be a finite number",
             ));
         }
+        dataset.check_extra_masks(manifest)?;
         dataset.scale(spec.scale);
         dataset.scale_extra_inputs(manifest);
         Ok(dataset)
@@ -736,11 +737,7 @@ fn first_index(mask: &Tensor) -> Option<usize> {
 
 /// Scales `values` (samples first) in place with statistics of the samples `train`;
 /// what it subtracted and divided by, per value of a sample (`None`: no scaling).
-pub(crate) fn scale_on(
-    values: &mut Tensor,
-    train: &[usize],
-    scale: Scale,
-) -> Option<Scaling> {
+pub(crate) fn scale_on(values: &mut Tensor, train: &[usize], scale: Scale) -> Option<Scaling> {
     if scale == Scale::None {
         return None;
     }
