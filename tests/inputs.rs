@@ -302,3 +302,23 @@ fn an_input_read_as_a_mask_needs_a_real_step_in_every_sample() {
         "{stderr}"
     );
 }
+
+#[test]
+fn every_embedding_gets_ids_below_its_count_from_the_input_it_reads() {
+    let dir = two_files();
+    py(
+        dir.path(),
+        "import numpy as np\nnp.save('ids.npy', np.arange(800 * 4).reshape(800, 4) % 9)\n",
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("two.kdl")).unwrap();
+    let bad = manifest
+        .replace("inputs {\n", "inputs {\n        ids \"ids.npy\"\n")
+        .replace(
+            "branch input=\"meta\" { linear 8; }",
+            "branch input=\"meta\" { linear 8; }\n        branch input=\"ids\" { embedding 5 2; flatten; }",
+        );
+    std::fs::write(dir.path().join("ids.kdl"), bad).unwrap();
+    let out = pipeline(dir.path(), &["run", "ids.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_fixture("inputs-embedding-ids.run.stderr", &text(&out.stderr));
+}

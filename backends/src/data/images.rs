@@ -130,6 +130,7 @@ impl Dataset {
             Splits::new(n, &spec.split)
         };
         dataset.check_extra_masks(manifest)?;
+        dataset.ids_fit(manifest)?;
         dataset.scale_extra_inputs(manifest);
         Ok(dataset)
     }

@@ -17,12 +17,10 @@ mod read;
 
 pub use images::ImageSet;
 
-use manifests::layers::Layer;
-use manifests::{
-    DataSpec, Diagnostic, LayerSpec, Manifest, Missing, Node, Scale, SplitName, TextSpec,
-};
+use manifests::layers::{Embedding, Layer};
+use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName, TextSpec};
 use pipeline_core::freshness::regular_input;
-use pipeline_core::network::Input;
+use pipeline_core::network::{Input, Network, Op};
 use pipeline_core::split::Splits;
 use pipeline_core::text::{TextTokenizer, TokenizerError};
 use read::{read_labels_file, read_source, Labels, Source};
@@ -117,9 +115,6 @@ impl Dataset {
             (None, Some(id)) => Some(token_mask(spec, &path, &features, id)?),
             (None, None) => None,
         };
-        if mask.is_some() {
-            token_ids_fit(manifest, &features)?;
-        }
         let labels = match (labels, &spec.labels_file) {
             (Some(labels), _) => labels,
             (None, Some(file)) => {
@@ -190,6 +185,7 @@ impl Dataset {
         dataset.classes = classes;
         dataset.missing_values(spec, &feature_names)?;
         dataset.every_sample_has_a_token(spec)?;
+        dataset.ids_fit(manifest)?;
         let n = dataset.rows.len();
         dataset.splits = if spec.split.stratify && classification {
             let classes =
@@ -429,6 +425,85 @@ impl Dataset {
         Ok(())
     }
 
+    /// The values of model input `i` (`None`: images, transformed per batch).
+    fn input_values(&self, i: usize) -> Option<&Tensor> {
+        let own = self.input_names.len() - self.extra.len();
+        match i.checked_sub(own) {
+            Some(k) => self.extra.get(k),
+            None if i == 0 => self.images.is_none().then_some(&self.features),
+            None => self.mask.as_ref(),
+        }
+    }
+
+    /// Every `embedding` gets ids below its count from the input it reads (else it would
+    /// fail in the middle of an epoch, on the first batch holding a larger one). A model
+    /// whose shapes do not fit is left to the dry pass, which says where.
+    fn ids_fit(&self, manifest: &Manifest) -> Result<(), Diagnostic> {
+        let Ok(network) = Network::compile(&manifest.model, &self.inputs()) else {
+            return Ok(());
+        };
+        let written: Vec<Option<miette::SourceSpan>> = manifest
+            .model
+            .layers()
+            .into_iter()
+            .filter(|l| matches!(l.layer, Layer::Embedding(_)))
+            .map(|l| l.span)
+            .collect();
+        let steps: Vec<(&Embedding, usize)> = network
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Layer {
+                    layer: Layer::Embedding(e),
+                    ..
+                } => Some((e, s.inputs[0])),
+                _ => None,
+            })
+            .collect();
+        for (k, &(embedding, input)) in steps.iter().enumerate() {
+            let Some(ids) = self.input_values(input) else {
+                continue;
+            };
+            let largest = ids.nan_to_num(0.0, None, None).max().double_value(&[]) as i64;
+            if largest < embedding.count {
+                continue;
+            }
+            // A repeated body's copies are one written layer: then the model is named.
+            let span = match written.len() == steps.len() {
+                true => written[k],
+                false => manifest.model.span,
+            };
+            let name = &self.input_names[input];
+            let holder = match (name.as_str(), &manifest.data.text) {
+                ("tokens", Some(_)) => "the texts hold".to_string(),
+                ("tokens", None) => "the data holds".to_string(),
+                (other, _) => format!("the input `{other}` holds"),
+            };
+            let tokenizer = manifest.data.text.as_ref().filter(|_| name == "tokens");
+            let help = match tokenizer {
+                Some(_) => format!(
+                    "give the embedding the tokenizer's vocabulary size: at least `embedding {}`",
+                    largest + 1
+                ),
+                None => format!(
+                    "give the embedding more ids: at least `embedding {}`",
+                    largest + 1
+                ),
+            };
+            return Err(Diagnostic::error(
+                "pipeline::data::token_out_of_range",
+                format!(
+                    "{holder} token id {largest}, but `embedding {}` takes ids below {}",
+                    embedding.count, embedding.count
+                ),
+            )
+            .label_opt(span, "too few ids")
+            .label_opt(tokenizer.and_then(|t| t.tokenizer.span), "the tokenizer")
+            .help(help));
+        }
+        Ok(())
+    }
+
     /// A sequence of padding only would leave attention and pooling nothing to read.
     fn every_sample_has_a_token(&self, spec: &DataSpec) -> Result<(), Diagnostic> {
         let Some(mask) = &self.mask else {
@@ -659,44 +734,6 @@ fn token_mask(
         ));
     }
     Ok(ids.ne(padding as f64).to_kind(Kind::Float))
-}
-
-/// The token ids are below the first `embedding`'s count (else it would fail in the
-/// middle of an epoch, on the first batch holding a larger one).
-fn token_ids_fit(manifest: &Manifest, ids: &Tensor) -> Result<(), Diagnostic> {
-    let Some(Node::Layer(LayerSpec {
-        layer: Layer::Embedding(embedding),
-        span,
-    })) = manifest.model.nodes.first()
-    else {
-        return Ok(());
-    };
-    let largest = ids.nan_to_num(0.0, None, None).max().double_value(&[]) as i64;
-    if largest < embedding.count {
-        return Ok(());
-    }
-    Err(Diagnostic::error(
-        "pipeline::data::token_out_of_range",
-        format!(
-            "the {} hold token id {largest}, but `embedding {}` takes ids below {}",
-            if manifest.data.text.is_some() {
-                "texts"
-            } else {
-                "data"
-            },
-            embedding.count,
-            embedding.count
-        ),
-    )
-    .label_opt(*span, "too few ids")
-    .label_opt(
-        manifest.data.text.as_ref().and_then(|t| t.tokenizer.span),
-        "the tokenizer",
-    )
-    .help(format!(
-        "give the embedding the tokenizer's vocabulary size: at least `embedding {}`",
-        largest + 1
-    )))
 }
 
 /// The tokenizer of `data.text`, or a diagnostic at its key naming the file.
