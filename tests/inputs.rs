@@ -265,6 +265,23 @@ fn inputs_of_another_length_or_name_or_shape_are_errors() {
     let out = pipeline(dir.path(), &["check", "name.kdl"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert_fixture("inputs-extra-name.check.stderr", &text(&out.stderr));
+    // An input no branch reads: a warning where it is defined.
+    std::fs::write(
+        dir.path().join("unused.kdl"),
+        manifest.replace(
+            "        branch input=\"meta\" { linear 8; }\n",
+            "        branch { linear 4; }\n",
+        ),
+    )
+    .unwrap();
+    let out = pipeline(dir.path(), &["check", "unused.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("pipeline::data::unused_input")
+            && stderr.contains("the input `meta` is never read by the model"),
+        "{stderr}"
+    );
     // A row short.
     let meta = dir.path().join("meta.csv");
     let rows = std::fs::read_to_string(&meta).unwrap();

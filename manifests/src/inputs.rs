@@ -2,7 +2,7 @@
 //! own, one node each named after the input (`meta "meta.csv" features=…`).
 
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{Column, DataFormat, DataSpec, InputSpec, Scale, Spanned};
+use crate::manifest::{Column, DataFormat, DataSpec, InputSpec, ModelSpec, Node, Scale, Spanned};
 use crate::reader::Reader;
 use crate::schema::{INPUT, INPUTS};
 use kdl::KdlNode;
@@ -142,5 +142,46 @@ impl<'a> Reader<'a> {
             });
         }
         inputs
+    }
+
+    /// Warns of every `data.inputs` input that no branch (`input=`) and no layer
+    /// (`mask=`) of a native model reads: it would be read and hashed for nothing.
+    pub(crate) fn unused_inputs(&mut self, data: &DataSpec, model: &ModelSpec) {
+        if model.torchscript.is_some() {
+            return; // a module takes its inputs by its `forward`'s arguments
+        }
+        fn read(nodes: &[Node], out: &mut Vec<String>) {
+            for node in nodes {
+                match node {
+                    Node::Layer(l) => out.extend(l.layer.mask().map(str::to_string)),
+                    Node::Residual { body, .. }
+                    | Node::Repeat { body, .. }
+                    | Node::Block { body, .. } => read(body, out),
+                    Node::Parallel {
+                        branches, inputs, ..
+                    } => {
+                        out.extend(inputs.iter().flatten().map(|i| i.value.clone()));
+                        branches.iter().for_each(|b| read(b, out));
+                    }
+                }
+            }
+        }
+        let mut used = Vec::new();
+        read(&model.nodes, &mut used);
+        for input in &data.extra_inputs {
+            if !used.contains(&input.name) {
+                self.diags.push(
+                    Diagnostic::warning(
+                        "pipeline::data::unused_input",
+                        format!("the input `{}` is never read by the model", input.name),
+                    )
+                    .label_opt(input.span, "defined here")
+                    .help(format!(
+                        "read it from a branch (`parallel {{ branch {{ … }} branch input=\"{}\" {{ … }} }}`), or remove it",
+                        input.name
+                    )),
+                );
+            }
+        }
     }
 }

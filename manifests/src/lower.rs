@@ -326,6 +326,7 @@ impl<'a> Reader<'a> {
         let blocks = self.blocks(&block_nodes);
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
+        self.unused_inputs(&data, &model);
         let loss = LossSpec {
             kind: LossKind::parse(&loss_f.text("kind"))
                 // `loss` or its kind left out: already reported.
