@@ -159,6 +159,71 @@ fn augmentation_resumes_bit_for_bit_after_kill_9() {
 }
 
 #[test]
+fn streamed_images_train_as_held_ones_under_the_same_key() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), &["0", "1", "2"], Some(40));
+    // A transform before the first random one, which a streamed image goes through per batch.
+    std::fs::write(
+        dir.path().join("s.kdl"),
+        r#"pipeline "s"
+seed 5
+data {
+    source "data/digits-png"
+    images channels=1 {
+        resize 10
+        random-crop 8 padding=1
+        horizontal-flip
+    }
+    split train=0.75 test=0.25
+}
+model {
+    flatten
+    linear 3
+}
+loss "cross-entropy"
+optimizer "adam" lr=0.01
+train epochs=3 batch-size=10
+eval "test" needs="train" split="test"
+checkpoint "export" needs="train" path="out/model.safetensors"
+"#,
+    )
+    .unwrap();
+    let weights = || std::fs::read(dir.path().join("out/model.safetensors")).unwrap();
+    let held = pipeline(dir.path(), &["run", "s.kdl", "--set", "data.load=memory"]);
+    assert!(held.status.success(), "{}", text(&held.stderr));
+    let held_weights = weights();
+    // The same pixels either way: the key does not change, every stage is cached.
+    let status = pipeline(
+        dir.path(),
+        &["status", "s.kdl", "--set", "data.load=stream"],
+    );
+    assert!(
+        text(&status.stdout).contains("3 of 3 stages fresh"),
+        "{}",
+        text(&status.stdout)
+    );
+    for workers in ["0", "2"] {
+        let streamed = pipeline(
+            dir.path(),
+            &[
+                "run",
+                "s.kdl",
+                "--no-cache",
+                "--set",
+                "data.load=stream",
+                "--set",
+                &format!("data.workers={workers}"),
+            ],
+        );
+        assert!(streamed.status.success(), "{}", text(&streamed.stderr));
+        assert!(
+            weights() == held_weights,
+            "streamed images ({workers} workers) train other weights"
+        );
+    }
+}
+
+#[test]
 fn under_ddp_each_process_augments_its_samples_as_one_process_would() {
     let dir = tempfile::tempdir().unwrap();
     copy_tree(dir.path(), &["0", "1", "2"], Some(40));

@@ -1,7 +1,7 @@
 //! Measuring a model: mean loss and, for classification, accuracy over a split; for
 //! regression, R² (scikit-learn's `r2_score`: per target, then averaged).
 
-use crate::data::Dataset;
+use crate::data::{Dataset, Loader};
 use crate::loss;
 use crate::model::Model;
 use crate::numerics::Numerics;
@@ -18,88 +18,92 @@ pub struct Scores {
     pub samples: i64,
 }
 
-/// Evaluates `model` on the samples at `indices` in batches, without gradients, in eval
-/// mode, under autocast for mixed precisions. The sums stay on the device until the end:
-/// one host sync per call.
+/// Evaluates `model` on the samples `samples` in batches (assembled ahead by the data's
+/// workers), without gradients, in eval mode, under autocast for mixed precisions. The
+/// sums stay on the device until the end: one host sync per call.
 pub fn evaluate(
     model: &Model,
     numerics: &Numerics,
     spec: &LossSpec,
     data: &Dataset,
-    indices: &Tensor,
+    samples: &[usize],
     batch_size: i64,
 ) -> Result<Scores, TchError> {
-    let n = indices.size()[0];
-    tch::no_grad(|| {
-        let device = indices.device();
-        let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
-        let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
-        let mut counted = 0i64;
-        // Regression: per target, Σ(y − ŷ)², Σ(y − c) and Σ(y − c)² in f64, shifted by the
-        // first batch's mean c (so that a large mean does not swamp the spread).
-        let regression = spec.kind == LossKind::Mse && data.labels.dim() == 2;
-        let width = if regression { data.labels.size()[1] } else { 0 };
-        let mut shift: Option<Tensor> = None;
-        let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
-        let (mut residual, mut sum, mut squares) = (zeros()?, zeros()?, zeros()?);
-        let mut start = 0;
-        while start < n {
-            let len = batch_size.min(n - start);
-            let (xb, yb) = data.batch(&indices.f_narrow(0, start, len)?, None)?;
-            let (out, loss) = numerics.autocast(|| {
-                let out = model.forward(&xb, false)?;
-                let loss = loss::compute(spec, &out, &yb)?;
-                Ok((out, loss))
-            })?;
-            let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
-            if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
-                let _ = hits_sum.f_add_(&hits)?;
-                counted += count;
-            }
-            if regression {
-                let (y, p) = (yb.f_to_kind(Kind::Double)?, out.f_to_kind(Kind::Double)?);
-                if y.size() != p.size() {
-                    return Err(TchError::Shape(format!(
-                        "the model's outputs {:?} do not match the targets {:?}",
-                        p.size(),
-                        y.size()
-                    )));
+    let n = samples.len() as i64;
+    std::thread::scope(|scope| {
+        tch::no_grad(|| {
+            let mut loader =
+                Loader::start(scope, data, samples, batch_size.max(1) as usize, 0, None)?;
+            let device = data.labels.device();
+            let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
+            let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
+            let mut counted = 0i64;
+            // Regression: per target, Σ(y − ŷ)², Σ(y − c) and Σ(y − c)² in f64, shifted by the
+            // first batch's mean c (so that a large mean does not swamp the spread).
+            let regression = spec.kind == LossKind::Mse && data.labels.dim() == 2;
+            let width = if regression { data.labels.size()[1] } else { 0 };
+            let mut shift: Option<Tensor> = None;
+            let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
+            let (mut residual, mut sum, mut squares) = (zeros()?, zeros()?, zeros()?);
+            let mut start = 0;
+            while start < n {
+                let len = batch_size.min(n - start);
+                let (xb, yb) = loader.next_batch()?;
+                let (out, loss) = numerics.autocast(|| {
+                    let out = model.forward(&xb, false)?;
+                    let loss = loss::compute(spec, &out, &yb)?;
+                    Ok((out, loss))
+                })?;
+                let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
+                if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
+                    let _ = hits_sum.f_add_(&hits)?;
+                    counted += count;
                 }
-                let sum0 = |t: &Tensor| t.f_sum_dim_intlist(0, false, Kind::Double);
-                let c = match &shift {
-                    Some(c) => c.shallow_clone(),
-                    None => shift
-                        .insert(y.f_mean_dim(0, false, Kind::Double)?)
-                        .shallow_clone(),
-                };
-                let centred = y.f_sub(&c)?;
-                let _ = residual.f_add_(&sum0(&(&y - &p).f_square()?)?)?;
-                let _ = sum.f_add_(&sum0(&centred)?)?;
-                let _ = squares.f_add_(&sum0(&centred.f_square()?)?)?;
+                if regression {
+                    let (y, p) = (yb.f_to_kind(Kind::Double)?, out.f_to_kind(Kind::Double)?);
+                    if y.size() != p.size() {
+                        return Err(TchError::Shape(format!(
+                            "the model's outputs {:?} do not match the targets {:?}",
+                            p.size(),
+                            y.size()
+                        )));
+                    }
+                    let sum0 = |t: &Tensor| t.f_sum_dim_intlist(0, false, Kind::Double);
+                    let c = match &shift {
+                        Some(c) => c.shallow_clone(),
+                        None => shift
+                            .insert(y.f_mean_dim(0, false, Kind::Double)?)
+                            .shallow_clone(),
+                    };
+                    let centred = y.f_sub(&c)?;
+                    let _ = residual.f_add_(&sum0(&(&y - &p).f_square()?)?)?;
+                    let _ = sum.f_add_(&sum0(&centred)?)?;
+                    let _ = squares.f_add_(&sum0(&centred.f_square()?)?)?;
+                }
+                start += len;
             }
-            start += len;
-        }
-        let loss = if n > 0 {
-            loss_sum.f_double_value(&[])? / n as f64
-        } else {
-            f64::NAN
-        };
-        let accuracy = (counted > 0)
-            .then(|| hits_sum.f_int64_value(&[]))
-            .transpose()?
-            .map(|h| h as f64 / counted as f64);
-        let r2 = if regression && n > 1 {
-            let residual = Vec::<f64>::try_from(&residual)?;
-            let (sum, squares) = (Vec::<f64>::try_from(&sum)?, Vec::<f64>::try_from(&squares)?);
-            Some(r2_score(&residual, &sum, &squares, n as f64))
-        } else {
-            None
-        };
-        Ok(Scores {
-            loss,
-            accuracy,
-            r2,
-            samples: n,
+            let loss = if n > 0 {
+                loss_sum.f_double_value(&[])? / n as f64
+            } else {
+                f64::NAN
+            };
+            let accuracy = (counted > 0)
+                .then(|| hits_sum.f_int64_value(&[]))
+                .transpose()?
+                .map(|h| h as f64 / counted as f64);
+            let r2 = if regression && n > 1 {
+                let residual = Vec::<f64>::try_from(&residual)?;
+                let (sum, squares) = (Vec::<f64>::try_from(&sum)?, Vec::<f64>::try_from(&squares)?);
+                Some(r2_score(&residual, &sum, &squares, n as f64))
+            } else {
+                None
+            };
+            Ok(Scores {
+                loss,
+                accuracy,
+                r2,
+                samples: n,
+            })
         })
     })
 }

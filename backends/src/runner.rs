@@ -230,13 +230,12 @@ impl<'a> Context<'a> {
                 self.model_of(source)?;
                 let model = &self.trained[&source].model;
                 let data = &self.session.data;
-                let indices = data.indices(spec.split.value);
                 let scores = evaluate(
                     model,
                     &self.session.numerics,
                     &manifest.loss,
                     data,
-                    &indices,
+                    data.splits.get(spec.split.value),
                     spec.batch_size as i64,
                 )
                 .map_err(|e| {

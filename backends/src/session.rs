@@ -109,22 +109,22 @@ fn dry_run(
         Some(s) => s.path.span,
         None => manifest.model.nodes.last().and_then(manifests::Node::span),
     };
-    let train = data.indices(SplitName::Train);
-    let first = train.narrow(0, 0, train.size()[0].min(2));
+    let train = data.splits.get(SplitName::Train);
+    let first = &train[..train.len().min(2)];
     let (xb, yb) = data
-        .batch(&first, None)
+        .batch(first, None)
         .map_err(|e| dry_run_error(manifest, data, &e))?;
     let out = numerics
         .autocast(|| model.forward(&xb, false))
         .map_err(|e| dry_run_error(manifest, data, &e))?;
     let outputs = match out.size().as_slice() {
-        [b, k] if *b == first.size()[0] => *k,
+        [b, k] if *b == first.len() as i64 => *k,
         other => {
             let (shape, help) = match (script, other) {
                 (None, [_, rest @ ..]) => (format!("{rest:?} per sample"), "add `flatten` before the last `linear`"),
                 (None, []) => ("no batch dimension".to_string(), "add `flatten` before the last `linear`"),
                 (Some(_), _) => (
-                    format!("{other:?} for a batch of {}", first.size()[0]),
+                    format!("{other:?} for a batch of {}", first.len()),
                     "make the module's `forward` return one row of scores (or targets) per sample: shape [batch, outputs]",
                 ),
             };

@@ -7,7 +7,7 @@
 //! With [`Snapshots`], the loop saves a resumable snapshot as often as the stage says and,
 //! when one exists, resumes from it instead of starting over.
 
-use crate::data::{index_tensor, Dataset};
+use crate::data::{Dataset, Loader};
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
 use crate::finetune;
@@ -92,7 +92,7 @@ pub fn train(
     };
 
     let train_samples = &data.splits.train;
-    let val_indices = data.indices(SplitName::Val);
+    let val_samples = data.splits.get(SplitName::Val);
     // Under `ddp` and `zero1`, this process trains on every world-th sample of each epoch's order.
     let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
     let sampler = sampler_for(data, accelerator, name)?;
@@ -204,7 +204,6 @@ pub fn train(
             rank,
             world,
         );
-        let perm = index_tensor(&shard).to_device(device);
         let resumed = epoch == at.epoch;
         let first = if resumed { at.step_in_epoch } else { 0 };
         let (mut seen, mut counted) = if resumed {
@@ -224,98 +223,112 @@ pub fn train(
             let end = (start + accumulate).min(batches);
             (end * batch).min(n) - start * batch
         };
-        for s in first..batches {
-            let begin = (s * batch) as i64;
-            let len = (batch as i64).min(n as i64 - begin);
-            let boundary = (s + 1).is_multiple_of(accumulate) || s + 1 == batches;
-            let result = (|| -> Result<(), tch::TchError> {
-                let idx = perm.f_narrow(0, begin, len)?;
-                let (xb, yb) = data.batch(&idx, Some(epoch))?;
-                let (out, loss) = numerics.autocast(|| {
-                    let out = model.forward_synced(&xb, true, sync_batch_norm)?;
-                    let loss = loss::compute(&manifest.loss, &out, &yb)?;
-                    Ok((out, loss))
-                })?;
-                // Each micro-batch weighs by its samples, so that the step's gradient
-                // is the mean over the union of the accumulated micro-batches (a short
-                // last batch counts for what it holds).
-                let mut backward = match accumulate {
-                    1 => loss.shallow_clone(),
-                    _ => loss.f_div_scalar(window_samples(s) as f64 / len as f64)?,
-                };
-                if let Some(scaler) = &scaler {
-                    backward = scaler.scale(&backward)?;
-                }
-                backward.f_backward()?;
-                if boundary {
-                    lr = schedule.lr_at(step);
-                    opt.set_lr(lr);
-                    // Averaged (over processes), unscaled (16-mixed) and clipped
-                    // gradients: the only reasons to touch them between backward and
-                    // the step.
-                    let mut grads = match group.is_some() || scaler.is_some() || clips {
-                        true => opt.grads(),
-                        false => Vec::new(),
+        // The batches of this epoch's share, assembled ahead by the data's workers.
+        std::thread::scope(|scope| -> Result<(), Diagnostic> {
+            let mut loader = Loader::start(
+                scope,
+                data,
+                &shard,
+                batch as usize,
+                first as usize,
+                Some(epoch),
+            )
+            .map_err(|e| fail(&format!("epoch {epoch}: starting the data loader"), e))?;
+            for s in first..batches {
+                let begin = (s * batch) as i64;
+                let len = (batch as i64).min(n as i64 - begin);
+                let boundary = (s + 1).is_multiple_of(accumulate) || s + 1 == batches;
+                let result = (|| -> Result<(), tch::TchError> {
+                    let (xb, yb) = loader.next_batch()?;
+                    let (out, loss) = numerics.autocast(|| {
+                        let out = model.forward_synced(&xb, true, sync_batch_norm)?;
+                        let loss = loss::compute(&manifest.loss, &out, &yb)?;
+                        Ok((out, loss))
+                    })?;
+                    // Each micro-batch weighs by its samples, so that the step's gradient
+                    // is the mean over the union of the accumulated micro-batches (a short
+                    // last batch counts for what it holds).
+                    let mut backward = match accumulate {
+                        1 => loss.shallow_clone(),
+                        _ => loss.f_div_scalar(window_samples(s) as f64 / len as f64)?,
                     };
-                    if let Some(g) = group {
-                        let started = Instant::now();
-                        g.average(&mut grads, bucket_bytes)?;
-                        comm += started.elapsed();
+                    if let Some(scaler) = &scaler {
+                        backward = scaler.scale(&backward)?;
                     }
-                    let finite = match &mut scaler {
-                        Some(scaler) => scaler.unscale(&mut grads)?,
-                        None => true,
-                    };
-                    if finite {
-                        if clips {
-                            numerics::clip(&mut grads, &accelerator.clipping)?;
-                        }
-                        opt.step()?;
-                        if let (false, Some(g)) = (shards.is_empty(), group) {
+                    backward.f_backward()?;
+                    if boundary {
+                        lr = schedule.lr_at(step);
+                        opt.set_lr(lr);
+                        // Averaged (over processes), unscaled (16-mixed) and clipped
+                        // gradients: the only reasons to touch them between backward and
+                        // the step.
+                        let mut grads = match group.is_some() || scaler.is_some() || clips {
+                            true => opt.grads(),
+                            false => Vec::new(),
+                        };
+                        if let Some(g) = group {
                             let started = Instant::now();
-                            for (owner, mine) in shards.iter_mut().enumerate() {
-                                g.broadcast_all(mine, owner)?;
-                            }
+                            g.average(&mut grads, bucket_bytes)?;
                             comm += started.elapsed();
                         }
+                        let finite = match &mut scaler {
+                            Some(scaler) => scaler.unscale(&mut grads)?,
+                            None => true,
+                        };
+                        if finite {
+                            if clips {
+                                numerics::clip(&mut grads, &accelerator.clipping)?;
+                            }
+                            opt.step()?;
+                            if let (false, Some(g)) = (shards.is_empty(), group) {
+                                let started = Instant::now();
+                                for (owner, mine) in shards.iter_mut().enumerate() {
+                                    g.broadcast_all(mine, owner)?;
+                                }
+                                comm += started.elapsed();
+                            }
+                        }
+                        if let Some(scaler) = &mut scaler {
+                            scaler.update()?;
+                        }
+                        opt.zero_grad()?;
                     }
-                    if let Some(scaler) = &mut scaler {
-                        scaler.update()?;
-                    }
-                    opt.zero_grad()?;
+                    tch::no_grad(|| -> Result<(), tch::TchError> {
+                        let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
+                        if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {
+                            let _ = hits_sum.f_add_(&hits)?;
+                            counted += count;
+                        }
+                        Ok(())
+                    })
+                })();
+                result.map_err(|e| fail(&format!("epoch {epoch}, batch {}", s + 1), e))?;
+                seen += len;
+                obs.step(s + 1);
+                if !boundary {
+                    continue;
                 }
-                tch::no_grad(|| -> Result<(), tch::TchError> {
-                    let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
-                    if let Some((hits, count)) = loss::correct(manifest.loss.kind, &out, &yb)? {
-                        let _ = hits_sum.f_add_(&hits)?;
-                        counted += count;
-                    }
-                    Ok(())
-                })
-            })();
-            result.map_err(|e| fail(&format!("epoch {epoch}, batch {}", s + 1), e))?;
-            seen += len;
-            obs.step(s + 1);
-            if !boundary {
-                continue;
+                step += 1;
+                if let Some(snaps) =
+                    snapshots.filter(|sn| s + 1 < batches && sn.due_after_step(step))
+                {
+                    let position = Position {
+                        epoch,
+                        step_in_epoch: s + 1,
+                        step,
+                        seen,
+                        counted,
+                        last: last.clone(),
+                    };
+                    let sums = Sums {
+                        loss: &loss_sum,
+                        hits: &hits_sum,
+                    };
+                    snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
+                }
             }
-            step += 1;
-            if let Some(snaps) = snapshots.filter(|sn| s + 1 < batches && sn.due_after_step(step)) {
-                let position = Position {
-                    epoch,
-                    step_in_epoch: s + 1,
-                    step,
-                    seen,
-                    counted,
-                    last: last.clone(),
-                };
-                let sums = Sums {
-                    loss: &loss_sum,
-                    hits: &hits_sum,
-                };
-                snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
-            }
-        }
+            Ok(())
+        })?;
         if let Some(g) = group {
             (loss_sum, hits_sum, seen, counted) =
                 sum_over_processes(g, device, &loss_sum, &hits_sum, seen, counted)
@@ -329,9 +342,9 @@ pub fn train(
         }
         let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
         // Validation is reported by rank 0 only; the others skip it.
-        let val: Option<Scores> = if val_indices.size()[0] > 0 && rank == 0 {
+        let val: Option<Scores> = if !val_samples.is_empty() && rank == 0 {
             Some(
-                evaluate(&model, numerics, &manifest.loss, data, &val_indices, 1024)
+                evaluate(&model, numerics, &manifest.loss, data, val_samples, 1024)
                     .map_err(|e| fail("validation", e))?,
             )
         } else {
@@ -539,6 +552,15 @@ fn bucket_keys(data: &Dataset, column: i64) -> Result<Vec<f64>, String> {
         return Err(format!(
             "`bucket-by {column}` reads a feature column, and image data has none"
         ));
+    }
+    if let Some(stream) = &data.stream {
+        let width: i64 = stream.sample_shape().iter().product();
+        if column >= width {
+            return Err(format!(
+                "`bucket-by {column}`: a sample has {width} features"
+            ));
+        }
+        return stream.column(column as usize, &data.rows);
     }
     let n = data.features.size()[0];
     let flat = data.features.reshape([n, -1]);

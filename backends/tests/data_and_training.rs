@@ -83,7 +83,7 @@ fn npz_safetensors_and_npy_load_alike() {
             [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
         );
         assert_eq!(d.splits.train.len() + d.splits.test.len(), 10);
-        let (xs, _) = d.batch(&d.indices(SplitName::Train), None).unwrap();
+        let (xs, _) = d.batch(d.splits.get(SplitName::Train), None).unwrap();
         assert_eq!(xs[0].size(), [8, 4]);
     }
 }
@@ -152,8 +152,8 @@ fn standard_scaling_uses_the_training_split_only() {
         &classification("source \"s.csv\"\nscale \"standard\""),
     );
     let d = Dataset::load(&m, true).unwrap();
-    let (train, _) = d.batch(&d.indices(SplitName::Train), None).unwrap();
-    let (test, _) = d.batch(&d.indices(SplitName::Test), None).unwrap();
+    let (train, _) = d.batch(d.splits.get(SplitName::Train), None).unwrap();
+    let (test, _) = d.batch(d.splits.get(SplitName::Test), None).unwrap();
     let (train, test) = (&train[0], &test[0]);
     assert!(train.mean(Kind::Float).double_value(&[]).abs() < 1e-5);
     assert!((train.std(false).double_value(&[]) - 1.0).abs() < 1e-4);

@@ -12,13 +12,15 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing), `init` weights, a `torchscript` model |
+//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing; for `.npy` shards each shard's path below the manifest and content), `init` weights, a `torchscript` model |
+//! | `data.load` as resolved: `stream`, or nothing for `memory` | streamed scaling statistics are summed in another order |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
 //! formatting of the manifest, comments, how a value was written (property, child node,
 //! `--set`, or left to its default), data file paths (content counts, not location),
-//! `accelerator.threads`, `bucket-mb`, `timeout` and `backend` (speed only), how often a
+//! `accelerator.threads`, `bucket-mb`, `timeout` and `backend`, `data.workers` and
+//! `data.prefetch` (speed only), how often a
 //! `train` stage saves resumable snapshots
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
@@ -165,6 +167,11 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     let mut data = to_value(&manifest.data);
     if let Some(map) = data.as_object_mut() {
         map.remove("source");
+        // Streamed features are scaled with statistics summed in another order: the key
+        // says so (and only then, so that the keys of in-memory data are as before).
+        if crate::shards::streams(manifest) {
+            map.insert("load".into(), json!("stream"));
+        }
     }
     let mut stage = to_value(&manifest.stages[index].config);
     if let Some(map) = stage.as_object_mut() {

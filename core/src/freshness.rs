@@ -80,6 +80,9 @@ pub fn assess(
             }
             Ok(image_set_hash.clone().expect("just set"))
         }
+        _ if crate::shards::is_pattern(path) => {
+            shards_hash(&manifest.base_dir, path, memo).map_err(InputError::Io)
+        }
         _ => memo.hash(path).map_err(InputError::Io),
     })
     .map_err(|(index, role, e)| match e {
@@ -119,6 +122,22 @@ pub fn assess(
         });
     }
     Ok(states)
+}
+
+/// The content hash of `.npy` shards (`pattern`): over each shard's path below `base`
+/// and content hash, in the order they are read. A shard that cannot be hashed is named.
+fn shards_hash(base: &Path, pattern: &Path, memo: &mut HashMemo) -> std::io::Result<String> {
+    let files = crate::shards::expand(pattern)
+        .map_err(|why| std::io::Error::new(std::io::ErrorKind::NotFound, why))?;
+    let mut listing = String::new();
+    for file in files {
+        let hash = memo
+            .hash(&file)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+        let name = file.strip_prefix(base).unwrap_or(&file);
+        listing.push_str(&format!("{}\t{hash}\n", name.display()));
+    }
+    Ok(cache::hash_bytes(listing.as_bytes()))
 }
 
 /// Why an input could not be hashed: a file, or an image of the data set (said already).

@@ -38,6 +38,7 @@ pub mod rng;
 pub mod sample_shape;
 pub mod sampler;
 pub mod schedule;
+pub mod shards;
 pub mod split;
 pub mod table;
 pub mod text;
@@ -83,6 +84,7 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
         diagnostics.extend(check(manifest));
         diagnostics.extend(outputs::check(manifest, Some(path)));
         diagnostics.extend(torchscript::check(manifest));
+        diagnostics.extend(shards::check(manifest));
         // The model's shapes, when the rest is sound and the data's shape can be known
         // without loading it (a model that does not lower would only add noise).
         if !manifests::has_errors(&diagnostics) && manifest.model.torchscript.is_none() {

@@ -6,7 +6,7 @@
 //! Images: `[channels, height, width]` from the transforms when they fix the size, else
 //! from the first image's header (`image_listing::sample_shape`).
 //!
-//! NPY: the array's header (`npy::peek_shape`). NPZ and safetensors are not peeked at:
+//! NPY: the array's header (`npy::peek_shape`), or its shards' (`shards.rs`). NPZ and safetensors are not peeked at:
 //! their shapes are checked by the run's dry pass, once the data is loaded. A file that cannot be read gives
 //! `None`: reading it is the run's to report, with the file and line.
 
@@ -25,11 +25,21 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
         return Ok(Some(vec![text.max_length as i64]));
     }
     if spec.format == DataFormat::Npy {
+        // One file or shards (`shards::check` reports shards that are not one data set).
         let path = manifest.resolve(&spec.source.value);
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        let Ok(files) = crate::shards::files_of(&path) else {
+            return Ok(None);
+        };
+        if !files
+            .iter()
+            .all(|f| std::fs::metadata(f).is_ok_and(|m| m.is_file()))
+        {
             return Ok(None);
         }
-        return Ok(crate::npy::peek_shape(&path).and_then(sample_of));
+        let Ok(shards) = crate::shards::open(&files) else {
+            return Ok(None);
+        };
+        return Ok(sample_of(shards[0].header.shape.clone()));
     }
     Ok(table_shape(manifest))
 }

@@ -604,8 +604,48 @@ impl<'a> Reader<'a> {
             images: self.images(node, f, format),
             padding_id: self.padding_id(f, format),
             extra_inputs: Vec::new(),
+            load: self.load(f, format),
+            workers: f.int("workers").max(0) as u64,
+            prefetch: f.int("prefetch").max(1) as u64,
             span: f.span,
         }
+    }
+
+    /// `data.load`: `stream` reads `.npy` features and images only, and not what needs
+    /// every value at once (a median) or the ids in memory (`padding-id`).
+    fn load(&mut self, f: &Fields, format: DataFormat) -> Spanned<Load> {
+        // Not reached: `load` has a default.
+        let load = Load::parse(&f.text("load")).unwrap_or(Load::Auto);
+        let span = f.span("load");
+        if load == Load::Stream {
+            let refuse = |why: String, other: Option<miette::SourceSpan>, help: &str| {
+                Diagnostic::error("pipeline::data::not_streamable", why)
+                    .label_opt(span, "streams")
+                    .label_opt(other, "this")
+                    .help(help.to_string())
+            };
+            let format_span = f.span("format").or(f.span("source"));
+            if format != DataFormat::Npy && !format.is_images() {
+                self.diags.push(refuse(
+                    format!("`load \"stream\"` reads `.npy` features and images, and this data is {}", format.as_str()),
+                    format_span,
+                    "save the features as `.npy` (one file, or shards: `source \"x-*.npy\"`), or remove `load`",
+                ));
+            } else if f.text("missing") == Missing::Median.as_str() {
+                self.diags.push(refuse(
+                    "a streamed data set cannot fill with the median: it would need every training value at once".into(),
+                    f.span("missing"),
+                    "fill with `missing \"mean\"`, leave the rows out (`\"drop-row\"`), or `load \"memory\"`",
+                ));
+            } else if f.value("padding-id").is_some() {
+                self.diags.push(refuse(
+                    "token ids (`padding-id`) are read into memory: `load \"stream\"` does not take them yet".into(),
+                    f.span("padding-id"),
+                    "remove `load`: token ids are read into memory",
+                ));
+            }
+        }
+        Spanned { value: load, span }
     }
 
     /// `data.labels`: a labels file (a name with the extension of a format that holds
@@ -909,6 +949,7 @@ mod tests {
                 false => SamplerName::Distributed.as_str(),
                 true => SamplerName::Bucketed.as_str(),
             },
+            ("data", "load") => |m| m.data.load.value.as_str(),
             ("eval", "split") => |m| match &m.stages[1].config {
                 StageConfig::Eval(e) => e.split.value.as_str(),
                 other => panic!("not the eval stage: {other:?}"),
@@ -949,10 +990,12 @@ mod tests {
                 }
                 for name in names {
                     let ov = Override::parse(&format!("{what}={name}")).unwrap();
-                    // Images take their labels from the folder or the listing.
-                    let base = match name.starts_with("image-") {
-                        true => BASE.replace(" labels=\"y.npy\"", ""),
-                        false => BASE.to_string(),
+                    // Images take their labels from the folder or the listing; only
+                    // `.npy` data and images stream.
+                    let base = match (name.starts_with("image-"), what.as_str()) {
+                        (true, _) => BASE.replace(" labels=\"y.npy\"", ""),
+                        (false, "data.load") => BASE.replace("d.csv", "d.npy"),
+                        (false, _) => BASE.to_string(),
                     };
                     let out = lower(&base, "t", Path::new(""), &[ov]);
                     assert!(
@@ -971,7 +1014,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 14, "every choice key was tried");
+        assert_eq!(keys, 15, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.

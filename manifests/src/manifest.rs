@@ -226,6 +226,17 @@ pub struct DataSpec {
     /// More model inputs, each from a file of its own (`data.inputs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extra_inputs: Vec<InputSpec>,
+    /// How the features are held. Not in the cache key as written: the key holds what
+    /// `auto` resolves to (`fingerprint.rs`).
+    #[serde(skip)]
+    pub load: Spanned<Load>,
+    /// Threads assembling batches (streamed features, images) ahead of the math; 0
+    /// assembles them in the training thread. Speed only: not in the cache key.
+    #[serde(skip)]
+    pub workers: u64,
+    /// Batches assembled ahead. Speed only: not in the cache key.
+    #[serde(skip)]
+    pub prefetch: u64,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -276,6 +287,26 @@ impl DataSpec {
             .collect()
     }
 }
+
+choice! {
+    /// How the data's features are held while training (`data.load`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum Load {
+        /// `stream` for NPY features larger than [`STREAM_ABOVE_BYTES`] as float32
+        /// (that `stream` can read as they are) and images whose held pixels would be,
+        /// else `memory`.
+        Auto = "auto",
+        /// Read whole into memory (on the device; images as 8-bit pixels).
+        Memory = "memory",
+        /// Read per batch from the `.npy` file(s), or images decoded per batch, ahead of
+        /// the math.
+        Stream = "stream",
+    }
+}
+
+/// `load "auto"` streams NPY features larger than this as float32 (1 GiB).
+pub const STREAM_ABOVE_BYTES: u64 = 1 << 30;
 
 choice! {
     /// Where `data.text` pads a short text.

@@ -13,7 +13,7 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Join, LossKind, LossScale, Missing, OptimizerKind,
+    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, OptimizerKind,
     PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
     SplitName, StageKind, Strategy,
 };
@@ -361,7 +361,7 @@ pub const DATA: Section = section(
         required(
             "source",
             Ty::Path,
-            "The data: a .csv, .csv.gz, .npy, .npz, .safetensors or .parquet file, a directory of images with one sub-directory per class (`image-folder`), or a CSV listing images (`image-list`); relative to the manifest.",
+            "The data: a .csv, .csv.gz, .npy, .npz, .safetensors or .parquet file, `.npy` shards named by a pattern (`\"shards/x-*.npy\"`: every match, in name order, one data set; a labels file may be a pattern too), a directory of images with one sub-directory per class (`image-folder`), or a CSV listing images (`image-list`); relative to the manifest.",
         ),
         key(
             "format",
@@ -446,6 +446,24 @@ pub const DATA: Section = section(
             Ty::Section(&INPUTS),
             None,
             "More model inputs, each from a file of its own (`pipeline explain data.inputs`).",
+        ),
+        key(
+            "load",
+            Ty::Choice(Load::NAMES),
+            Some(Val::Text(Load::Auto.as_str())),
+            "How the features are held while training. `memory`: read whole (onto the device; images decoded once and held as 8-bit pixels). `stream`: `.npy` data (one file or shards) read per batch with positional reads, or images decoded per batch, ahead of the math (`workers`, `prefetch`), so memory does not grow with the data set; labels and `data.inputs` stay in memory. For `.npy`, two passes before training check every value and fit `scale` and `missing \"mean\"` (not `median`, not `padding-id`); images are all decoded once at load to name a bad one. `auto`: `stream` when the features as float32 (images: their held pixels) pass 1 GiB and streaming can read them, else `memory`. Streamed `.npy` scaling differs from the in-memory one in the last bits, so the cache key holds what `auto` resolves to; streamed images are the same pixels, so their key does not change.",
+        ),
+        key(
+            "workers",
+            int(0, 256),
+            Some(Val::Int(2)),
+            "Threads that assemble batches (read streamed features; decode, augment and collate images) while the model computes; 0 assembles each batch in the training thread when it is needed. The batches are the same whatever the count: not in the cache key.",
+        ),
+        key(
+            "prefetch",
+            int(1, 1024),
+            Some(Val::Int(2)),
+            "Batches assembled ahead of the one training (with `workers` above 0): memory holds this many batches more. Not in the cache key.",
         ),
         key(
             "padding-id",

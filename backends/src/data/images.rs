@@ -4,26 +4,34 @@
 //! otherwise) and the conversion to floats run per batch, in parallel, each sample with
 //! its own generator for (seed, epoch, sample), so a resumed run sees the same images.
 //!
-//! Honest limitation: the decoded images are held in memory (8-bit, so a quarter of the
-//! floats); reading them lazily for sets larger than memory is the next step.
+//! With `data.load "stream"` (or `auto` when the held pixels would pass 1 GiB) nothing is
+//! held: every image is still decoded once at load, so that a bad one is named before
+//! training, then dropped, and each batch decodes its images again (in the loader's
+//! workers, ahead of the math). The pixels are the same either way, so the cache key does
+//! not say which.
 
 use super::read::Labels;
 use super::{data_error, first_index, Dataset, Origin};
 use manifests::transforms::{Pixels, Size, Transform, Uniform};
-use manifests::{DataSpec, Diagnostic, ImageSpec, Manifest};
+use manifests::{
+    DataSpec, Diagnostic, ImageSpec, Load, Manifest, TransformSpec, STREAM_ABOVE_BYTES,
+};
 use pipeline_core::image::Image;
 use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::rng::Rng;
 use pipeline_core::split::Splits;
 use rayon::prelude::*;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// The decoded images of a data set, and what each batch still does to them.
 #[derive(Debug)]
 pub struct ImageSet {
     pub listing: ImageListing,
-    /// Each image after the transforms before the first random one.
-    images: Vec<Image>,
+    /// Each image after the transforms before the first random one; `None` when the
+    /// images are streamed (decoded per batch).
+    held: Option<Vec<Image>>,
+    /// The transforms before the first random one (a streamed image's, per batch).
+    prefix: Vec<Transform>,
     /// The transforms from the first random one on.
     rest: Vec<Transform>,
     mean: Vec<f64>,
@@ -43,7 +51,6 @@ impl Dataset {
     ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let listing = ImageListing::of(manifest)?;
-        let path = manifest.resolve(&spec.source.value);
         let n = listing.files.len();
         // A folder's labels are its classes; a listing's, cells read as any table's.
         let (labels, classes, origin, cells) = match &listing.labels {
@@ -68,24 +75,10 @@ impl Dataset {
             }
         };
         let set = ImageSet::load(manifest, listing)?;
-        let mut dataset = Dataset {
-            sample_shape: set.sample_shape(),
-            features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
-            mask: None,
-            input_names: spec.inputs(),
-            extra: Vec::new(),
-            extra_scaling: Vec::new(),
-            images: Some(set),
-            labels: Tensor::new(),
-            splits: Splits::new(0, &spec.split),
-            path,
-            scaling: None,
-            classes,
-            filled: None,
-            rows: (0..n).collect(),
-            origin,
-            labels_path: None,
-        };
+        let mut dataset = Dataset::holding(manifest, origin, n);
+        dataset.sample_shape = set.sample_shape();
+        dataset.images = Some(set);
+        dataset.classes = classes;
         dataset.read_extra_inputs(manifest, n)?;
         if let Some(cells) = cells {
             let (labels, classes) = dataset.labels_from(cells, spec, classification)?;
@@ -136,6 +129,9 @@ impl Dataset {
     }
 }
 
+/// What is wrong with an image, and what to do.
+type Problem = (String, String);
+
 fn image_error(spec: &DataSpec, message: String, help: &str) -> Diagnostic {
     Diagnostic::error("pipeline::data::bad_image", message)
         .label_opt(spec.source.span, "image data")
@@ -154,8 +150,13 @@ impl ImageSet {
             .unwrap_or(images_spec.transforms.len());
         let (prefix, rest) = images_spec.transforms.split_at(split);
         let channels = images_spec.channels;
+        let hold = match spec.load.value {
+            Load::Memory => true,
+            Load::Stream => false,
+            Load::Auto => held_bytes(&listing, channels, prefix) <= STREAM_ABOVE_BYTES,
+        };
         // Each image's problem: what is wrong, and what to do.
-        let decoded: Vec<Result<(Image, Size), (String, String)>> = listing
+        let decoded: Vec<Result<(Option<Image>, Size), Problem>> = listing
             .files
             .par_iter()
             .map(|file| {
@@ -176,10 +177,13 @@ impl ImageSet {
                         (message, e.help)
                     })?
                     .expect("a known size stays known");
+                if !hold {
+                    return Ok((None, out));
+                }
                 for t in prefix {
                     image = t.transform.apply(image, None);
                 }
-                Ok((image, out))
+                Ok((Some(image), out))
             })
             .collect();
         let mut images = Vec::with_capacity(decoded.len());
@@ -207,12 +211,13 @@ impl ImageSet {
                 }
                 Some(_) => {}
             }
-            images.push(image);
+            images.extend(image);
         }
         let (mean, std) = images_spec.normalization();
         Ok(ImageSet {
             listing,
-            images,
+            held: hold.then_some(images),
+            prefix: prefix.iter().map(|t| t.transform.clone()).collect(),
             rest: rest.iter().map(|t| t.transform.clone()).collect(),
             mean,
             std,
@@ -229,26 +234,79 @@ impl ImageSet {
 
     /// The samples `ids` as a float batch (`ids × channels × height × width`, on the
     /// CPU): augmented with each sample's generator for `epoch` when training (`Some`),
-    /// in the transforms' deterministic form otherwise.
-    pub fn batch(&self, ids: &[i64], epoch: Option<u64>) -> Tensor {
+    /// in the transforms' deterministic form otherwise. Streamed images are decoded here;
+    /// one that no longer decodes, or to another size, is an error naming it.
+    pub fn batch(&self, ids: &[usize], epoch: Option<u64>) -> Result<Tensor, String> {
         let (c, (h, w)) = (self.channels as usize, self.size);
         let per = c * h as usize * w as usize;
         let mut floats = vec![0f32; per * ids.len()];
         floats
             .par_chunks_mut(per.max(1))
             .zip(ids.par_iter())
-            .for_each(|(out, &i)| {
-                let source = &self.images[i as usize];
+            .try_for_each(|(out, &i)| {
+                let decoded;
+                let source = match &self.held {
+                    Some(images) => &images[i],
+                    None => {
+                        decoded = self.decode(i)?;
+                        &decoded
+                    }
+                };
                 if self.rest.is_empty() {
-                    return source.write_floats(&self.mean, &self.std, out);
+                    return self.write(source, i, out);
                 }
                 let mut rng = epoch.map(|e| Rng::augmentation(self.seed, e, i as u64));
                 let mut image = source.clone();
                 for t in &self.rest {
                     image = t.apply(image, rng.as_mut().map(|r| r as &mut dyn Uniform));
                 }
-                image.write_floats(&self.mean, &self.std, out);
-            });
-        Tensor::from_slice(&floats).reshape([ids.len() as i64, c as i64, h as i64, w as i64])
+                self.write(&image, i, out)
+            })?;
+        Ok(Tensor::from_slice(&floats).reshape([ids.len() as i64, c as i64, h as i64, w as i64]))
     }
+
+    /// Image `i` decoded from its file and put through the transforms before the first
+    /// random one, as a held image was at load.
+    fn decode(&self, i: usize) -> Result<Image, String> {
+        let path = self.listing.root.join(&self.listing.files[i]);
+        let mut image = Image::read(&path, self.channels)
+            .map_err(|e| format!("{}: {e}", self.listing.at(i)))?;
+        for t in &self.prefix {
+            image = t.apply(image, None);
+        }
+        Ok(image)
+    }
+
+    /// Sample `i`'s pixels as floats into `out`, once its size is the data set's.
+    fn write(&self, image: &Image, i: usize, out: &mut [f32]) -> Result<(), String> {
+        if image.size() != self.size {
+            let ((h, w), (eh, ew)) = (image.size(), self.size);
+            return Err(format!(
+                "{}: {h}×{w} pixels after the transforms, where the data set's are {eh}×{ew}: the image changed since the run started",
+                self.listing.at(i)
+            ));
+        }
+        image.write_floats(&self.mean, &self.std, out);
+        Ok(())
+    }
+}
+
+/// The bytes the images would take held: each one's pixels after `prefix`, from its
+/// header's size (an image whose header does not read counts 0: loading names it).
+fn held_bytes(listing: &ImageListing, channels: u32, prefix: &[TransformSpec]) -> u64 {
+    listing
+        .files
+        .par_iter()
+        .map(|file| {
+            let Some(read) = Image::dimensions(&listing.root.join(file)) else {
+                return 0;
+            };
+            let size = prefix
+                .iter()
+                .try_fold(Some(read), |x, t| t.transform.size(x))
+                .ok()
+                .flatten();
+            size.map_or(0, |(h, w)| h as u64 * w as u64 * channels as u64)
+        })
+        .sum()
 }

@@ -5,20 +5,26 @@
 //! (`data.missing`); the seeded train / val / test split, stratified on request; and
 //! feature scaling and filling fitted on the training split only.
 //!
-//! Images (`image-folder`, `image-list`) are decoded once and transformed per batch
-//! (`images.rs`).
+//! Images (`image-folder`, `image-list`) are decoded once and transformed per batch, or
+//! streamed: decoded per batch (`images.rs`).
 //!
-//! The whole data set is held in memory (tabular data on the device, images as 8-bit
-//! pixels) — right for the data this serves today; streaming larger sets is future work.
+//! NPY features can be streamed instead of held (`data.load`, `stream.rs`): read per
+//! batch from one file or shards. Otherwise the data set is held in memory (tabular data
+//! on the device, images as 8-bit pixels). Batches that are assembled on the host
+//! (streamed features, images) are assembled ahead of the math by `loader.rs`.
 
 mod images;
 mod inputs;
+mod loader;
 mod read;
+mod stream;
 
 pub use images::ImageSet;
+pub use loader::Loader;
+pub use stream::NpyStream;
 
 use manifests::layers::{Embedding, Layer};
-use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, SplitName, TextSpec};
+use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, TextSpec};
 use pipeline_core::freshness::regular_input;
 use pipeline_core::network::{Input, Network, Op};
 use pipeline_core::split::Splits;
@@ -27,11 +33,13 @@ use read::{read_labels_file, read_source, Labels, Source};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
 
-/// How a sample is named in messages: its CSV line, or its index in an array file.
+/// How a sample is named in messages: its CSV line, its index in an array file, or its
+/// shard and index there.
 #[derive(Debug, Clone)]
 pub(crate) enum Origin {
     Lines(Vec<usize>),
     Indices,
+    Shards(Vec<pipeline_core::shards::Shard>),
 }
 
 /// The samples of a run, split and scaled, on one device.
@@ -51,6 +59,14 @@ pub struct Dataset {
     pub extra_scaling: Vec<(String, Scaling)>,
     /// Image data: the decoded images, transformed per batch.
     pub images: Option<ImageSet>,
+    /// Streamed features (`data.load`): read per batch, not held.
+    pub stream: Option<NpyStream>,
+    /// Streamed features: the largest value, for the embeddings' id range.
+    largest_streamed: Option<f64>,
+    /// The threads assembling host batches ahead of the math (`data.workers`; none for 0).
+    pool: Option<rayon::ThreadPool>,
+    /// Batches assembled ahead (`data.prefetch`).
+    prefetch: usize,
     /// `N` class indices (int64) for classification, else `N × k` float32 targets.
     pub labels: Tensor,
     pub sample_shape: Vec<i64>,
@@ -73,6 +89,25 @@ pub struct Dataset {
     labels_path: Option<PathBuf>,
 }
 
+/// What assembles a batch's first input on the host: images (decoded and transformed), or
+/// streamed features (sample `i` is row `rows[i]` of the shards).
+#[derive(Clone, Copy)]
+pub(crate) enum Host<'a> {
+    Images(&'a ImageSet),
+    Stream(&'a NpyStream, &'a [usize]),
+}
+
+impl Host<'_> {
+    /// The samples `ids` as a CPU batch: images augmented for `epoch` when training
+    /// (`None`: evaluating), or streamed features read, filled and scaled.
+    pub(crate) fn assemble(&self, ids: &[usize], epoch: Option<u64>) -> Result<Tensor, TchError> {
+        match self {
+            Host::Images(set) => set.batch(ids, epoch).map_err(TchError::Kind),
+            Host::Stream(stream, rows) => stream.batch(ids, rows).map_err(TchError::Kind),
+        }
+    }
+}
+
 /// What scaling subtracted from each value of a sample, and what it divided it by.
 pub type Scaling = (Vec<f64>, Vec<f64>);
 
@@ -93,12 +128,69 @@ pub(crate) fn data_error(
 impl Dataset {
     /// Loads the manifest's data. `classification` asks for class-index labels.
     pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
-        if manifest.data.format.is_images() {
-            return Dataset::load_images(manifest, classification);
+        let mut dataset = if manifest.data.format.is_images() {
+            Dataset::load_images(manifest, classification)?
+        } else if pipeline_core::shards::streams(manifest) {
+            Dataset::load_stream(manifest, classification)?
+        } else {
+            Dataset::load_held(manifest, classification)?
+        };
+        let workers = manifest.data.workers as usize;
+        if dataset.host().is_some() && workers > 0 {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(workers)
+                .thread_name(|i| format!("pipeline-data-{i}"))
+                .build()
+                .map_err(|e| {
+                    data_error(
+                        "pipeline::data::workers",
+                        &manifest.data,
+                        format!("cannot start {workers} data workers: {e}"),
+                        "lower `data.workers`",
+                    )
+                })?;
+            dataset.pool = Some(pool);
         }
+        dataset.prefetch = manifest.data.prefetch.max(1) as usize;
+        Ok(dataset)
+    }
+
+    /// A data set of `n` samples from the manifest's data, before its features, labels
+    /// and split are read.
+    fn holding(manifest: &Manifest, origin: Origin, n: usize) -> Dataset {
+        let spec = &manifest.data;
+        Dataset {
+            features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
+            mask: None,
+            input_names: spec.inputs(),
+            extra: Vec::new(),
+            extra_scaling: Vec::new(),
+            images: None,
+            stream: None,
+            largest_streamed: None,
+            pool: None,
+            prefetch: 1,
+            labels: Tensor::new(),
+            sample_shape: Vec::new(),
+            splits: Splits::new(0, &spec.split),
+            path: manifest.resolve(&spec.source.value),
+            scaling: None,
+            classes: None,
+            filled: None,
+            rows: (0..n).collect(),
+            origin,
+            labels_path: spec
+                .labels_file
+                .as_ref()
+                .map(|f| manifest.resolve(&f.value)),
+        }
+    }
+
+    /// Features read whole into memory.
+    fn load_held(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        regular_input(manifest, "data", &path, None)?;
+        stream::regular_files(manifest, "data", &path)?;
         let tokenizer = match &spec.text {
             Some(text) => Some(open_tokenizer(manifest, text)?),
             None => None,
@@ -115,15 +207,6 @@ impl Dataset {
             (None, Some(id)) => Some(token_mask(spec, &path, &features, id)?),
             (None, None) => None,
         };
-        let labels = match (labels, &spec.labels_file) {
-            (Some(labels), _) => labels,
-            (None, Some(file)) => {
-                let labels_path = manifest.resolve(&file.value);
-                regular_input(manifest, "labels", &labels_path, file.span)?;
-                read_labels_file(&labels_path, spec)?
-            }
-            (None, None) => unreachable!("labels come from the source or from a file"),
-        };
         let n = features.size().first().copied().unwrap_or(0);
         if n == 0 || features.dim() < 2 || features.size()[1..].contains(&0) {
             return Err(data_error(
@@ -137,53 +220,23 @@ impl Dataset {
                 "store one row per sample",
             ));
         }
-        if labels.rows() != n {
-            let from = match &spec.labels_file {
-                Some(file) => format!(" in {}", manifest.resolve(&file.value).display()),
-                None => String::new(),
-            };
-            return Err(data_error(
-                "pipeline::data::bad_shape",
-                spec,
-                format!(
-                    "{}: {n} samples of features but {} rows of labels{from}",
-                    path.display(),
-                    labels.rows()
-                ),
-                "features and labels need the same number of samples, in the same order",
-            )
-            .label_opt(
-                spec.labels_file.as_ref().and_then(|l| l.span),
-                "labels file",
-            ));
-        }
-        let features = features.to_kind(Kind::Float);
-        let mut dataset = Dataset {
-            sample_shape: features.size()[1..].to_vec(),
-            features,
-            mask,
-            input_names: spec.inputs(),
-            extra: Vec::new(),
-            extra_scaling: Vec::new(),
-            images: None,
-            labels: Tensor::new(),
-            splits: Splits::new(0, &spec.split),
-            path,
-            scaling: None,
-            classes: None,
-            filled: None,
-            rows: (0..n as usize).collect(),
-            origin,
-            labels_path: spec
-                .labels_file
-                .as_ref()
-                .map(|f| manifest.resolve(&f.value)),
+        let labels = match labels {
+            Some(labels) => labels_of_count(manifest, labels, n)?,
+            None => labels_of_file(manifest, n)?,
         };
+        let features = features.to_kind(Kind::Float);
+        let mut dataset = Dataset::holding(manifest, origin, n as usize);
+        dataset.sample_shape = features.size()[1..].to_vec();
+        dataset.features = features;
+        dataset.mask = mask;
         dataset.read_extra_inputs(manifest, n as usize)?;
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
         dataset.labels = labels;
         dataset.classes = classes;
-        dataset.missing_values(spec, &feature_names)?;
+        let missing = dataset.features.isnan().flatten(1, -1).any_dim(1, false);
+        dataset.missing_values(spec, &feature_names, &missing, |d, i| {
+            first_index(&d.features.get(i as i64).flatten(0, -1).isnan()).unwrap_or(0)
+        })?;
         dataset.every_sample_has_a_token(spec)?;
         dataset.ids_fit(manifest)?;
         let n = dataset.rows.len();
@@ -352,17 +405,22 @@ impl Dataset {
     }
 
     /// Applies `data.missing` to missing labels (always) and missing features (`error`,
-    /// `drop-row`); the class labels become int64 and the targets float32.
-    fn missing_values(&mut self, spec: &DataSpec, names: &[String]) -> Result<(), Diagnostic> {
-        let per_sample = |t: &Tensor| t.isnan().flatten(1, -1).any_dim(1, false);
+    /// `drop-row`); the class labels become int64 and the targets float32. `features`
+    /// says which samples miss a feature, `column` which feature sample `i` misses first.
+    fn missing_values(
+        &mut self,
+        spec: &DataSpec,
+        names: &[String],
+        features: &Tensor,
+        column: impl Fn(&Dataset, usize) -> usize,
+    ) -> Result<(), Diagnostic> {
         let labels = if self.labels.dim() == 1 {
             self.labels.isnan()
         } else {
-            per_sample(&self.labels)
+            self.labels.isnan().flatten(1, -1).any_dim(1, false)
         };
-        let features = per_sample(&self.features);
         if spec.missing == Missing::DropRow {
-            let keep = labels.logical_or(&features).logical_not();
+            let keep = labels.logical_or(features).logical_not();
             let kept: Vec<i64> = Vec::try_from(&keep.nonzero().flatten(0, -1)).unwrap_or_default();
             if kept.is_empty() {
                 return Err(data_error(
@@ -374,7 +432,9 @@ impl Dataset {
             }
             if kept.len() < self.rows.len() {
                 let index = Tensor::from_slice(&kept);
-                self.features = self.features.index_select(0, &index);
+                if self.stream.is_none() {
+                    self.features = self.features.index_select(0, &index);
+                }
                 self.labels = self.labels.index_select(0, &index);
                 self.mask = self.mask.as_ref().map(|m| m.index_select(0, &index));
                 for values in &mut self.extra {
@@ -396,9 +456,8 @@ impl Dataset {
                 ).label_opt(spec.labels_file.as_ref().and_then(|l| l.span), "labels file"));
             }
             if spec.missing == Missing::Error {
-                if let Some(i) = first_index(&features) {
-                    let row = self.features.get(i as i64).flatten(0, -1).isnan();
-                    let column = first_index(&row).unwrap_or(0);
+                if let Some(i) = first_index(features) {
+                    let column = column(self, i);
                     let name = names.get(column).map_or("?", String::as_str);
                     if spec.text.is_some() {
                         return Err(data_error(
@@ -425,14 +484,18 @@ impl Dataset {
         Ok(())
     }
 
-    /// The values of model input `i` (`None`: images, transformed per batch).
-    fn input_values(&self, i: usize) -> Option<&Tensor> {
+    /// The largest value of model input `i` (`None`: images, transformed per batch).
+    fn largest_value(&self, i: usize) -> Option<i64> {
         let own = self.input_names.len() - self.extra.len();
-        match i.checked_sub(own) {
+        let values = match i.checked_sub(own) {
             Some(k) => self.extra.get(k),
+            None if i == 0 && self.stream.is_some() => {
+                return self.largest_streamed.map(|v| v as i64)
+            }
             None if i == 0 => self.images.is_none().then_some(&self.features),
             None => self.mask.as_ref(),
-        }
+        }?;
+        Some(values.nan_to_num(0.0, None, None).max().double_value(&[]) as i64)
     }
 
     /// Every `embedding` gets ids below its count from the input it reads (else it would
@@ -461,10 +524,9 @@ impl Dataset {
             })
             .collect();
         for (k, &(embedding, input)) in steps.iter().enumerate() {
-            let Some(ids) = self.input_values(input) else {
+            let Some(largest) = self.largest_value(input) else {
                 continue;
             };
-            let largest = ids.nan_to_num(0.0, None, None).max().double_value(&[]) as i64;
             if largest < embedding.count {
                 continue;
             }
@@ -603,6 +665,14 @@ impl Dataset {
         match &self.origin {
             Origin::Lines(lines) => format!("{}:{}", self.path.display(), lines[i]),
             Origin::Indices => format!("{}, sample {}", self.path.display(), self.rows[i]),
+            Origin::Shards(shards) => {
+                let row = self.rows[i] as u64;
+                let at = shards.partition_point(|s| s.first + s.rows() <= row);
+                match shards.get(at) {
+                    Some(s) => format!("{}, sample {}", s.path.display(), row - s.first),
+                    None => format!("{}, sample {row}", self.path.display()),
+                }
+            }
         }
     }
 
@@ -646,29 +716,40 @@ impl Dataset {
             .collect()
     }
 
-    /// The sample indices of `split`, as an int64 tensor on the samples' device. Splits
-    /// are never copied out of the data: batches are gathered through these indices.
-    pub fn indices(&self, split: SplitName) -> Tensor {
-        index_tensor(self.splits.get(split)).to_device(self.features.device())
+    /// What assembles the first model input on the host, when the data set does not
+    /// hold it: borrowed, so that the loader's workers can share it.
+    pub(crate) fn host(&self) -> Option<Host<'_>> {
+        match (&self.images, &self.stream) {
+            (Some(set), _) => Some(Host::Images(set)),
+            (None, Some(stream)) => Some(Host::Stream(stream, &self.rows)),
+            (None, None) => None,
+        }
     }
 
-    /// The model inputs (in the order of [`Dataset::inputs`]) and the labels of the
-    /// samples at `indices`; `epoch` says that the batch trains in that epoch (image
-    /// augmentation draws for it), `None` that it evaluates.
-    pub fn batch(
+    /// The first model input of the samples `ids`, assembled on the host (`None` when
+    /// the data set holds it).
+    pub(crate) fn host_input(
+        &self,
+        ids: &[usize],
+        epoch: Option<u64>,
+    ) -> Result<Option<Tensor>, TchError> {
+        self.host().map(|h| h.assemble(ids, epoch)).transpose()
+    }
+
+    /// The batch of the samples at `indices` (on the device): `host`, the first input
+    /// assembled on the host, moved to the device, or the held one gathered; then the
+    /// other inputs and the labels, gathered.
+    pub(crate) fn assemble(
         &self,
         indices: &Tensor,
-        epoch: Option<u64>,
+        host: Option<Tensor>,
     ) -> Result<(Vec<Tensor>, Tensor), TchError> {
         let labels = self.labels.f_index_select(0, indices)?;
-        let features = match &self.images {
-            Some(set) => {
-                let ids = Vec::<i64>::try_from(&indices.f_to_device(Device::Cpu)?)?;
-                set.batch(&ids, epoch).f_to_device(labels.device())?
-            }
+        let first = match host {
+            Some(values) => values.f_to_device(labels.device())?,
             None => self.features.f_index_select(0, indices)?,
         };
-        let mut inputs = vec![features];
+        let mut inputs = vec![first];
         if let Some(mask) = &self.mask {
             inputs.push(mask.f_index_select(0, indices)?);
         }
@@ -676,6 +757,20 @@ impl Dataset {
             inputs.push(values.f_index_select(0, indices)?);
         }
         Ok((inputs, labels))
+    }
+
+    /// The model inputs (in the order of [`Dataset::inputs`]) and the labels of the
+    /// samples `ids`, assembled here and now (a [`Loader`] assembles ahead); `epoch` says
+    /// that the batch trains in that epoch (image augmentation draws for it), `None` that
+    /// it evaluates.
+    pub fn batch(
+        &self,
+        ids: &[usize],
+        epoch: Option<u64>,
+    ) -> Result<(Vec<Tensor>, Tensor), TchError> {
+        let indices = index_tensor(ids).f_to_device(self.labels.device())?;
+        let host = self.host_input(ids, epoch)?;
+        self.assemble(&indices, host)
     }
 
     /// Checks that every class label fits the model's `classes` outputs.
@@ -694,6 +789,45 @@ impl Dataset {
             1
         }
     }
+}
+
+/// The labels file's labels (one file, or shards), checked to be `n` rows.
+fn labels_of_file(manifest: &Manifest, n: i64) -> Result<Labels, Diagnostic> {
+    let spec = &manifest.data;
+    let file = spec
+        .labels_file
+        .as_ref()
+        .expect("labels come from the source or from a file");
+    let path = manifest.resolve(&file.value);
+    stream::regular_files(manifest, "labels", &path)?;
+    let labels = read_labels_file(&path, spec)?;
+    labels_of_count(manifest, labels, n)
+}
+
+/// `labels`, checked to be one row per sample of `n`.
+fn labels_of_count(manifest: &Manifest, labels: Labels, n: i64) -> Result<Labels, Diagnostic> {
+    let spec = &manifest.data;
+    if labels.rows() == n {
+        return Ok(labels);
+    }
+    let from = match &spec.labels_file {
+        Some(file) => format!(" in {}", manifest.resolve(&file.value).display()),
+        None => String::new(),
+    };
+    Err(data_error(
+        "pipeline::data::bad_shape",
+        spec,
+        format!(
+            "{}: {n} samples of features but {} rows of labels{from}",
+            manifest.resolve(&spec.source.value).display(),
+            labels.rows()
+        ),
+        "features and labels need the same number of samples, in the same order",
+    )
+    .label_opt(
+        spec.labels_file.as_ref().and_then(|l| l.span),
+        "labels file",
+    ))
 }
 
 /// `data.padding-id`: the mask of token ids `ids` (1 where an id is not `padding`), once

@@ -5,6 +5,7 @@
 use super::{data_error, Origin};
 use crate::arrays;
 use manifests::{DataFormat, DataSpec, Diagnostic};
+use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::table::{self, Layout, Table, TableError};
 use pipeline_core::text::TextTokenizer;
 use std::path::{Path, PathBuf};
@@ -129,9 +130,14 @@ pub(super) fn read_source(
             plain(features, names, labels, origin)
         }
         DataFormat::Npy => {
-            let features = arrays::read_npy(path).map_err(|e| array_error(path, e))?;
+            let (features, shards) =
+                read_npy_files(path).map_err(|(file, e)| array_error(&file, e))?;
             let names = feature_names(&features);
-            plain(features, names, None, Origin::Indices)
+            let origin = match shards {
+                Some(shards) => Origin::Shards(shards),
+                None => Origin::Indices,
+            };
+            plain(features, names, None, origin)
         }
         DataFormat::ImageFolder | DataFormat::ImageList => {
             unreachable!("image data is loaded by `Dataset::load_images`")
@@ -152,6 +158,30 @@ pub(super) fn read_source(
             plain(features, names, labels, Origin::Indices)
         }
     })
+}
+
+/// What could not be read, and why.
+type FileError = (PathBuf, String);
+
+/// An `.npy` file, or the shards a pattern names one after another (with their headers,
+/// for messages); `Err` names the file.
+fn read_npy_files(path: &Path) -> Result<(Tensor, Option<Vec<Shard>>), FileError> {
+    if !shards::is_pattern(path) {
+        let array = arrays::read_npy(path).map_err(|e| (path.to_path_buf(), e))?;
+        return Ok((array, None));
+    }
+    let named = |e: ShardError| match e {
+        ShardError::Unreadable { path, why } => (path, why),
+        other => (path.to_path_buf(), other.to_string()),
+    };
+    let files = shards::files_of(path).map_err(named)?;
+    let shards = shards::open(&files).map_err(named)?;
+    let parts = shards
+        .iter()
+        .map(|s| arrays::read_npy(&s.path).map_err(|e| (s.path.clone(), e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let all = Tensor::f_cat(&parts, 0).map_err(|e| (path.to_path_buf(), e.to_string()))?;
+    Ok((all, Some(shards)))
 }
 
 /// A text column tokenised into the features (`max-length` token ids per row; NaN for a
@@ -245,14 +275,16 @@ pub(super) fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, D
         )
     };
     match DataFormat::of_name(path) {
-        Some(DataFormat::Npy) => arrays::read_npy(path).map(Labels::Array).map_err(|e| {
-            at_key(data_error(
-                "pipeline::data::unreadable",
-                spec,
-                format!("{}: {e}", path.display()),
-                "check that the labels file is a valid .npy array",
-            ))
-        }),
+        Some(DataFormat::Npy) => read_npy_files(path)
+            .map(|(labels, _)| Labels::Array(labels))
+            .map_err(|(file, e)| {
+                at_key(data_error(
+                    "pipeline::data::unreadable",
+                    spec,
+                    format!("{}: {e}", file.display()),
+                    "check that the labels file is a valid .npy array",
+                ))
+            }),
         Some(format @ (DataFormat::Csv | DataFormat::Parquet)) => {
             let t = read_table(path, spec, format, Layout::Labels).map_err(at_key)?;
             Ok(cells(t, path, format))
