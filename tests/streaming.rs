@@ -290,3 +290,33 @@ fn two_processes_stream_their_shares_as_they_train_from_memory() {
         "two streaming processes differ from two holding ones"
     );
 }
+
+#[test]
+fn a_project_directory_with_pattern_characters_is_read_literally() {
+    let dir = project();
+    let inner = dir.path().join("exp[2]");
+    std::fs::create_dir(&inner).unwrap();
+    for name in [
+        "x.npy", "y.npy", "x-0.npy", "x-1.npy", "x-2.npy", "y-0.npy", "y-1.npy", "y-2.npy",
+    ] {
+        std::fs::copy(dir.path().join(name), inner.join(name)).unwrap();
+    }
+    // From the parent directory, so that every path goes through `exp[2]/`.
+    let held = manifest("exp[2]/x.npy", "exp[2]/y.npy", "    load \"memory\"", 1);
+    std::fs::write(
+        dir.path().join("a.kdl"),
+        held.replace("out/model", "exp[2]/out/model"),
+    )
+    .unwrap();
+    let out = pipeline(dir.path(), &["run", "a.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Inside it, as a manifest there sees it: its own directory is not a pattern.
+    let shards = manifest("x-*.npy", "y-*.npy", "    load \"stream\"", 1);
+    run(&inner, "s.kdl", &shards, &[]);
+    let status = pipeline(&inner, &["status", "s.kdl"]);
+    assert!(
+        text(&status.stdout).contains("3 of 3 stages fresh"),
+        "{}",
+        text(&status.stdout)
+    );
+}

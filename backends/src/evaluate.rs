@@ -32,8 +32,9 @@ pub fn evaluate(
     let n = samples.len() as i64;
     std::thread::scope(|scope| {
         tch::no_grad(|| {
-            let mut loader =
-                Loader::start(scope, data, samples, batch_size.max(1) as usize, 0, None)?;
+            let batch = batch_size.max(1) as usize;
+            let batches = 0..samples.len().div_ceil(batch);
+            let mut loader = Loader::start(scope, data, samples, batch, batches, None)?;
             let device = data.labels.device();
             let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
             let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));

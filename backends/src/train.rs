@@ -230,7 +230,7 @@ pub fn train(
                 data,
                 &shard,
                 batch as usize,
-                first as usize,
+                first as usize..batches as usize,
                 Some(epoch),
             )
             .map_err(|e| fail(&format!("epoch {epoch}: starting the data loader"), e))?;

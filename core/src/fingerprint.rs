@@ -12,8 +12,8 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing; for `.npy` shards each shard's path below the manifest and content), `init` weights, a `torchscript` model |
-//! | `data.load` as resolved: `stream`, or nothing for `memory` | streamed scaling statistics are summed in another order |
+//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing; for `.npy` shards each shard's content, in order), `init` weights, a `torchscript` model |
+//! | `load: stream` when the features are streamed (`data.load`, `auto` resolved) and `scale` or `missing "mean"` is fitted | streamed statistics are summed in another order; otherwise streamed and held batches are the same |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
 //! Deliberately **not** in the key: stage names (renaming reruns nothing), the order and
@@ -25,7 +25,7 @@
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
 
-use manifests::{Manifest, StageConfig};
+use manifests::{Manifest, Missing, Scale, StageConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -167,9 +167,11 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     let mut data = to_value(&manifest.data);
     if let Some(map) = data.as_object_mut() {
         map.remove("source");
-        // Streamed features are scaled with statistics summed in another order: the key
-        // says so (and only then, so that the keys of in-memory data are as before).
-        if crate::shards::streams(manifest) {
+        // Streamed features are filled and scaled with statistics summed in another
+        // order: the key says so (only then: streamed and held batches are otherwise the
+        // same, and the keys of in-memory data stay as they were).
+        let fitted = manifest.data.scale != Scale::None || manifest.data.missing == Missing::Mean;
+        if fitted && crate::shards::streams(manifest) {
             map.insert("load".into(), json!("stream"));
         }
     }

@@ -64,26 +64,36 @@ pub fn assess(
         false => None,
     };
     let mut image_set_hash = None;
-    let all = fingerprints(manifest, order, environment, |path| match &images {
-        Some(listing) if path == source => {
-            if image_set_hash.is_none() {
-                let hash = listing.content_hash(memo).map_err(|(file, e)| {
-                    // A listed image is named with the listing's line too.
-                    let at = listing
-                        .files
-                        .iter()
-                        .position(|f| listing.root.join(f) == file)
-                        .map_or_else(|| file.display().to_string(), |i| listing.at(i));
-                    unreadable_image(manifest, &at, e)
-                })?;
-                image_set_hash = Some(hash);
+    // `.npy` shards named by a pattern (the data's, the labels'): where the stage inputs
+    // name them, and the pattern as written.
+    let data = &manifest.data;
+    let patterns: Vec<(std::path::PathBuf, &Path)> = std::iter::once(&data.source)
+        .chain(data.labels_file.as_ref())
+        .filter(|p| crate::shards::is_pattern(&manifest.base_dir, &p.value))
+        .map(|p| (manifest.resolve(&p.value), p.value.as_path()))
+        .collect();
+    let all = fingerprints(manifest, order, environment, |path| {
+        if let Some((_, written)) = patterns.iter().find(|(p, _)| p == path) {
+            return shards_hash(&manifest.base_dir, written, memo).map_err(InputError::Io);
+        }
+        match &images {
+            Some(listing) if path == source => {
+                if image_set_hash.is_none() {
+                    let hash = listing.content_hash(memo).map_err(|(file, e)| {
+                        // A listed image is named with the listing's line too.
+                        let at = listing
+                            .files
+                            .iter()
+                            .position(|f| listing.root.join(f) == file)
+                            .map_or_else(|| file.display().to_string(), |i| listing.at(i));
+                        unreadable_image(manifest, &at, e)
+                    })?;
+                    image_set_hash = Some(hash);
+                }
+                Ok(image_set_hash.clone().expect("just set"))
             }
-            Ok(image_set_hash.clone().expect("just set"))
+            _ => memo.hash(path).map_err(InputError::Io),
         }
-        _ if crate::shards::is_pattern(path) => {
-            shards_hash(&manifest.base_dir, path, memo).map_err(InputError::Io)
-        }
-        _ => memo.hash(path).map_err(InputError::Io),
     })
     .map_err(|(index, role, e)| match e {
         InputError::Io(e) => unreadable_input(manifest, index, &role, e),
@@ -124,18 +134,19 @@ pub fn assess(
     Ok(states)
 }
 
-/// The content hash of `.npy` shards (`pattern`): over each shard's path below `base`
-/// and content hash, in the order they are read. A shard that cannot be hashed is named.
-fn shards_hash(base: &Path, pattern: &Path, memo: &mut HashMemo) -> std::io::Result<String> {
-    let files = crate::shards::expand(pattern)
+/// The content hash of the `.npy` shards a pattern (`written`, relative to `base`)
+/// names: over each shard's content hash, in the order they are read (their names and
+/// place are not in it, as a data file's are not). A shard that cannot be hashed is named.
+fn shards_hash(base: &Path, written: &Path, memo: &mut HashMemo) -> std::io::Result<String> {
+    let files = crate::shards::expand(base, written)
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::NotFound, why))?;
     let mut listing = String::new();
     for file in files {
         let hash = memo
             .hash(&file)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-        let name = file.strip_prefix(base).unwrap_or(&file);
-        listing.push_str(&format!("{}\t{hash}\n", name.display()));
+        listing.push_str(&hash);
+        listing.push('\n');
     }
     Ok(cache::hash_bytes(listing.as_bytes()))
 }

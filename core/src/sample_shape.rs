@@ -26,8 +26,7 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     }
     if spec.format == DataFormat::Npy {
         // One file or shards (`shards::check` reports shards that are not one data set).
-        let path = manifest.resolve(&spec.source.value);
-        let Ok(files) = crate::shards::files_of(&path) else {
+        let Ok(files) = crate::shards::files_of(&manifest.base_dir, &spec.source.value) else {
             return Ok(None);
         };
         if !files

@@ -3,25 +3,39 @@
 //! one after another. Each shard's header is read for its shape before anything runs, so
 //! a shard of another shape is named by `check`.
 //!
-//! A pattern is a shell pattern (`*`, `?`, `[…]`) relative to the manifest; only regular
-//! files (or links to them) match, and a pattern that matches none is an error.
+//! A pattern is a shell pattern (`*`, `?`, `[…]`) relative to the manifest, told from the
+//! path as written (the manifest's own directory may hold such characters: it is matched
+//! literally), unless a file has that very name (`model[best].npy` is that file); only
+//! regular files (or links to them) match, and a pattern that matches none is an error.
 
 use crate::npy;
 use manifests::{DataFormat, Diagnostic, Load, Manifest, Missing, STREAM_ABOVE_BYTES};
 use std::path::{Path, PathBuf};
 
-/// Whether a manifest path is a pattern rather than one file.
-pub fn is_pattern(path: &Path) -> bool {
-    path.to_str().is_some_and(|p| p.contains(['*', '?', '[']))
+/// Whether a manifest path as written (relative to `base`, the manifest's directory) is a
+/// pattern rather than one file: it holds `*`, `?` or `[`, and no file has that very name.
+pub fn is_pattern(base: &Path, written: &Path) -> bool {
+    written
+        .to_str()
+        .is_some_and(|p| p.contains(['*', '?', '[']))
+        && std::fs::symlink_metadata(base.join(written)).is_err()
 }
 
-/// The files `pattern` (already resolved against the manifest's directory) matches,
-/// sorted by name; `Err` says why there are none.
-pub fn expand(pattern: &Path) -> Result<Vec<PathBuf>, String> {
-    let text = pattern
-        .to_str()
-        .ok_or_else(|| format!("{}: a pattern must be UTF-8", pattern.display()))?;
-    let paths = glob::glob(text).map_err(|e| format!("`{text}` is not a pattern: {e}"))?;
+/// The files the pattern `written` (relative to `base`, the manifest's directory, which
+/// is matched literally) matches, sorted by name; `Err` says why there are none.
+pub fn expand(base: &Path, written: &Path) -> Result<Vec<PathBuf>, String> {
+    let utf8 = |p: &Path| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("{}: a pattern's path must be UTF-8", p.display()))
+    };
+    let pattern = utf8(written)?;
+    let text = match (written.is_absolute(), utf8(base)?) {
+        (true, _) => pattern.clone(),
+        (false, base) if base.is_empty() => pattern.clone(),
+        (false, base) => format!("{}/{pattern}", glob::Pattern::escape(&base)),
+    };
+    let paths = glob::glob(&text).map_err(|e| format!("`{pattern}` is not a pattern: {e}"))?;
     let mut files = Vec::new();
     for path in paths {
         let path = path.map_err(|e| e.to_string())?;
@@ -30,7 +44,7 @@ pub fn expand(pattern: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     if files.is_empty() {
-        return Err(format!("no file matches `{text}`"));
+        return Err(format!("no file matches `{pattern}`"));
     }
     files.sort();
     Ok(files)
@@ -142,11 +156,32 @@ pub fn open(files: &[PathBuf]) -> Result<Vec<Shard>, ShardError> {
     Ok(shards)
 }
 
-/// The files of a manifest path: the matches of a pattern, else the file itself.
-pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, ShardError> {
-    match is_pattern(path) {
-        true => expand(path).map_err(ShardError::None),
-        false => Ok(vec![path.to_path_buf()]),
+/// The files of a manifest path as written (relative to `base`, the manifest's
+/// directory): a pattern's matches, else the one file.
+pub fn files_of(base: &Path, written: &Path) -> Result<Vec<PathBuf>, ShardError> {
+    match is_pattern(base, written) {
+        true => expand(base, written).map_err(ShardError::None),
+        false => Ok(vec![base.join(written)]),
+    }
+}
+
+impl ShardError {
+    /// The diagnostic code of this error, and what to do about it.
+    pub fn code_and_help(&self) -> (&'static str, &'static str) {
+        match self {
+            ShardError::None(_) => (
+                "pipeline::data::no_shards",
+                "check the pattern: it is relative to the manifest, and `*` does not cross a `/`",
+            ),
+            ShardError::Unreadable { .. } => (
+                "pipeline::data::unreadable",
+                "every shard must be an `.npy` array (`numpy.save`)",
+            ),
+            ShardError::Differs { .. } => (
+                "pipeline::data::shard_differs",
+                "every shard holds samples of one shape and element type: rewrite this one, or leave it out of the pattern",
+            ),
+        }
     }
 }
 
@@ -165,7 +200,7 @@ pub fn streams(manifest: &Manifest) -> bool {
             if data.missing == Missing::Median || data.padding_id.is_some() {
                 return false;
             }
-            let shards = files_of(&manifest.resolve(&data.source.value)).and_then(|f| open(&f));
+            let shards = files_of(&manifest.base_dir, &data.source.value).and_then(|f| open(&f));
             let Ok(shards) = shards else {
                 return false;
             };
@@ -183,12 +218,11 @@ pub fn streams(manifest: &Manifest) -> bool {
 /// and the labels have as many rows as the features. Each error names the file.
 pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     let data = &manifest.data;
-    let source = manifest.resolve(&data.source.value);
     let labels = data.labels_file.as_ref();
-    let labels_pattern = labels.filter(|l| is_pattern(&l.value));
+    let labels_pattern = labels.filter(|l| is_pattern(&manifest.base_dir, &l.value));
     if data.format != DataFormat::Npy {
         let mut diags = Vec::new();
-        if is_pattern(&data.source.value) {
+        if is_pattern(&manifest.base_dir, &data.source.value) {
             diags.push(not_npy(data.source.span, "source"));
         }
         if let Some(l) = labels_pattern {
@@ -197,38 +231,26 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
         return diags;
     }
     let shards_error = |e: ShardError, span, what: &str| {
-        let (code, help) = match &e {
-            ShardError::None(_) => (
-                "pipeline::data::no_shards",
-                "check the pattern: it is relative to the manifest, and `*` does not cross a `/`",
-            ),
-            ShardError::Unreadable { .. } => (
-                "pipeline::data::unreadable",
-                "every shard must be an `.npy` array (`numpy.save`)",
-            ),
-            ShardError::Differs { .. } => (
-                "pipeline::data::shard_differs",
-                "every shard holds samples of one shape and element type: rewrite this one, or leave it out of the pattern",
-            ),
-        };
+        let (code, help) = e.code_and_help();
         Diagnostic::error(code, e.to_string())
             .label_opt(span, what.to_string())
             .help(help)
     };
     // Only patterns are opened here: one missing or unreadable file is the run's to report
     // (with the cache's hashing, which names the key).
-    let open_all = |path: &Path, pattern: bool| -> Option<Result<Vec<Shard>, ShardError>> {
-        if !pattern && !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+    let open_all = |written: &Path| -> Option<Result<Vec<Shard>, ShardError>> {
+        let pattern = is_pattern(&manifest.base_dir, written);
+        if !pattern && !std::fs::metadata(manifest.resolve(written)).is_ok_and(|m| m.is_file()) {
             return None;
         }
-        let opened = files_of(path).and_then(|files| open(&files));
+        let opened = files_of(&manifest.base_dir, written).and_then(|files| open(&files));
         match (pattern, opened) {
             (false, Err(_)) => None,
             (_, opened) => Some(opened),
         }
     };
     let mut diags = Vec::new();
-    let features = open_all(&source, is_pattern(&data.source.value));
+    let features = open_all(&data.source.value);
     let features = match features {
         Some(Err(e)) => {
             diags.push(shards_error(e, data.source.span, "these shards"));
@@ -241,7 +263,7 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     else {
         return diags;
     };
-    let labels = open_all(&manifest.resolve(&file.value), is_pattern(&file.value));
+    let labels = open_all(&file.value);
     match (features, labels) {
         (_, Some(Err(e))) => diags.push(shards_error(e, file.span, "these labels")),
         (Some(features), Some(Ok(labels))) => {
@@ -304,7 +326,7 @@ mod tests {
         npy(&dir.path().join("x-1.npy"), "<f4", "(3, 4)");
         npy(&dir.path().join("x-0.npy"), "<f4", "(2, 4)");
         std::fs::write(dir.path().join("x-9.txt"), "").unwrap();
-        let files = files_of(&dir.path().join("x-*.npy")).unwrap();
+        let files = files_of(dir.path(), Path::new("x-*.npy")).unwrap();
         let shards = open(&files).unwrap();
         let names: Vec<_> = shards
             .iter()
@@ -315,7 +337,27 @@ mod tests {
         let length = std::fs::metadata(&shards[1].path).unwrap().len();
         assert_eq!(shards[1].header.data_offset, length);
         assert_eq!(shards[1].header.descr, "<f4");
-        assert!(is_pattern(Path::new("a/[ab].npy")) && !is_pattern(Path::new("a/b.npy")));
+        let base = dir.path();
+        assert!(
+            is_pattern(base, Path::new("a/[ab].npy")) && !is_pattern(base, Path::new("a/b.npy"))
+        );
+        // A file whose very name holds pattern characters is that file.
+        std::fs::write(dir.path().join("x[1].npy"), "").unwrap();
+        assert!(!is_pattern(base, Path::new("x[1].npy")));
+    }
+
+    #[test]
+    fn the_manifests_directory_is_matched_literally() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("exp[2]");
+        std::fs::create_dir(&base).unwrap();
+        npy(&base.join("x-0.npy"), "<f4", "(2, 4)");
+        let files = files_of(&base, Path::new("x-*.npy")).unwrap();
+        assert_eq!(files, [base.join("x-0.npy")]);
+        assert_eq!(
+            files_of(&base, Path::new("y.npy")).unwrap(),
+            [base.join("y.npy")]
+        );
     }
 
     #[test]
@@ -325,16 +367,16 @@ mod tests {
         npy(&dir.path().join("x-1.npy"), "<f4", "(2, 5)");
         npy(&dir.path().join("y-0.npy"), "<f4", "(2, 4)");
         npy(&dir.path().join("y-1.npy"), "<f8", "(2, 4)");
-        let shapes = open(&files_of(&dir.path().join("x-*.npy")).unwrap()).unwrap_err();
+        let shapes = open(&files_of(dir.path(), Path::new("x-*.npy")).unwrap()).unwrap_err();
         assert!(shapes.to_string().ends_with(&format!(
             "x-1.npy: samples of shape [5], but the first shard, {}, has [4]",
             dir.path().join("x-0.npy").display()
         )));
-        let types = open(&files_of(&dir.path().join("y-*.npy")).unwrap()).unwrap_err();
+        let types = open(&files_of(dir.path(), Path::new("y-*.npy")).unwrap()).unwrap_err();
         assert!(types
             .to_string()
             .contains("elements of type `<f8`, but the first shard"));
-        let none = files_of(&dir.path().join("z-*.npy")).unwrap_err();
+        let none = files_of(dir.path(), Path::new("z-*.npy")).unwrap_err();
         assert!(none.to_string().starts_with("no file matches"));
     }
 }

@@ -605,7 +605,7 @@ impl<'a> Reader<'a> {
             padding_id: self.padding_id(f, format),
             extra_inputs: Vec::new(),
             load: self.load(f, format),
-            workers: f.int("workers").max(0) as u64,
+            workers: f.opt_int("workers").map(|w| w.max(0) as u64),
             prefetch: f.int("prefetch").max(1) as u64,
             span: f.span,
         }

@@ -230,10 +230,11 @@ pub struct DataSpec {
     /// `auto` resolves to (`fingerprint.rs`).
     #[serde(skip)]
     pub load: Spanned<Load>,
-    /// Threads assembling batches (streamed features, images) ahead of the math; 0
-    /// assembles them in the training thread. Speed only: not in the cache key.
+    /// Threads assembling batches (streamed features, images) ahead of the math (`None`:
+    /// one per core); 0 assembles them in the training thread. Speed only: not in the
+    /// cache key.
     #[serde(skip)]
-    pub workers: u64,
+    pub workers: Option<u64>,
     /// Batches assembled ahead. Speed only: not in the cache key.
     #[serde(skip)]
     pub prefetch: u64,

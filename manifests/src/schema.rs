@@ -456,14 +456,14 @@ pub const DATA: Section = section(
         key(
             "workers",
             int(0, 256),
-            Some(Val::Int(2)),
-            "Threads that assemble batches (read streamed features; decode, augment and collate images) while the model computes; 0 assembles each batch in the training thread when it is needed. The batches are the same whatever the count: not in the cache key.",
+            None,
+            "Threads that assemble batches (read streamed features; decode, augment and collate images) while the model computes; default: one per core. 0 assembles each batch in the training thread when it is needed. The batches are the same whatever the count: not in the cache key.",
         ),
         key(
             "prefetch",
             int(1, 1024),
             Some(Val::Int(2)),
-            "Batches assembled ahead of the one training (with `workers` above 0): memory holds this many batches more. Not in the cache key.",
+            "Batches assembled ahead of the one training (with `workers` above 0): memory holds this many batches more, and one being assembled. Not in the cache key.",
         ),
         key(
             "padding-id",

@@ -75,7 +75,7 @@ impl Dataset {
             }
         };
         let set = ImageSet::load(manifest, listing)?;
-        let mut dataset = Dataset::holding(manifest, origin, n);
+        let mut dataset = Dataset::skeleton(manifest, origin, n);
         dataset.sample_shape = set.sample_shape();
         dataset.images = Some(set);
         dataset.classes = classes;

@@ -2,8 +2,9 @@
 //! process, or a split to evaluate), in order. What is assembled on the host (streamed
 //! features read, images decoded and augmented) is assembled by the data set's workers
 //! (`data.workers`) up to `data.prefetch` batches ahead, in a bounded queue, while the
-//! model computes; labels and held inputs are gathered on the device when a batch is
-//! taken.
+//! model computes (so up to `prefetch` + 2 batches are alive: the queue's, the one being
+//! assembled and the one training); labels and held inputs are gathered on the device
+//! when a batch is taken.
 //!
 //! The batches are the same whatever the workers and the queue: batch `b` holds samples
 //! `b × batch …` of the pass, and its augmentation draws from each sample's own generator.
@@ -11,6 +12,7 @@
 //! thread reports it there. Dropping the loader stops its producer at its next batch.
 
 use super::{index_tensor, Dataset};
+use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::Scope;
 use tch::{TchError, Tensor};
@@ -33,15 +35,16 @@ pub struct Loader<'env> {
 }
 
 impl<'env> Loader<'env> {
-    /// The batches of `batch` samples of `samples` from batch `first` on; `epoch` says
-    /// that they train in that epoch (augmentation draws for it), `None` that they
-    /// evaluate. With workers, a producer in `scope` assembles ahead.
+    /// Batches `batches` of `batch` samples of `samples` (a short last batch included
+    /// unless the range ends before it: `drop-last`); `epoch` says that they train in that
+    /// epoch (augmentation draws for it), `None` that they evaluate. With workers, a
+    /// producer in `scope` assembles them ahead.
     pub fn start<'scope>(
         scope: &'scope Scope<'scope, 'env>,
         data: &'env Dataset,
         samples: &'env [usize],
         batch: usize,
-        first: usize,
+        batches: Range<usize>,
         epoch: Option<u64>,
     ) -> Result<Loader<'env>, TchError> {
         let batch = batch.max(1);
@@ -50,7 +53,8 @@ impl<'env> Loader<'env> {
             (Some(pool), Some(host)) => {
                 let (send, receive) = sync_channel::<Assembled>(data.prefetch);
                 scope.spawn(move || {
-                    for chunk in samples.chunks(batch).skip(first) {
+                    let wanted = batches.end.saturating_sub(batches.start);
+                    for chunk in samples.chunks(batch).skip(batches.start).take(wanted) {
                         let assembled = pool.install(|| host.assemble(chunk, epoch).map(Some));
                         if send.send(assembled).is_err() {
                             return;
@@ -67,7 +71,7 @@ impl<'env> Loader<'env> {
             indices,
             batch,
             epoch,
-            next: first,
+            next: batches.start,
             queue,
         })
     }

@@ -135,7 +135,8 @@ impl Dataset {
         } else {
             Dataset::load_held(manifest, classification)?
         };
-        let workers = manifest.data.workers as usize;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let workers = manifest.data.workers.map_or(cores, |w| w as usize);
         if dataset.host().is_some() && workers > 0 {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(workers)
@@ -155,9 +156,9 @@ impl Dataset {
         Ok(dataset)
     }
 
-    /// A data set of `n` samples from the manifest's data, before its features, labels
-    /// and split are read.
-    fn holding(manifest: &Manifest, origin: Origin, n: usize) -> Dataset {
+    /// The skeleton of a data set of `n` samples from the manifest's data: nothing read
+    /// yet (no features, labels or split).
+    fn skeleton(manifest: &Manifest, origin: Origin, n: usize) -> Dataset {
         let spec = &manifest.data;
         Dataset {
             features: Tensor::zeros([0], (Kind::Float, Device::Cpu)),
@@ -190,7 +191,7 @@ impl Dataset {
     fn load_held(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        stream::regular_files(manifest, "data", &path)?;
+        input_files(manifest, "data", &spec.source)?;
         let tokenizer = match &spec.text {
             Some(text) => Some(open_tokenizer(manifest, text)?),
             None => None,
@@ -201,7 +202,7 @@ impl Dataset {
             labels,
             origin,
             mask,
-        } = read_source(&path, spec, tokenizer.as_ref())?;
+        } = read_source(&manifest.base_dir, spec, tokenizer.as_ref())?;
         let mask = match (mask, spec.padding_id) {
             (Some(mask), _) => Some(mask),
             (None, Some(id)) => Some(token_mask(spec, &path, &features, id)?),
@@ -225,7 +226,7 @@ impl Dataset {
             None => labels_of_file(manifest, n)?,
         };
         let features = features.to_kind(Kind::Float);
-        let mut dataset = Dataset::holding(manifest, origin, n as usize);
+        let mut dataset = Dataset::skeleton(manifest, origin, n as usize);
         dataset.sample_shape = features.size()[1..].to_vec();
         dataset.features = features;
         dataset.mask = mask;
@@ -648,9 +649,15 @@ impl Dataset {
             });
         }
         let rows = |split: &[usize]| split.iter().map(|&i| self.rows[i]).collect::<Vec<_>>();
+        let meaning = match &self.origin {
+            Origin::Shards(_) => {
+                "0-based rows of the shards, taken one after another in name order"
+            }
+            _ => "0-based data rows of the file (a header, skipped and comment lines not counted)",
+        };
         serde_json::json!({
             "file": self.path,
-            "rows": "0-based data rows of the file (a header, skipped and comment lines not counted)",
+            "rows": meaning,
             "train": rows(&self.splits.train),
             "val": rows(&self.splits.val),
             "test": rows(&self.splits.test),
@@ -798,10 +805,30 @@ fn labels_of_file(manifest: &Manifest, n: i64) -> Result<Labels, Diagnostic> {
         .labels_file
         .as_ref()
         .expect("labels come from the source or from a file");
-    let path = manifest.resolve(&file.value);
-    stream::regular_files(manifest, "labels", &path)?;
-    let labels = read_labels_file(&path, spec)?;
+    input_files(manifest, "labels", file)?;
+    let labels = read_labels_file(&manifest.base_dir, spec)?;
     labels_of_count(manifest, labels, n)
+}
+
+/// The files of a manifest path (one file, or a pattern's matches), each a regular file;
+/// a problem is a diagnostic at the path's key.
+pub(crate) fn input_files(
+    manifest: &Manifest,
+    role: &str,
+    written: &manifests::Spanned<PathBuf>,
+) -> Result<Vec<PathBuf>, Diagnostic> {
+    let files = pipeline_core::shards::files_of(&manifest.base_dir, &written.value)
+        .map_err(|e| shard_error(&manifest.data, e).label_opt(written.span, "these files"))?;
+    for file in &files {
+        regular_input(manifest, role, file, written.span)?;
+    }
+    Ok(files)
+}
+
+/// A diagnostic for shards that are not one data set (or an unreadable one).
+pub(crate) fn shard_error(spec: &DataSpec, e: pipeline_core::shards::ShardError) -> Diagnostic {
+    let (code, help) = e.code_and_help();
+    data_error(code, spec, e.to_string(), help)
 }
 
 /// `labels`, checked to be one row per sample of `n`.

@@ -80,10 +80,11 @@ pub(super) struct Source {
 
 /// Reads the features (with their names) and, unless there is a labels file, the labels.
 pub(super) fn read_source(
-    path: &Path,
+    base: &Path,
     spec: &DataSpec,
     tokenizer: Option<&TextTokenizer>,
 ) -> Result<Source, Diagnostic> {
+    let path = &base.join(&spec.source.value);
     // Errors of the array readers: a missing array names what the file holds.
     let array_error = |file: &Path, message: String| {
         let (code, help) = if message.starts_with("no array named") {
@@ -130,8 +131,8 @@ pub(super) fn read_source(
             plain(features, names, labels, origin)
         }
         DataFormat::Npy => {
-            let (features, shards) =
-                read_npy_files(path).map_err(|(file, e)| array_error(&file, e))?;
+            let (features, shards) = read_npy_files(base, &spec.source.value)
+                .map_err(|(file, e)| array_error(&file, e))?;
             let names = feature_names(&features);
             let origin = match shards {
                 Some(shards) => Origin::Shards(shards),
@@ -164,23 +165,24 @@ pub(super) fn read_source(
 type FileError = (PathBuf, String);
 
 /// An `.npy` file, or the shards a pattern names one after another (with their headers,
-/// for messages); `Err` names the file.
-fn read_npy_files(path: &Path) -> Result<(Tensor, Option<Vec<Shard>>), FileError> {
-    if !shards::is_pattern(path) {
-        let array = arrays::read_npy(path).map_err(|e| (path.to_path_buf(), e))?;
+/// for messages), as written in the manifest (relative to `base`); `Err` names the file.
+fn read_npy_files(base: &Path, written: &Path) -> Result<(Tensor, Option<Vec<Shard>>), FileError> {
+    let path = base.join(written);
+    if !shards::is_pattern(base, written) {
+        let array = arrays::read_npy(&path).map_err(|e| (path.clone(), e))?;
         return Ok((array, None));
     }
     let named = |e: ShardError| match e {
         ShardError::Unreadable { path, why } => (path, why),
-        other => (path.to_path_buf(), other.to_string()),
+        other => (path.clone(), other.to_string()),
     };
-    let files = shards::files_of(path).map_err(named)?;
+    let files = shards::files_of(base, written).map_err(named)?;
     let shards = shards::open(&files).map_err(named)?;
     let parts = shards
         .iter()
         .map(|s| arrays::read_npy(&s.path).map_err(|e| (s.path.clone(), e)))
         .collect::<Result<Vec<_>, _>>()?;
-    let all = Tensor::f_cat(&parts, 0).map_err(|e| (path.to_path_buf(), e.to_string()))?;
+    let all = Tensor::f_cat(&parts, 0).map_err(|e| (path.clone(), e.to_string()))?;
     Ok((all, Some(shards)))
 }
 
@@ -265,9 +267,16 @@ fn cells(t: Table, path: &Path, format: DataFormat) -> Labels {
     }
 }
 
-/// Reads a labels file: `.npy`, or a CSV or Parquet file whose every column is a label
-/// (lowering admits no other, [`DataFormat::holds_labels`]).
-pub(super) fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
+/// Reads the labels file (relative to `base`): `.npy` (or `.npy` shards), or a CSV or
+/// Parquet file whose every column is a label (lowering admits no other,
+/// [`DataFormat::holds_labels`]).
+pub(super) fn read_labels_file(base: &Path, spec: &DataSpec) -> Result<Labels, Diagnostic> {
+    let written = &spec
+        .labels_file
+        .as_ref()
+        .expect("a labels file is named")
+        .value;
+    let path = &base.join(written);
     let at_key = |d: Diagnostic| {
         d.label_opt(
             spec.labels_file.as_ref().and_then(|l| l.span),
@@ -275,7 +284,7 @@ pub(super) fn read_labels_file(path: &Path, spec: &DataSpec) -> Result<Labels, D
         )
     };
     match DataFormat::of_name(path) {
-        Some(DataFormat::Npy) => read_npy_files(path)
+        Some(DataFormat::Npy) => read_npy_files(base, written)
             .map(|(labels, _)| Labels::Array(labels))
             .map_err(|(file, e)| {
                 at_key(data_error(

@@ -19,15 +19,13 @@
 //! memory; `missing "median"` and `padding-id` need the values in memory (lowering
 //! refuses them with `stream`).
 
-use super::{data_error, Dataset, Origin};
+use super::{data_error, input_files, shard_error, Dataset, Origin};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
-use pipeline_core::freshness::regular_input;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::split::Splits;
 use rayon::prelude::*;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
 /// The element types streaming reads, little-endian, as numpy names them.
@@ -110,15 +108,24 @@ pub struct NpyStream {
     scaling: Option<(Vec<f32>, Vec<f32>)>,
 }
 
-/// What the first pass found.
+/// What the first pass found, per row of the shards (rows `drop-row` leaves out are
+/// still here: what counts is decided once the rows are known).
 #[derive(Debug, Default)]
 struct Scan {
     /// Rows with a missing value, with the first missing value's column, in order.
     missing: Vec<(usize, usize)>,
-    /// The first infinite value: its row and column.
-    infinite: Option<(usize, usize)>,
-    /// The largest value (for embeddings' id range).
-    largest: f32,
+    /// Rows with an infinite value, with its column, in order.
+    infinite: Vec<(usize, usize)>,
+    /// Each row's largest finite value (for the embeddings' id range; -inf for none).
+    largest: Vec<f32>,
+}
+
+impl Scan {
+    /// The column of `row`'s entry in `listed` (rows in order), if it has one.
+    fn column(listed: &[(usize, usize)], row: usize) -> Option<usize> {
+        let at = listed.binary_search_by_key(&row, |&(r, _)| r).ok()?;
+        Some(listed[at].1)
+    }
 }
 
 /// One value's statistics over the training rows: count of known values, their mean, the
@@ -170,7 +177,14 @@ impl NpyStream {
             why: format!("unsupported element type {descr}"),
         })?;
         let sample_shape = first.header.shape[1..].to_vec();
-        let width = sample_shape.iter().product::<i64>().max(0) as usize;
+        let width = sample_shape
+            .iter()
+            .try_fold(1i64, |w, &d| w.checked_mul(d))
+            .ok_or_else(|| ShardError::Unreadable {
+                path: first.path.clone(),
+                why: format!("its header's shape {:?} is too large", first.header.shape),
+            })?
+            .max(0) as usize;
         let mut opened = Vec::with_capacity(shards.len());
         for shard in shards {
             let unreadable = |why: String| ShardError::Unreadable {
@@ -188,8 +202,16 @@ impl NpyStream {
                 .metadata()
                 .map_err(|e| unreadable(e.to_string()))?
                 .len();
-            let expected =
-                shard.header.data_offset + shard.rows() * (width * element.size()) as u64;
+            let expected = (width as u64)
+                .checked_mul(element.size() as u64)
+                .and_then(|row| row.checked_mul(shard.rows()))
+                .and_then(|data| data.checked_add(shard.header.data_offset))
+                .ok_or_else(|| {
+                    unreadable(format!(
+                        "its header's shape {:?} is too large",
+                        shard.header.shape
+                    ))
+                })?;
             if length < expected {
                 return Err(unreadable(format!(
                     "the data ends early: {length} bytes where its header says {expected}"
@@ -283,35 +305,30 @@ impl NpyStream {
     fn scan(&self) -> Result<Scan, String> {
         let width = self.width.max(1);
         let blocks = self.blocks(|first, values| {
-            let mut scan = Scan {
-                largest: f32::NEG_INFINITY,
-                ..Scan::default()
-            };
+            let mut scan = Scan::default();
             for (r, row) in values.chunks_exact(width).enumerate() {
-                let mut missing = None;
+                let (mut missing, mut infinite) = (None, None);
+                let mut largest = f32::NEG_INFINITY;
                 for (j, &v) in row.iter().enumerate() {
                     if v.is_nan() {
                         missing.get_or_insert(j);
                     } else if v.is_infinite() {
-                        scan.infinite.get_or_insert((first + r, j));
-                    } else if v > scan.largest {
-                        scan.largest = v;
+                        infinite.get_or_insert(j);
+                    } else if v > largest {
+                        largest = v;
                     }
                 }
-                if let Some(j) = missing {
-                    scan.missing.push((first + r, j));
-                }
+                scan.missing.extend(missing.map(|j| (first + r, j)));
+                scan.infinite.extend(infinite.map(|j| (first + r, j)));
+                scan.largest.push(largest);
             }
             scan
         })?;
-        let mut all = Scan {
-            largest: f32::NEG_INFINITY,
-            ..Scan::default()
-        };
+        let mut all = Scan::default();
         for b in blocks {
             all.missing.extend(b.missing);
-            all.infinite = all.infinite.or(b.infinite);
-            all.largest = all.largest.max(b.largest);
+            all.infinite.extend(b.infinite);
+            all.largest.extend(b.largest);
         }
         Ok(all)
     }
@@ -331,7 +348,7 @@ impl NpyStream {
                     if v.is_nan() {
                         continue;
                     }
-                    // A missing shift value: this value becomes the shift's stand-in.
+                    // A missing shift value: 0 stands in for it (here and below alike).
                     let c = if c.is_nan() { 0.0 } else { c as f64 };
                     let d = v as f64 - c;
                     s.0 += 1.0;
@@ -387,10 +404,14 @@ impl NpyStream {
         let values = unsafe {
             std::slice::from_raw_parts_mut(batch.data_ptr() as *mut f32, samples.len() * width)
         };
-        const PER_TASK: usize = 32;
+        // Enough tasks for every worker (two each), never more than 32 samples in one.
+        let per_task = samples
+            .len()
+            .div_ceil(rayon::current_num_threads() * 2)
+            .clamp(1, 32);
         values
-            .par_chunks_mut(PER_TASK * width)
-            .zip(samples.par_chunks(PER_TASK))
+            .par_chunks_mut(per_task * width)
+            .zip(samples.par_chunks(per_task))
             .try_for_each_init(Vec::new, |buf, (out, samples)| {
                 let mut order: Vec<(usize, usize)> = samples
                     .iter()
@@ -470,26 +491,6 @@ impl NpyStream {
     }
 }
 
-/// The files of a manifest path (one file, or a pattern's matches), each a regular file.
-pub(crate) fn regular_files(
-    manifest: &Manifest,
-    role: &str,
-    path: &Path,
-) -> Result<Vec<PathBuf>, Diagnostic> {
-    let files = shards::files_of(path).map_err(|e| {
-        data_error(
-            "pipeline::data::no_shards",
-            &manifest.data,
-            e.to_string(),
-            "check the pattern: it is relative to the manifest, and `*` does not cross a `/`",
-        )
-    })?;
-    for file in &files {
-        regular_input(manifest, role, file, None)?;
-    }
-    Ok(files)
-}
-
 /// A shard that could not be read in a pass before training (it changed since it was
 /// opened, or the disk failed).
 fn unreadable(spec: &DataSpec, e: String) -> Diagnostic {
@@ -499,22 +500,6 @@ fn unreadable(spec: &DataSpec, e: String) -> Diagnostic {
         e,
         "check the file: it changed or became unreadable",
     )
-}
-
-/// A diagnostic for shards that are not one data set (or an unreadable one).
-pub(crate) fn shard_error(spec: &DataSpec, e: ShardError) -> Diagnostic {
-    let (code, help) = match &e {
-        ShardError::None(_) => ("pipeline::data::no_shards", "check the pattern"),
-        ShardError::Unreadable { .. } => (
-            "pipeline::data::unreadable",
-            "check that the file is a valid array file",
-        ),
-        ShardError::Differs { .. } => (
-            "pipeline::data::shard_differs",
-            "every shard holds samples of one shape and element type",
-        ),
-    };
-    data_error(code, spec, e.to_string(), help)
 }
 
 impl Dataset {
@@ -527,11 +512,11 @@ impl Dataset {
     ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        let files = regular_files(manifest, "data", &path)?;
+        let files = input_files(manifest, "data", &spec.source)?;
         let shards = shards::open(&files).map_err(|e| shard_error(spec, e))?;
         let stream = NpyStream::open(shards).map_err(|e| shard_error(spec, e))?;
         let n = stream.total_rows();
-        if n == 0 || stream.width == 0 {
+        if n == 0 || stream.width == 0 || stream.sample_shape.is_empty() {
             return Err(data_error(
                 "pipeline::data::bad_shape",
                 spec,
@@ -545,33 +530,35 @@ impl Dataset {
         }
         let labels = super::labels_of_file(manifest, n as i64)?;
         let origin = Origin::Shards(stream.shard_list());
-        let mut dataset = Dataset::holding(manifest, origin, n);
+        let mut dataset = Dataset::skeleton(manifest, origin, n);
         dataset.sample_shape = stream.sample_shape.clone();
         dataset.read_extra_inputs(manifest, n)?;
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
         dataset.labels = labels;
         dataset.classes = classes;
         let scan = stream.scan().map_err(|e| unreadable(spec, e))?;
-        if let Some((row, _)) = scan.infinite {
-            return Err(data_error(
-                "pipeline::data::not_finite",
-                spec,
-                format!("{}: a feature is infinite", dataset.at(row)),
-                "clean the data: every feature must be a finite number",
-            ));
-        }
         let mut missing = vec![false; n];
-        let mut column_of = std::collections::BTreeMap::new();
-        for &(row, column) in &scan.missing {
+        for &(row, _) in &scan.missing {
             missing[row] = true;
-            column_of.insert(row, column);
         }
         let names: Vec<String> = (0..stream.width).map(|j| format!("feature {j}")).collect();
         dataset.stream = Some(stream);
         dataset.missing_values(spec, &names, &Tensor::from_slice(&missing), |d, i| {
-            column_of.get(&d.rows[i]).copied().unwrap_or(0)
+            Scan::column(&scan.missing, d.rows[i]).unwrap_or(0)
         })?;
-        dataset.largest_streamed = Some(scan.largest as f64);
+        // Of the rows left (as in memory, where `drop-row` comes first).
+        let infinite = (0..dataset.rows.len())
+            .find(|&i| Scan::column(&scan.infinite, dataset.rows[i]).is_some());
+        if let Some(i) = infinite {
+            return Err(data_error(
+                "pipeline::data::not_finite",
+                spec,
+                format!("{}: a feature is infinite", dataset.at(i)),
+                "clean the data: every feature must be a finite number",
+            ));
+        }
+        let largest = dataset.rows.iter().map(|&r| scan.largest[r]);
+        dataset.largest_streamed = Some(largest.fold(f32::NEG_INFINITY, f32::max) as f64);
         dataset.ids_fit(manifest)?;
         dataset.splits = if spec.split.stratify && classification {
             let classes =
