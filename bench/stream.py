@@ -105,10 +105,19 @@ def main():
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json")
+    p.add_argument("--write-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
-    (big_x, big_y), (small_x, small_y) = write_data(directory, args.rows, args.small)
+    if args.write_only:
+        write_data(directory, args.rows, args.small)
+        return
+    # The data is written by a process of its own: a child forked from a parent that
+    # touched 4 GiB would count the parent's pages in its own peak RSS until it execs.
+    subprocess.run([sys.executable, __file__, "--write-only", "--dir", str(directory),
+                    "--rows", str(args.rows), "--small", str(args.small)], check=True)
+    big_x, big_y = directory / "x.npy", directory / "y.npy"
+    small_x, small_y = directory / f"x-{args.small}.npy", directory / f"y-{args.small}.npy"
     pipeline = ROOT / "target" / "release" / "pipeline"
     sides = {
         "stream-4G": (big_x, big_y, "stream", args.workers),

@@ -43,53 +43,17 @@ fn read_tensor(reader: &mut impl Read, shape: &[i64], kind: Kind) -> Result<Tens
     Ok(tensor)
 }
 
-/// Reads one NPY array (header and data) from `reader`.
+/// Reads one NPY array (header, as `pipeline_core::npy` reads it, and data) from `reader`.
 fn read_npy_from(reader: &mut impl Read) -> Result<Tensor, String> {
-    let mut magic = [0u8; 8];
-    reader
-        .read_exact(&mut magic)
-        .map_err(|_| "not an NPY array (too short)".to_string())?;
-    if &magic[..6] != b"\x93NUMPY" {
-        return Err("not an NPY array (bad magic bytes)".into());
-    }
-    let header_len = if magic[6] == 1 {
-        let mut len = [0u8; 2];
-        reader.read_exact(&mut len).map_err(|e| e.to_string())?;
-        u16::from_le_bytes(len) as usize
-    } else {
-        let mut len = [0u8; 4];
-        reader.read_exact(&mut len).map_err(|e| e.to_string())?;
-        u32::from_le_bytes(len) as usize
-    };
-    let mut header = vec![0u8; header_len];
-    reader.read_exact(&mut header).map_err(|e| e.to_string())?;
-    let header = String::from_utf8_lossy(&header);
-    let field = |name: &str| -> Option<String> {
-        let start = header.find(&format!("'{name}':"))? + name.len() + 3;
-        let rest = header[start..].trim_start();
-        let end = if rest.starts_with('(') {
-            rest.find(')')? + 1
-        } else {
-            rest.find([',', '}'])?
-        };
-        Some(rest[..end].trim().trim_matches('\'').to_string())
-    };
-    let descr = field("descr").ok_or("the NPY header has no descr")?;
-    let kind = kind_of(&descr).ok_or_else(|| format!("unsupported element type {descr}"))?;
-    if field("fortran_order").as_deref() == Some("True") {
+    let header = pipeline_core::npy::read_header_from(reader)?;
+    let descr = &header.descr;
+    let kind = kind_of(descr).ok_or_else(|| format!("unsupported element type {descr}"))?;
+    if header.fortran_order {
         return Err(
             "Fortran-ordered arrays are not supported; save with np.ascontiguousarray".into(),
         );
     }
-    let shape = field("shape").ok_or("the NPY header has no shape")?;
-    let shape: Vec<i64> = shape
-        .trim_matches(|c| c == '(' || c == ')')
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<i64>().map_err(|_| format!("bad shape {shape}")))
-        .collect::<Result<_, _>>()?;
-    read_tensor(reader, &shape, kind)
+    read_tensor(reader, &header.shape, kind)
 }
 
 /// Reads an `.npy` file.

@@ -30,6 +30,12 @@ pub fn peek_shape(path: &Path) -> Option<Vec<i64>> {
 /// The header of the `.npy` file at `path`; `Err` says why it is not one.
 pub fn read_header(path: &Path) -> Result<Header, String> {
     let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    read_header_from(&mut file)
+}
+
+/// The header at the start of `file` (a file, or an array inside an NPZ archive), which
+/// is left at the first byte of the data; `Err` says why it is not an NPY array.
+pub fn read_header_from(file: &mut impl Read) -> Result<Header, String> {
     let mut start = [0u8; 10];
     file.read_exact(&mut start)
         .map_err(|_| "not an NPY array (too short)".to_string())?;

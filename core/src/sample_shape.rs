@@ -6,9 +6,10 @@
 //! Images: `[channels, height, width]` from the transforms when they fix the size, else
 //! from the first image's header (`image_listing::sample_shape`).
 //!
-//! NPY: the array's header (`npy::peek_shape`), or its shards' (`shards.rs`). NPZ and safetensors are not peeked at:
-//! their shapes are checked by the run's dry pass, once the data is loaded. A file that cannot be read gives
-//! `None`: reading it is the run's to report, with the file and line.
+//! NPY: the array's header (`npy::peek_shape`), or its shards' (`shards.rs`). NPZ and
+//! safetensors are not peeked at: their shapes are checked by the run's dry pass, once the
+//! data is loaded. A file that cannot be read gives `None`: reading it is the run's to
+//! report, with the file and line.
 
 use crate::network::Input;
 use crate::table::{peek_features, Layout};

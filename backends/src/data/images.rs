@@ -11,7 +11,7 @@
 //! not say which.
 
 use super::read::Labels;
-use super::{data_error, first_index, Dataset, Origin};
+use super::{data_error, first_index, float_batch, Dataset, Origin};
 use manifests::transforms::{Pixels, Size, Transform, Uniform};
 use manifests::{
     DataSpec, Diagnostic, ImageSpec, Load, Manifest, TransformSpec, STREAM_ABOVE_BYTES,
@@ -21,6 +21,7 @@ use pipeline_core::image_listing::{ImageListing, ListingLabels};
 use pipeline_core::rng::Rng;
 use pipeline_core::split::Splits;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use tch::{Kind, Tensor};
 
 /// The decoded images of a data set, and what each batch still does to them.
@@ -239,30 +240,27 @@ impl ImageSet {
     pub fn batch(&self, ids: &[usize], epoch: Option<u64>) -> Result<Tensor, String> {
         let (c, (h, w)) = (self.channels as usize, self.size);
         let per = c * h as usize * w as usize;
-        let mut floats = vec![0f32; per * ids.len()];
-        floats
-            .par_chunks_mut(per.max(1))
-            .zip(ids.par_iter())
-            .try_for_each(|(out, &i)| {
-                let decoded;
-                let source = match &self.held {
-                    Some(images) => &images[i],
-                    None => {
-                        decoded = self.decode(i)?;
-                        &decoded
+        let shape = [ids.len() as i64, c as i64, h as i64, w as i64];
+        float_batch(&shape, |floats| {
+            floats
+                .par_chunks_mut(per.max(1))
+                .zip(ids.par_iter())
+                .try_for_each(|(out, &i)| {
+                    let source = match &self.held {
+                        Some(images) => Cow::Borrowed(&images[i]),
+                        None => Cow::Owned(self.decode(i)?),
+                    };
+                    if self.rest.is_empty() {
+                        return self.write(&source, i, out);
                     }
-                };
-                if self.rest.is_empty() {
-                    return self.write(source, i, out);
-                }
-                let mut rng = epoch.map(|e| Rng::augmentation(self.seed, e, i as u64));
-                let mut image = source.clone();
-                for t in &self.rest {
-                    image = t.apply(image, rng.as_mut().map(|r| r as &mut dyn Uniform));
-                }
-                self.write(&image, i, out)
-            })?;
-        Ok(Tensor::from_slice(&floats).reshape([ids.len() as i64, c as i64, h as i64, w as i64]))
+                    let mut rng = epoch.map(|e| Rng::augmentation(self.seed, e, i as u64));
+                    let mut image = source.into_owned();
+                    for t in &self.rest {
+                        image = t.apply(image, rng.as_mut().map(|r| r as &mut dyn Uniform));
+                    }
+                    self.write(&image, i, out)
+                })
+        })
     }
 
     /// Image `i` decoded from its file and put through the transforms before the first

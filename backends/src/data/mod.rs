@@ -798,6 +798,27 @@ impl Dataset {
     }
 }
 
+/// A new float32 CPU batch of `shape`, every value written in place by `fill` (the
+/// streamed features read, the images converted): no copy into a tensor afterwards, and
+/// no zeroing first, since every value is written.
+pub(crate) fn float_batch(
+    shape: &[i64],
+    fill: impl FnOnce(&mut [f32]) -> Result<(), String>,
+) -> Result<Tensor, String> {
+    let batch = Tensor::f_empty(shape, (Kind::Float, Device::Cpu))
+        .map_err(|e| crate::error::short_message(&e))?;
+    let n = batch.numel();
+    if n == 0 {
+        return Ok(batch);
+    }
+    // SAFETY: a new, contiguous float32 CPU tensor owns exactly `n` values at data_ptr
+    // (memory libtorch allocated, as `arrays::read_tensor` fills), nothing else refers to
+    // it until this function returns it, and every float bit pattern is a valid f32.
+    let values = unsafe { std::slice::from_raw_parts_mut(batch.data_ptr() as *mut f32, n) };
+    fill(values)?;
+    Ok(batch)
+}
+
 /// The labels file's labels (one file, or shards), checked to be `n` rows.
 fn labels_of_file(manifest: &Manifest, n: i64) -> Result<Labels, Diagnostic> {
     let spec = &manifest.data;
@@ -817,18 +838,17 @@ pub(crate) fn input_files(
     role: &str,
     written: &manifests::Spanned<PathBuf>,
 ) -> Result<Vec<PathBuf>, Diagnostic> {
-    let files = pipeline_core::shards::files_of(&manifest.base_dir, &written.value)
-        .map_err(|e| shard_error(&manifest.data, e).label_opt(written.span, "these files"))?;
+    let files =
+        pipeline_core::shards::files_of(&manifest.base_dir, &written.value).map_err(|e| {
+            let (code, help) = e.code_and_help();
+            Diagnostic::error(code, e.to_string())
+                .label_opt(written.span, "these files")
+                .help(help)
+        })?;
     for file in &files {
         regular_input(manifest, role, file, written.span)?;
     }
     Ok(files)
-}
-
-/// A diagnostic for shards that are not one data set (or an unreadable one).
-pub(crate) fn shard_error(spec: &DataSpec, e: pipeline_core::shards::ShardError) -> Diagnostic {
-    let (code, help) = e.code_and_help();
-    data_error(code, spec, e.to_string(), help)
 }
 
 /// `labels`, checked to be one row per sample of `n`.

@@ -19,14 +19,14 @@
 //! memory; `missing "median"` and `padding-id` need the values in memory (lowering
 //! refuses them with `stream`).
 
-use super::{data_error, input_files, shard_error, Dataset, Origin};
+use super::{data_error, float_batch, input_files, Dataset, Origin};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::split::Splits;
 use rayon::prelude::*;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use tch::{Device, Kind, Tensor};
+use tch::Tensor;
 
 /// The element types streaming reads, little-endian, as numpy names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -393,57 +393,47 @@ impl NpyStream {
         let width = self.width.max(1);
         let mut shape = vec![samples.len() as i64];
         shape.extend(&self.sample_shape);
-        let batch = Tensor::f_empty(shape.as_slice(), (Kind::Float, Device::Cpu))
-            .map_err(|e| crate::error::short_message(&e))?;
-        if samples.is_empty() {
-            return Ok(batch);
-        }
-        // SAFETY: a new, contiguous float32 CPU tensor owns exactly this many values at
-        // data_ptr, and nothing else refers to it until this function returns it; every
-        // value is written below (each sample's slot is read into).
-        let values = unsafe {
-            std::slice::from_raw_parts_mut(batch.data_ptr() as *mut f32, samples.len() * width)
-        };
         // Enough tasks for every worker (two each), never more than 32 samples in one.
         let per_task = samples
             .len()
             .div_ceil(rayon::current_num_threads() * 2)
             .clamp(1, 32);
-        values
-            .par_chunks_mut(per_task * width)
-            .zip(samples.par_chunks(per_task))
-            .try_for_each_init(Vec::new, |buf, (out, samples)| {
-                let mut order: Vec<(usize, usize)> = samples
-                    .iter()
-                    .enumerate()
-                    .map(|(slot, &i)| (rows[i], slot))
-                    .collect();
-                order.sort_unstable();
-                let mut run = 0;
-                while run < order.len() {
-                    let mut end = run + 1;
-                    while end < order.len() && order[end].0 == order[end - 1].0 + 1 {
-                        end += 1;
-                    }
-                    if end - run == 1 {
-                        let slot = order[run].1;
-                        self.read_rows(order[run].0, &mut out[slot * width..][..width], buf)?;
-                    } else {
-                        let mut block = vec![0f32; (end - run) * width];
-                        self.read_rows(order[run].0, &mut block, buf)?;
-                        for (k, &(_, slot)) in order[run..end].iter().enumerate() {
-                            out[slot * width..][..width]
-                                .copy_from_slice(&block[k * width..][..width]);
+        float_batch(&shape, |values| {
+            values
+                .par_chunks_mut(per_task * width)
+                .zip(samples.par_chunks(per_task))
+                .try_for_each_init(Vec::new, |buf, (out, samples)| {
+                    let mut order: Vec<(usize, usize)> = samples
+                        .iter()
+                        .enumerate()
+                        .map(|(slot, &i)| (rows[i], slot))
+                        .collect();
+                    order.sort_unstable();
+                    let mut run = 0;
+                    while run < order.len() {
+                        let mut end = run + 1;
+                        while end < order.len() && order[end].0 == order[end - 1].0 + 1 {
+                            end += 1;
                         }
+                        if end - run == 1 {
+                            let slot = order[run].1;
+                            self.read_rows(order[run].0, &mut out[slot * width..][..width], buf)?;
+                        } else {
+                            let mut block = vec![0f32; (end - run) * width];
+                            self.read_rows(order[run].0, &mut block, buf)?;
+                            for (k, &(_, slot)) in order[run..end].iter().enumerate() {
+                                out[slot * width..][..width]
+                                    .copy_from_slice(&block[k * width..][..width]);
+                            }
+                        }
+                        run = end;
                     }
-                    run = end;
-                }
-                for row in out.chunks_exact_mut(width) {
-                    self.prepare(row);
-                }
-                Ok::<(), String>(())
-            })?;
-        Ok(batch)
+                    for row in out.chunks_exact_mut(width) {
+                        self.prepare(row);
+                    }
+                    Ok::<(), String>(())
+                })
+        })
     }
 
     /// Fills and scales one sample's values, as the in-memory path does to its tensor
@@ -489,6 +479,12 @@ impl NpyStream {
         }
         Ok(rows.iter().map(|&r| by_row[r]).collect())
     }
+}
+
+/// A diagnostic for shards that are not one data set (or of a type this cannot read).
+fn shard_error(spec: &DataSpec, e: ShardError) -> Diagnostic {
+    let (code, help) = e.code_and_help();
+    data_error(code, spec, e.to_string(), help)
 }
 
 /// A shard that could not be read in a pass before training (it changed since it was
