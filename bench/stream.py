@@ -10,12 +10,16 @@ with `pipeline run --no-cache`:
   stream-4G-w0  the same with `workers 0` (each batch read when it is needed);
   memory-S      the small file, `load "memory"` (the whole array on the device);
   stream-S      the small file, `load "stream"`;
+  parquet-4G    (with --parquet) the same 4 GiB as one Parquet file (pyarrow's defaults:
+                snappy, row groups of 1Mi rows, so here one), labels a column of it,
+                `load "stream"`: decoded chunk by chunk into an unnamed float32 file,
+                then streamed; its wall time includes the decoding;
 
 alternating their order from one repetition to the next. Per run: peak RSS of the whole
 process tree (os.wait4), wall time, and the epoch's samples per second from the run's
 metrics.jsonl. The ratio that matters is stream-4G's seconds per sample over memory-S's.
 
-Usage: python bench/stream.py [--dir DIR] [--rows N] [--small N] [--reps R] [--workers W]
+Usage: python bench/stream.py [--dir DIR] [--rows N] [--small N] [--reps R] [--workers W] [--parquet]
 """
 
 import argparse
@@ -35,7 +39,7 @@ MANIFEST = """pipeline "stream-bench"
 seed 1
 data {{
     source "{source}"
-    labels "{labels}"
+    {labels}
     load "{load}"
     workers {workers}
     prefetch 4
@@ -77,6 +81,23 @@ def write_data(directory, rows, small, width=1000):
     return (x_path, y_path), (xs_path, ys_path)
 
 
+def write_parquet(directory):
+    """x.npy and y.npy as one Parquet file (columns f0 … f999 and y), pyarrow's defaults."""
+    path = directory / "x.parquet"
+    if path.exists():
+        return path
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    print(f"writing {path}", file=sys.stderr)
+    x = np.load(directory / "x.npy", mmap_mode="r")
+    y = np.load(directory / "y.npy")
+    columns = {f"f{j}": pa.array(np.ascontiguousarray(x[:, j])) for j in range(x.shape[1])}
+    columns["y"] = pa.array(y)
+    pq.write_table(pa.table(columns), directory / "x.tmp.parquet")
+    os.replace(directory / "x.tmp.parquet", path)
+    return path
+
+
 def measured(cmd, cwd):
     """Runs `cmd`; (peak RSS of the process tree in MiB, wall seconds)."""
     start = time.perf_counter()
@@ -104,6 +125,7 @@ def main():
     p.add_argument("--small", type=int, default=100_000)
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--parquet", action="store_true", help="add the parquet-4G side")
     p.add_argument("--json")
     p.add_argument("--write-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -111,11 +133,14 @@ def main():
     directory.mkdir(parents=True, exist_ok=True)
     if args.write_only:
         write_data(directory, args.rows, args.small)
+        if args.parquet:
+            write_parquet(directory)
         return
     # The data is written by a process of its own: a child forked from a parent that
     # touched 4 GiB would count the parent's pages in its own peak RSS until it execs.
     subprocess.run([sys.executable, __file__, "--write-only", "--dir", str(directory),
-                    "--rows", str(args.rows), "--small", str(args.small)], check=True)
+                    "--rows", str(args.rows), "--small", str(args.small)] + ["--parquet"] * args.parquet,
+                   check=True)
     big_x, big_y = directory / "x.npy", directory / "y.npy"
     small_x, small_y = directory / f"x-{args.small}.npy", directory / f"y-{args.small}.npy"
     pipeline = ROOT / "target" / "release" / "pipeline"
@@ -125,8 +150,11 @@ def main():
         "memory-S": (small_x, small_y, "memory", args.workers),
         "stream-S": (small_x, small_y, "stream", args.workers),
     }
+    if args.parquet:
+        sides["parquet-4G"] = (directory / "x.parquet", None, "stream", args.workers)
     for name, (x, y, load, workers) in sides.items():
-        (directory / f"{name}.kdl").write_text(MANIFEST.format(source=x.name, labels=y.name, load=load, workers=workers))
+        labels = f'labels "{y.name}"' if y else 'label "y"'
+        (directory / f"{name}.kdl").write_text(MANIFEST.format(source=x.name, labels=labels, load=load, workers=workers))
     results = {name: [] for name in sides}
     for rep in range(args.reps):
         order = list(sides) if rep % 2 == 0 else list(reversed(sides))
@@ -143,7 +171,7 @@ def main():
     print("| side | rows | peak RSS (MiB) | wall (s) | epoch (s) | samples/s | s per sample × memory-S |")
     print("|---|---|---|---|---|---|---|")
     for name, (x, _, _, _) in sides.items():
-        rows = np.load(directory / x.name, mmap_mode="r").shape[0]
+        rows = args.rows if x.suffix == ".parquet" else np.load(directory / x.name, mmap_mode="r").shape[0]
         m = med[name]
         print(f"| {name} | {rows:,} | {m['rss_mib']:.0f} | {m['wall']:.1f} | {m['epoch_s']:.2f} | {m['samples_per_s']:,.0f} | {base / m['samples_per_s']:.2f} |")
     if args.json:

@@ -1,7 +1,7 @@
-//! Streamed `.npy` features (`data.load "stream"`) and shards (`source "x-*.npy"`):
-//! training from the files read per batch gives what training from memory gives; shards
-//! are one data set; the loader's workers change nothing but the speed; a killed
-//! streamed run resumes bit for bit; bad shards are named before training.
+//! Streamed `.npy` and Parquet features (`data.load "stream"`) and shards
+//! (`source "x-*.npy"`): training from the files read per batch gives what training from
+//! memory gives; shards are one data set; the loader's workers change nothing but the
+//! speed; a killed streamed run resumes bit for bit; bad shards are named before training.
 
 mod common;
 
@@ -27,6 +27,16 @@ for k, (a, b) in enumerate([(0, 600), (600, 1201), (1201, 1797)]):
 x16 = x.astype(np.float16); np.save("x16.npy", x16)
 bad = x.copy(); bad[700, 5] = np.nan; np.save("nan.npy", bad)
 np.save("wide.npy", np.zeros((10, 65), np.float32))
+# The digits as Parquet: a column of every numeric type, text labels, row groups of 500
+# (64 columns: two groups of columns read apart and interleaved when streamed).
+import pyarrow as pa, pyarrow.parquet as pq
+types = [np.uint8, np.int64, np.float16, np.float64, np.int16, np.uint32, np.float32, np.int8]
+cols = {{f"p{{j}}": pa.array(x[:, j].astype(types[j % 8])) for j in range(64)}}
+cols["p9"] = pa.array(x[:, 9] > 0)
+cols["digit"] = pa.array([f"d{{c}}" for c in y])
+pq.write_table(pa.table(cols), "digits.parquet", row_group_size=500)
+cols["p5"] = pa.array([None if i == 700 else v for i, v in enumerate(x[:, 5])])
+pq.write_table(pa.table(cols), "nan.parquet", compression="zstd")
 "#,
             data.display()
         ),
@@ -121,6 +131,91 @@ fn streamed_features_train_as_held_ones_and_shards_as_one_file() {
     );
     assert_eq!(weights(d), w_held, "digits are exact in float16");
     assert_eq!(accuracy(&half), accuracy(&held));
+}
+
+/// `manifest` for `source` with its labels in column `digit`.
+fn parquet_manifest(source: &str, data: &str, epochs: u64) -> String {
+    manifest(source, "", data, epochs).replace("    labels \"\"\n", "    label \"digit\"\n")
+}
+
+#[test]
+fn a_streamed_parquet_file_trains_as_the_held_one() {
+    let dir = project();
+    let d = dir.path();
+    let held = run(
+        d,
+        "held.kdl",
+        &parquet_manifest("digits.parquet", "    load \"memory\"", 3),
+        &["--no-cache"],
+    );
+    let w_held = weights(d);
+    assert!(accuracy(&held) > 0.9, "{held}");
+    let streamed = run(
+        d,
+        "stream.kdl",
+        &parquet_manifest("digits.parquet", "    load \"stream\"", 3),
+        &["--no-cache"],
+    );
+    assert_eq!(weights(d), w_held, "streamed Parquet differs from held");
+    assert_eq!(accuracy(&streamed), accuracy(&held));
+    // Nothing is left beside the manifest but the run directories: the decoded copy has
+    // no name.
+    let left: Vec<_> = std::fs::read_dir(d.join(".pipeline"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["runs"], "{left:?}");
+    // A null is a missing value, named by its row, or its row dropped as in memory.
+    let nan = |load: &str, missing: &str| {
+        parquet_manifest(
+            "nan.parquet",
+            &format!("    load \"{load}\"\n    missing \"{missing}\""),
+            1,
+        )
+    };
+    std::fs::write(d.join("nan.kdl"), nan("stream", "error")).unwrap();
+    let out = pipeline(d, &["run", "nan.kdl"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("nan.parquet, sample 700: feature `p5` (column 5) is missing"),
+        "{}",
+        text(&out.stderr)
+    );
+    run(
+        d,
+        "drop-held.kdl",
+        &nan("memory", "drop-row"),
+        &["--no-cache"],
+    );
+    let w_dropped = weights(d);
+    run(d, "drop.kdl", &nan("stream", "drop-row"), &["--no-cache"]);
+    assert_eq!(weights(d), w_dropped, "dropped rows differ");
+    // Fitted scaling: another key (float64 sums), the same model within rounding.
+    let scaled = |load: &str| {
+        parquet_manifest(
+            "digits.parquet",
+            &format!("    load \"{load}\"\n    scale \"standard\""),
+            2,
+        )
+    };
+    let held = run(d, "s.kdl", &scaled("memory"), &[]);
+    let streamed = run(d, "s.kdl", &scaled("stream"), &[]);
+    assert_eq!(streamed["stages"][0]["status"], "ran", "{streamed}");
+    assert!(
+        (accuracy(&held) - accuracy(&streamed)).abs() < 0.02,
+        "{streamed}"
+    );
+    // A text column is not a feature: named before training.
+    let text_feature = parquet_manifest("digits.parquet", "    load \"stream\"", 1)
+        .replace("    label \"digit\"\n", "    labels \"y.npy\"\n");
+    std::fs::write(d.join("text.kdl"), text_feature).unwrap();
+    let out = pipeline(d, &["run", "text.kdl"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("feature `digit` (column 64) holds text, not numbers"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -235,6 +330,14 @@ fn bad_shards_are_named_before_training() {
     std::fs::write(d.join("csv.kdl"), csv).unwrap();
     let out = pipeline(d, &["check", "csv.kdl"]);
     assert_fixture("streaming-not-npy.check.stderr", &text(&out.stderr));
+    // Texts are tokenised into memory, from Parquet too.
+    let texts = csv.replace("a.csv", "digits.parquet").replace(
+        "    load",
+        "    text \"digit\" tokenizer=\"t.json\" max-length=4\n    load",
+    );
+    std::fs::write(d.join("texts.kdl"), texts).unwrap();
+    let out = pipeline(d, &["check", "texts.kdl"]);
+    assert_fixture("streaming-texts.check.stderr", &text(&out.stderr));
     // A shard cut short after check: named when the run opens it, before training.
     let bytes = std::fs::read(d.join("x-1.npy")).unwrap();
     std::fs::write(d.join("x-1.npy"), &bytes[..bytes.len() - 100]).unwrap();

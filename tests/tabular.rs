@@ -383,3 +383,72 @@ fn a_parquet_file_trains_exactly_as_the_same_csv() {
         "{err}"
     );
 }
+
+#[test]
+fn parquet_features_are_the_values_pyarrow_reads() {
+    use pipeline_core::parquet;
+    use pipeline_core::table::{Layout, TableError};
+    let dir = tempfile::tempdir().unwrap();
+    // Every numeric type (unsigned ones past the signed range), nulls, dictionary and
+    // plain pages, several row groups and pages; the expected values are pyarrow's,
+    // through float64 to float32 (what `torch.tensor(x).float()` gives), as their bits
+    // (NaN for null).
+    let expected = py(
+        dir.path(),
+        "import json, numpy as np, pyarrow as pa, pyarrow.parquet as pq\n\
+         n = 1000\n\
+         r = np.random.default_rng(0)\n\
+         cols = {\n\
+           'i8': pa.array(r.integers(-128, 128, n).astype(np.int8)),\n\
+           'i16': pa.array(r.integers(-30000, 30000, n).astype(np.int16)),\n\
+           'i32': pa.array(r.integers(-2**31, 2**31, n).astype(np.int32)),\n\
+           'i64': pa.array(r.integers(-2**62, 2**62, n)),\n\
+           'u8': pa.array(r.integers(0, 256, n).astype(np.uint8)),\n\
+           'u16': pa.array(r.integers(0, 2**16, n).astype(np.uint16)),\n\
+           'u32': pa.array(r.integers(2**31, 2**32, n).astype(np.uint32)),\n\
+           'u64': pa.array(r.integers(2**63, 2**64 - 1, n, dtype=np.uint64)),\n\
+           'f16': pa.array(r.standard_normal(n).astype(np.float16)),\n\
+           'f32': pa.array(r.standard_normal(n).astype(np.float32)),\n\
+           'f64': pa.array(r.standard_normal(n) * 1e40),\n\
+           'b': pa.array(r.integers(0, 2, n).astype(bool)),\n\
+           'few': pa.array(r.integers(0, 3, n).astype(np.float64)),\n\
+           'nulls': pa.array([None if i % 7 == 0 else float(i) for i in range(n)]),\n\
+         }\n\
+         # More columns than are read at once: groups of columns read apart, then placed.\n\
+         cols.update({f'e{j}': pa.array(r.standard_normal(n)) for j in range(40)})\n\
+         t = pa.table(cols)\n\
+         pq.write_table(t, 'types.parquet', row_group_size=300, data_page_size=512)\n\
+         cols = [c.to_numpy(zero_copy_only=False) for c in t.columns]\n\
+         x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1).astype(np.float32)\n\
+         print(json.dumps({'names': t.column_names, 'bits': x.view(np.uint32).ravel().tolist()}))\n\
+         pq.write_table(pa.table({'a': [1.0, 2.0], 's': ['x', 'y']}), 'text.parquet')\n\
+         import datetime\n\
+         pq.write_table(pa.table({'d': [datetime.date(2020, 1, 1)] * 2}), 'date.parquet')\n",
+    );
+    let expected: Value = serde_json::from_str(&expected).unwrap();
+    let table = parquet::read(&dir.path().join("types.parquet"), Layout::Features(&[])).unwrap();
+    let names: Vec<String> = serde_json::from_value(expected["names"].clone()).unwrap();
+    assert_eq!(table.feature_names, names);
+    let bits: Vec<u32> = serde_json::from_value(expected["bits"].clone()).unwrap();
+    assert_eq!(table.features.len(), bits.len());
+    for (i, (&v, &b)) in table.features.iter().zip(&bits).enumerate() {
+        let want = f32::from_bits(b);
+        assert!(
+            v.to_bits() == b || (v.is_nan() && want.is_nan()),
+            "row {}, column `{}`: {v} where pyarrow reads {want}",
+            i / names.len(),
+            names[i % names.len()]
+        );
+    }
+    // Columns that are not numbers are named as such before anything is read.
+    let err = parquet::read(&dir.path().join("text.parquet"), Layout::Features(&[]));
+    assert_eq!(
+        err.unwrap_err(),
+        TableError::Columns("feature `s` (column 1) holds text, not numbers: leave it out of `features`, or convert it before saving".into())
+    );
+    let err = parquet::read(&dir.path().join("date.parquet"), Layout::Features(&[]));
+    assert_eq!(
+        err.unwrap_err(),
+        TableError::Columns("feature `d` (column 0) holds DATE values, not numbers: leave it out of `features`, or convert it before saving".into())
+    );
+}

@@ -171,7 +171,7 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
         // order: the key says so (only then: streamed and held batches are otherwise the
         // same, and the keys of in-memory data stay as they were).
         let fitted = manifest.data.scale != Scale::None || manifest.data.missing == Missing::Mean;
-        if fitted && crate::shards::streams(manifest) {
+        if fitted && crate::load::streams(manifest) {
             map.insert("load".into(), json!("stream"));
         }
     }

@@ -28,6 +28,7 @@ pub mod freshness;
 pub mod image;
 pub mod image_listing;
 pub mod launch;
+pub mod load;
 pub mod network;
 pub mod npy;
 pub mod outputs;

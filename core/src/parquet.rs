@@ -1,17 +1,32 @@
 //! Parquet files (`data.format "parquet"`, `.parquet`) read into the same [`Table`] as
-//! CSV, through the Apache Arrow project's `parquet` crate: its row reader, so that any
-//! physical type, encoding and compression pandas or pyarrow write is decoded by the
-//! reference implementation. Columns are chosen by the same `label` and `features` keys
-//! (names, indices, ranges, over the top-level columns); a null is a missing value.
-//! The columns pandas stores its index in (`df.to_parquet()` after a filter or a sort
-//! writes `__index_level_0__` last) are not data, and are left out. `check` reads the
-//! schema only, from the file's footer.
+//! CSV, through the Apache Arrow project's `parquet` crate, so that any encoding and
+//! compression pandas or pyarrow write is decoded by the reference implementation.
+//! Columns are chosen by the same `label` and `features` keys (names, indices, ranges,
+//! over the top-level columns); a null is a missing value. The columns pandas stores its
+//! index in (`df.to_parquet()` after a filter or a sort writes `__index_level_0__` last)
+//! are not data, and are left out. `check` reads the schema only, from the file's footer.
+//!
+//! Features are read by the typed column readers, [`COLUMNS_AT_ONCE`] columns at a time,
+//! row group by row group, a chunk of rows at a time ([`read_feature_group`]): memory
+//! holds those columns' pages and one chunk, whatever the file's size, which is how a
+//! streamed data set (`data.load "stream"`) is decoded. Their values become float32
+//! as `torch.tensor(df.to_numpy()).float()` makes them (through float64: integers,
+//! unsigned ones as unsigned, booleans as 0 and 1, float16). Labels are read by the row
+//! reader, as text (class names) or numbers.
 
 use crate::table::{resolve, Layout, Table, TableError};
-use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::DataType;
+use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
 use parquet::record::Field;
+use parquet::schema::types::Type;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
+
+/// The values of a chunk of rows read at once (all feature columns together).
+const CHUNK_VALUES: usize = 1 << 20;
 
 /// The file's data columns: their names, and where each is among the file's columns.
 struct Columns {
@@ -77,6 +92,15 @@ pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
     Some(columns.features.len())
 }
 
+/// The rows and feature columns of a file, from its footer alone: what a streamed data
+/// set is sized by.
+pub fn shape(path: &Path, layout: Layout<'_>) -> Result<(usize, usize), TableError> {
+    let (reader, data) = open(path)?;
+    let columns = resolve(layout, data.names.len(), Some(&data.names))?;
+    let rows = reader.metadata().file_metadata().num_rows().max(0) as usize;
+    Ok((rows, columns.features.len()))
+}
+
 /// A cell as a label's text, `None` when null; a type that is neither a number nor text
 /// (a date, a decimal) is refused rather than read as missing.
 fn text(field: &Field) -> Result<Option<String>, TableError> {
@@ -114,20 +138,361 @@ fn number(field: &Field) -> Option<f64> {
     })
 }
 
-/// Reads the whole table; `Table::lines` holds each row's 0-based index.
-pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
+/// How a feature column's stored values are numbers: its physical type with the
+/// annotation that says how to read it (an `INT32` may hold unsigned bytes).
+#[derive(Debug, Clone, Copy)]
+enum Numeric {
+    Bool,
+    I32(fn(i32) -> f64),
+    I64(fn(i64) -> f64),
+    F32,
+    F64,
+    F16,
+}
+
+impl Numeric {
+    /// The column's reading, or what it holds instead of numbers.
+    fn of(column: &parquet::schema::types::ColumnDescriptor) -> Result<Numeric, String> {
+        let converted = column.converted_type();
+        Ok(match (column.physical_type(), converted) {
+            (Physical::BOOLEAN, _) => Numeric::Bool,
+            (Physical::INT32, ConvertedType::NONE | ConvertedType::INT_32) => {
+                Numeric::I32(f64::from)
+            }
+            (Physical::INT32, ConvertedType::INT_8) => Numeric::I32(|v| f64::from(v as i8)),
+            (Physical::INT32, ConvertedType::INT_16) => Numeric::I32(|v| f64::from(v as i16)),
+            (Physical::INT32, ConvertedType::UINT_8) => Numeric::I32(|v| f64::from(v as u8)),
+            (Physical::INT32, ConvertedType::UINT_16) => Numeric::I32(|v| f64::from(v as u16)),
+            (Physical::INT32, ConvertedType::UINT_32) => Numeric::I32(|v| f64::from(v as u32)),
+            (Physical::INT64, ConvertedType::NONE | ConvertedType::INT_64) => {
+                Numeric::I64(|v| v as f64)
+            }
+            (Physical::INT64, ConvertedType::UINT_64) => Numeric::I64(|v| v as u64 as f64),
+            (Physical::FLOAT, _) => Numeric::F32,
+            (Physical::DOUBLE, _) => Numeric::F64,
+            (Physical::FIXED_LEN_BYTE_ARRAY, ConvertedType::NONE)
+                if column.logical_type_ref() == Some(&LogicalType::Float16) =>
+            {
+                Numeric::F16
+            }
+            (Physical::BYTE_ARRAY, ConvertedType::NONE | ConvertedType::UTF8) => {
+                return Err("text".into())
+            }
+            (Physical::INT96, _) => return Err("timestamps".into()),
+            (physical, ConvertedType::NONE) => return Err(format!("{physical} values")),
+            (_, converted) => return Err(format!("{converted} values")),
+        })
+    }
+}
+
+/// One feature column being read: its reader in the current row group, how its values
+/// are numbers, and the definition level of a present value (0: none can be null).
+struct FeatureColumn {
+    reader: ColumnReader,
+    numeric: Numeric,
+    present: i16,
+}
+
+/// Reads the next `rows` records of `reader` into column `k` of `out` (rows × `width`,
+/// row-major), NaN where null.
+#[allow(clippy::too_many_arguments)]
+fn fill<T: DataType>(
+    reader: &mut ColumnReaderImpl<T>,
+    rows: usize,
+    present: i16,
+    levels: &mut Vec<i16>,
+    values: &mut Vec<T::T>,
+    out: &mut [f32],
+    width: usize,
+    k: usize,
+    convert: impl Fn(&T::T) -> f32,
+) -> Result<(), String> {
+    levels.clear();
+    values.clear();
+    let mut done = 0;
+    while done < rows {
+        let levels = (present > 0).then_some(&mut *levels);
+        let (records, _, _) = reader
+            .read_records(rows - done, levels, None, values)
+            .map_err(|e| e.to_string())?;
+        if records == 0 {
+            return Err("the column ends before the row group's last row".into());
+        }
+        done += records;
+    }
+    let mut next = values.iter();
+    for r in 0..rows {
+        let value = match present > 0 && levels[r] < present {
+            true => f32::NAN,
+            false => convert(
+                next.next()
+                    .ok_or("a column has fewer values than its levels say")?,
+            ),
+        };
+        out[r * width + k] = value;
+    }
+    Ok(())
+}
+
+impl FeatureColumn {
+    /// Column `k` of the next `rows` rows into `out`.
+    fn read(&mut self, rows: usize, out: &mut [f32], width: usize, k: usize) -> Result<(), String> {
+        let mut levels = Vec::with_capacity(rows);
+        let present = self.present;
+        macro_rules! read {
+            ($r:expr, $convert:expr) => {
+                fill(
+                    $r,
+                    rows,
+                    present,
+                    &mut levels,
+                    &mut Vec::with_capacity(rows),
+                    out,
+                    width,
+                    k,
+                    $convert,
+                )
+            };
+        }
+        match (&mut self.reader, self.numeric) {
+            (ColumnReader::BoolColumnReader(r), Numeric::Bool) => {
+                read!(r, |&v: &bool| f32::from(u8::from(v)))
+            }
+            (ColumnReader::Int32ColumnReader(r), Numeric::I32(f)) => read!(r, |&v| f(v) as f32),
+            (ColumnReader::Int64ColumnReader(r), Numeric::I64(f)) => read!(r, |&v| f(v) as f32),
+            (ColumnReader::FloatColumnReader(r), Numeric::F32) => read!(r, |&v| v),
+            (ColumnReader::DoubleColumnReader(r), Numeric::F64) => read!(r, |&v| v as f32),
+            (ColumnReader::FixedLenByteArrayColumnReader(r), Numeric::F16) => {
+                read!(r, |v: &parquet::data_type::FixedLenByteArray| {
+                    match v.data() {
+                        &[a, b] => half::f16::from_le_bytes([a, b]).to_f32(),
+                        _ => f32::NAN,
+                    }
+                })
+            }
+            _ => Err("the column's values are not of the type its schema says".into()),
+        }
+    }
+}
+
+/// The names of the feature columns of a file read by [`read_features`], and its rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureColumns {
+    pub names: Vec<String>,
+    pub rows: usize,
+}
+
+/// Feature columns read together. Each column being read holds its current page and its
+/// dictionary (about 1 MiB each as pyarrow writes them), so reading a thousand columns at
+/// once would hold gigabytes: they are read this many at a time, by
+/// [`read_feature_group`].
+pub const COLUMNS_AT_ONCE: usize = 32;
+
+/// Values of some rows of some feature columns, as [`read_feature_group`] gives them.
+#[derive(Debug)]
+pub struct Block<'a> {
+    /// The first row.
+    pub row: usize,
+    /// The feature columns (indices among the features).
+    pub columns: std::ops::Range<usize>,
+    /// Row-major, rows × columns; NaN where a value is null.
+    pub values: &'a [f32],
+}
+
+/// The feature columns `layout` chooses, checked to hold numbers, and the file's rows;
+/// with the groups of at most [`COLUMNS_AT_ONCE`] columns [`read_feature_group`] reads.
+pub fn feature_groups(
+    path: &Path,
+    layout: Layout<'_>,
+) -> Result<(FeatureColumns, Vec<std::ops::Range<usize>>), TableError> {
+    let features = Features::open(path, layout)?;
+    let width = features.numerics.len();
+    let groups = (0..width)
+        .step_by(COLUMNS_AT_ONCE)
+        .map(|c| c..(c + COLUMNS_AT_ONCE).min(width))
+        .collect();
+    Ok((features.columns, groups))
+}
+
+/// Reads the feature columns `group` (a range of [`feature_groups`]) over every row group,
+/// a chunk of rows at a time, each chunk given to `each` in row order. The file is
+/// opened anew, so that groups may be read on several threads at once.
+pub fn read_feature_group(
+    path: &Path,
+    layout: Layout<'_>,
+    group: std::ops::Range<usize>,
+    mut each: impl FnMut(Block<'_>) -> Result<(), TableError>,
+) -> Result<(), TableError> {
+    let features = Features::open(path, layout)?;
+    let numerics = &features.numerics[group.clone()];
+    let width = numerics.len();
+    let chunk = (CHUNK_VALUES / width.max(1)).max(1);
+    let reader = &features.reader;
+    let mut values = Vec::new();
+    let mut first = 0;
+    for r in 0..reader.num_row_groups() {
+        let row_group = reader
+            .get_row_group(r)
+            .map_err(|e| TableError::Io(format!("row group {r}: {e}")))?;
+        let in_group = row_group.metadata().num_rows().max(0) as usize;
+        let mut readers = open_columns(&*row_group, numerics)
+            .map_err(|e| TableError::Io(format!("row group {r}: {e}")))?;
+        let mut done = 0;
+        while done < in_group {
+            let n = chunk.min(in_group - done);
+            values.clear();
+            values.resize(n * width, 0f32);
+            for (k, column) in readers.iter_mut().enumerate() {
+                column
+                    .read(n, &mut values, width, k)
+                    .map_err(|message| TableError::Line {
+                        line: first + done,
+                        message: format!(
+                            "cannot read feature `{}`: {message}",
+                            features.columns.names[group.start + k]
+                        ),
+                    })?;
+            }
+            each(Block {
+                row: first + done,
+                columns: group.clone(),
+                values: &values,
+            })?;
+            done += n;
+        }
+        first += in_group;
+    }
+    Ok(())
+}
+
+/// Reads every feature column, group after group ([`read_feature_group`]).
+pub fn read_features(
+    path: &Path,
+    layout: Layout<'_>,
+    mut each: impl FnMut(Block<'_>) -> Result<(), TableError>,
+) -> Result<FeatureColumns, TableError> {
+    let (columns, groups) = feature_groups(path, layout)?;
+    for group in groups {
+        read_feature_group(path, layout, group, &mut each)?;
+    }
+    Ok(columns)
+}
+
+/// A file opened to read its feature columns.
+struct Features {
+    reader: SerializedFileReader<File>,
+    columns: FeatureColumns,
+    /// Per feature: its column among the file's, how it is read, its present level.
+    numerics: Vec<(usize, Numeric, i16)>,
+}
+
+impl Features {
+    /// Opens the file, checking that the features hold numbers and that the row groups
+    /// hold the rows the footer says.
+    fn open(path: &Path, layout: Layout<'_>) -> Result<Features, TableError> {
+        let (reader, data) = open(path)?;
+        let columns = resolve(layout, data.names.len(), Some(&data.names))?;
+        let schema = reader.metadata().file_metadata().schema_descr();
+        let mut numerics = Vec::with_capacity(columns.features.len());
+        for &c in &columns.features {
+            let column = schema.column(data.positions[c]);
+            let numeric = Numeric::of(&column).map_err(|what| {
+                TableError::Columns(format!(
+                    "feature `{}` (column {c}) holds {what}, not numbers: leave it out of `features`, or convert it before saving",
+                    data.names[c]
+                ))
+            })?;
+            numerics.push((data.positions[c], numeric, column.max_def_level()));
+        }
+        let rows = reader.metadata().file_metadata().num_rows();
+        let grouped: i64 = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .sum();
+        if grouped != rows || rows < 0 {
+            return Err(TableError::Io(format!(
+                "its row groups hold {grouped} rows, and its footer says {rows}"
+            )));
+        }
+        let names = columns.features.iter().map(|&i| data.names[i].clone());
+        Ok(Features {
+            reader,
+            columns: FeatureColumns {
+                names: names.collect(),
+                rows: rows as usize,
+            },
+            numerics,
+        })
+    }
+}
+
+/// The feature columns' readers in one row group.
+fn open_columns(
+    group: &dyn RowGroupReader,
+    numerics: &[(usize, Numeric, i16)],
+) -> parquet::errors::Result<Vec<FeatureColumn>> {
+    numerics
+        .iter()
+        .map(|&(position, numeric, present)| {
+            Ok(FeatureColumn {
+                reader: group.get_column_reader(position)?,
+                numeric,
+                present,
+            })
+        })
+        .collect()
+}
+
+/// The label columns of a file: their names, and per column one cell per row, as text
+/// (`None` where null).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelColumns {
+    pub names: Vec<String>,
+    pub cells: Vec<Vec<Option<String>>>,
+}
+
+/// The label columns `layout` chooses (none for [`Layout::Features`]), read by the row
+/// reader over those columns only.
+pub fn read_labels(path: &Path, layout: Layout<'_>) -> Result<LabelColumns, TableError> {
     let (reader, data) = open(path)?;
     let names = &data.names;
     let columns = resolve(layout, names.len(), Some(names))?;
-    let mut table = Table {
-        feature_names: columns.features.iter().map(|&i| names[i].clone()).collect(),
-        features: Vec::new(),
-        label_names: columns.labels.iter().map(|&i| names[i].clone()).collect(),
-        labels: vec![Vec::new(); columns.labels.len()],
-        lines: Vec::new(),
-    };
+    let label_names: Vec<String> = columns.labels.iter().map(|&i| names[i].clone()).collect();
+    let mut labels = vec![Vec::new(); columns.labels.len()];
+    if columns.labels.is_empty() {
+        return Ok(LabelColumns {
+            names: label_names,
+            cells: labels,
+        });
+    }
+    // The projection keeps the file's order; each label finds its field by position.
+    let mut positions: Vec<usize> = columns.labels.iter().map(|&c| data.positions[c]).collect();
+    positions.sort_unstable();
+    let root = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .root_schema();
+    let fields: Vec<Arc<Type>> = positions
+        .iter()
+        .map(|&p| root.get_fields()[p].clone())
+        .collect();
+    let projection = Type::group_type_builder(root.name())
+        .with_fields(fields)
+        .build()
+        .map_err(|e| TableError::Io(e.to_string()))?;
+    let at: Vec<usize> = columns
+        .labels
+        .iter()
+        .map(|&c| {
+            let p = data.positions[c];
+            positions.iter().position(|&q| q == p).expect("projected")
+        })
+        .collect();
     let rows = reader
-        .get_row_iter(None)
+        .get_row_iter(Some(projection))
         .map_err(|e| TableError::Io(e.to_string()))?;
     for (row_index, row) in rows.enumerate() {
         let row = row.map_err(|e| TableError::Line {
@@ -135,40 +500,52 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
             message: format!("cannot read the row: {e}"),
         })?;
         let fields: Vec<&Field> = row.get_column_iter().map(|(_, f)| f).collect();
-        let field = |c: usize| {
-            fields
-                .get(data.positions[c])
-                .copied()
-                .ok_or_else(|| TableError::Line {
-                    line: row_index,
-                    message: format!("the row has no column `{}`", names[c]),
-                })
-        };
-        for (k, &c) in columns.labels.iter().enumerate() {
-            table.labels[k].push(text(field(c)?)?);
+        for (k, &a) in at.iter().enumerate() {
+            let field = fields.get(a).ok_or_else(|| TableError::Line {
+                line: row_index,
+                message: format!("the row has no column `{}`", label_names[k]),
+            })?;
+            labels[k].push(text(field)?);
         }
-        for (k, &c) in columns.features.iter().enumerate() {
-            let value = match field(c)? {
-                Field::Null => f32::NAN,
-                field => match number(field) {
-                    Some(v) => v as f32,
-                    None => {
-                        return Err(TableError::Line {
-                            line: row_index,
-                            message: format!(
-                                "feature `{}` (column {c}) is not a number: {field}",
-                                table.feature_names[k]
-                            ),
-                        })
-                    }
-                },
-            };
-            table.features.push(value);
-        }
-        table.lines.push(row_index);
     }
-    if table.lines.is_empty() {
+    Ok(LabelColumns {
+        names: label_names,
+        cells: labels,
+    })
+}
+
+/// Reads the whole table; `Table::lines` holds each row's 0-based index.
+pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
+    let LabelColumns {
+        names: label_names,
+        cells: labels,
+    } = read_labels(path, layout)?;
+    let (rows, width) = shape(path, layout)?;
+    let mut features = vec![0f32; rows * width];
+    let read = read_features(path, layout, |block| {
+        let columns = block.columns.len();
+        let rows = block.values.chunks_exact(columns);
+        for (r, values) in rows.enumerate() {
+            let at = (block.row + r) * width + block.columns.start;
+            features[at..at + columns].copy_from_slice(values);
+        }
+        Ok(())
+    })?;
+    if read.rows == 0 {
         return Err(TableError::Io("the file has no rows".into()));
     }
-    Ok(table)
+    if let Some(short) = labels.iter().find(|l| l.len() != read.rows) {
+        return Err(TableError::Io(format!(
+            "the labels have {} rows and the features {}",
+            short.len(),
+            read.rows
+        )));
+    }
+    Ok(Table {
+        feature_names: read.names,
+        features,
+        label_names,
+        labels,
+        lines: (0..read.rows).collect(),
+    })
 }

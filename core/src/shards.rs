@@ -9,7 +9,7 @@
 //! regular files (or links to them) match, and a pattern that matches none is an error.
 
 use crate::npy;
-use manifests::{DataFormat, Diagnostic, Load, Manifest, Missing, STREAM_ABOVE_BYTES};
+use manifests::{DataFormat, Diagnostic, Manifest};
 use std::path::{Path, PathBuf};
 
 /// Whether a manifest path as written (relative to `base`, the manifest's directory) is a
@@ -181,34 +181,6 @@ impl ShardError {
                 "pipeline::data::shard_differs",
                 "every shard holds samples of one shape and element type: rewrite this one, or leave it out of the pattern",
             ),
-        }
-    }
-}
-
-/// Whether the run streams the features (`data.load`, with `auto` resolved: NPY features
-/// over [`STREAM_ABOVE_BYTES`] as float32 that streaming can read). What `auto` resolves
-/// to is in the cache key, so both the key and the loader ask this.
-pub fn streams(manifest: &Manifest) -> bool {
-    let data = &manifest.data;
-    if data.format != DataFormat::Npy {
-        return false;
-    }
-    match data.load.value {
-        Load::Memory => false,
-        Load::Stream => true,
-        Load::Auto => {
-            if data.missing == Missing::Median || data.padding_id.is_some() {
-                return false;
-            }
-            let shards = files_of(&manifest.base_dir, &data.source.value).and_then(|f| open(&f));
-            let Ok(shards) = shards else {
-                return false;
-            };
-            let elements: u64 = shards
-                .iter()
-                .map(|s| s.header.shape.iter().product::<i64>().max(0) as u64)
-                .sum();
-            elements.saturating_mul(4) > STREAM_ABOVE_BYTES
         }
     }
 }

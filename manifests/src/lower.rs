@@ -611,8 +611,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// `data.load`: `stream` reads `.npy` features and images only, and not what needs
-    /// every value at once (a median) or the ids in memory (`padding-id`).
+    /// `data.load`: `stream` reads `.npy` and Parquet features and images only, and not
+    /// what needs every value at once (a median) or the ids in memory (`padding-id`, a
+    /// text column).
     fn load(&mut self, f: &Fields, format: DataFormat) -> Spanned<Load> {
         // Not reached: `load` has a default.
         let load = Load::parse(&f.text("load")).unwrap_or(Load::Auto);
@@ -625,11 +626,17 @@ impl<'a> Reader<'a> {
                     .help(help.to_string())
             };
             let format_span = f.span("format").or(f.span("source"));
-            if format != DataFormat::Npy && !format.is_images() {
+            if !matches!(format, DataFormat::Npy | DataFormat::Parquet) && !format.is_images() {
                 self.diags.push(refuse(
-                    format!("`load \"stream\"` reads `.npy` features and images, and this data is {}", format.as_str()),
+                    format!("`load \"stream\"` reads `.npy` and Parquet features and images, and this data is {}", format.as_str()),
                     format_span,
-                    "save the features as `.npy` (one file, or shards: `source \"x-*.npy\"`), or remove `load`",
+                    "save the features as `.npy` (one file, or shards: `source \"x-*.npy\"`) or Parquet, or remove `load`",
+                ));
+            } else if let Some(text) = f.section_fields("text") {
+                self.diags.push(refuse(
+                    "texts are tokenised into memory: `load \"stream\"` does not take a text column yet".into(),
+                    text.span,
+                    "remove `load`: the token ids are held in memory",
                 ));
             } else if f.text("missing") == Missing::Median.as_str() {
                 self.diags.push(refuse(

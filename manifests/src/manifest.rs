@@ -294,9 +294,9 @@ choice! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
     #[serde(rename_all = "kebab-case")]
     pub enum Load {
-        /// `stream` for NPY features larger than [`STREAM_ABOVE_BYTES`] as float32
-        /// (that `stream` can read as they are) and images whose held pixels would be,
-        /// else `memory`.
+        /// `stream` for NPY and Parquet features larger than [`STREAM_ABOVE_BYTES`] as
+        /// float32 (that `stream` can read as they are) and images whose held pixels
+        /// would be, else `memory`.
         Auto = "auto",
         /// Read whole into memory (on the device; images as 8-bit pixels).
         Memory = "memory",
@@ -306,7 +306,7 @@ choice! {
     }
 }
 
-/// `load "auto"` streams NPY features larger than this as float32 (1 GiB).
+/// `load "auto"` streams NPY and Parquet features larger than this as float32 (1 GiB).
 pub const STREAM_ABOVE_BYTES: u64 = 1 << 30;
 
 choice! {

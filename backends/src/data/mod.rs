@@ -130,7 +130,7 @@ impl Dataset {
     pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
         let mut dataset = if manifest.data.format.is_images() {
             Dataset::load_images(manifest, classification)?
-        } else if pipeline_core::shards::streams(manifest) {
+        } else if pipeline_core::load::streams(manifest) {
             Dataset::load_stream(manifest, classification)?
         } else {
             Dataset::load_held(manifest, classification)?

@@ -37,7 +37,7 @@ impl Labels {
 
 /// A diagnostic for a table that could not be read: a CSV (whose problems are on a
 /// line) or, with `rows`, a Parquet file (on a row).
-fn table_error(spec: &DataSpec, path: &Path, e: TableError, rows: bool) -> Diagnostic {
+pub(super) fn table_error(spec: &DataSpec, path: &Path, e: TableError, rows: bool) -> Diagnostic {
     match e {
         TableError::Line { line, message } if rows => data_error(
             "pipeline::data::bad_row",

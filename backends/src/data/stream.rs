@@ -1,7 +1,17 @@
-//! Streamed `.npy` features (`data.load "stream"`): one file or shards, never read whole.
-//! A batch's samples are read with positional reads (`pread`, runs of neighbouring rows
-//! coalesced into one read), converted to float32, filled and scaled on the host, by the
-//! loader's workers ahead of the math (`loader.rs`).
+//! Streamed features (`data.load "stream"`): `.npy` (one file or shards) or Parquet,
+//! never read whole. A batch's samples are read with positional reads (`pread`, runs of
+//! neighbouring rows coalesced into one read), converted to float32, filled and scaled on
+//! the host, by the loader's workers ahead of the math (`loader.rs`).
+//!
+//! A Parquet file is first decoded, row group by row group and a chunk of rows at a time
+//! (`pipeline_core::parquet::read_features`), into an unnamed float32 file next to the
+//! run directories (`.pipeline/`, beside the manifest), which is streamed as an `.npy`
+//! would be; the kernel removes the file when the run ends, even when it is killed. A
+//! sample of a Parquet file cannot be read alone (its values are compressed by page, one
+//! page per column), so shuffled batches read from the file itself would decode every
+//! page of every column per batch; decoded once, they are read by position, and the
+//! samples and their order are the ones the data held in memory gives (what Hugging
+//! Face `datasets` does with its Arrow cache). The cost is disk: 4 bytes per value.
 //!
 //! Before training, two passes read the files block by block: the first finds missing
 //! (NaN) and infinite values and the largest value; the second, over the training split
@@ -15,17 +25,23 @@
 //! page cache, which the kernel gives back under pressure.
 //!
 //! Honest limitations: the passes before training read every shard in every process
-//! (training itself reads only the process's share); labels and `data.inputs` are held in
-//! memory; `missing "median"` and `padding-id` need the values in memory (lowering
+//! (training itself reads only the process's share), and every process decodes a Parquet
+//! file for itself; labels and `data.inputs` are held in memory; `missing "median"` and `padding-id` need the values in memory (lowering
 //! refuses them with `stream`).
 
+use super::read::{table_error, Labels};
 use super::{data_error, float_batch, input_files, Dataset, Origin};
-use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
+use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Missing, Scale};
+use pipeline_core::npy::Header;
+use pipeline_core::parquet;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::split::Splits;
+use pipeline_core::table::{Layout, TableError};
 use rayon::prelude::*;
 use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use tch::Tensor;
 
 /// The element types streaming reads, little-endian, as numpy names them.
@@ -227,6 +243,80 @@ impl NpyStream {
             fill: None,
             scaling: None,
         })
+    }
+
+    /// A Parquet file's features (`layout`'s columns) decoded into an unnamed float32 file
+    /// in `dir`, and the columns' names. Memory holds one chunk of rows while decoding.
+    fn decode_parquet(
+        path: &Path,
+        layout: Layout<'_>,
+        dir: &Path,
+        spec: &DataSpec,
+    ) -> Result<(NpyStream, Vec<String>), Diagnostic> {
+        let cannot_write = |e: std::io::Error| {
+            data_error(
+                "pipeline::data::decode_failed",
+                spec,
+                format!(
+                    "{}: cannot write its decoded copy in {}: {e}",
+                    path.display(),
+                    dir.display()
+                ),
+                "streaming a Parquet file needs 4 bytes of disk per value beside the manifest: free some space, or `load \"memory\"`",
+            )
+        };
+        std::fs::create_dir_all(dir).map_err(cannot_write)?;
+        let file = tempfile::tempfile_in(dir).map_err(cannot_write)?;
+        let table_error = |e| table_error(spec, path, e, true);
+        let (read, groups) = parquet::feature_groups(path, layout).map_err(table_error)?;
+        let width = read.names.len();
+        // Wide files are read a group of columns at a time, the groups in parallel, each
+        // into its own part of a staging file (its rows × its columns), then interleaved
+        // into rows.
+        let staging = match groups.len() > 1 {
+            true => Some(tempfile::tempfile_in(dir).map_err(cannot_write)?),
+            false => None,
+        };
+        let target = staging.as_ref().unwrap_or(&file);
+        let rows = read.rows;
+        groups.into_par_iter().try_for_each(|group| {
+            let mut out = PositionedWriter::new(target, (rows * group.start) as u64 * 4);
+            let mut failed = None;
+            let read = parquet::read_feature_group(path, layout, group, |block| {
+                out.write_all(bytemuck::cast_slice(block.values))
+                    .map_err(|e| {
+                        failed = Some(e);
+                        TableError::Io("the decoded copy could not be written".into())
+                    })
+            });
+            if let Some(e) = failed {
+                return Err(cannot_write(e));
+            }
+            read.map_err(table_error)?;
+            out.flush().map_err(cannot_write)
+        })?;
+        if let Some(staging) = staging {
+            interleave(&staging, &file, read.rows, width).map_err(cannot_write)?;
+        }
+        let shard = Shard {
+            path: path.to_path_buf(),
+            header: Header {
+                descr: "<f4".into(),
+                fortran_order: false,
+                shape: vec![read.rows as i64, width as i64],
+                data_offset: 0,
+            },
+            first: 0,
+        };
+        let stream = NpyStream {
+            shards: vec![(shard, file)],
+            element: Element::F32,
+            width,
+            sample_shape: vec![width as i64],
+            fill: None,
+            scaling: None,
+        };
+        Ok((stream, read.names))
     }
 
     fn total_rows(&self) -> usize {
@@ -481,6 +571,76 @@ impl NpyStream {
     }
 }
 
+/// Buffered writes at a running position of a file shared with other writers (each its
+/// own part of it).
+struct PositionedWriter<'a> {
+    file: &'a File,
+    at: u64,
+    buffer: Vec<u8>,
+}
+
+impl<'a> PositionedWriter<'a> {
+    const CAPACITY: usize = 1 << 20;
+
+    fn new(file: &'a File, at: u64) -> Self {
+        PositionedWriter {
+            file,
+            at,
+            buffer: Vec::with_capacity(Self::CAPACITY),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.buffer.len() + bytes.len() > Self::CAPACITY {
+            self.flush()?;
+        }
+        match bytes.len() > Self::CAPACITY {
+            true => {
+                self.file.write_all_at(bytes, self.at)?;
+                self.at += bytes.len() as u64;
+            }
+            false => self.buffer.extend_from_slice(bytes),
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.write_all_at(&self.buffer, self.at)?;
+        self.at += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+}
+
+/// The values of a staging file written column group after column group (each group's
+/// rows × its columns, row-major: what [`parquet::read_features`] gives) written to `out`
+/// as rows × `width`, a chunk of rows at a time.
+fn interleave(staging: &File, out: &File, rows: usize, width: usize) -> std::io::Result<()> {
+    const CHUNK_VALUES: usize = 1 << 20;
+    let chunk = (CHUNK_VALUES / width.max(1)).max(1);
+    let groups: Vec<std::ops::Range<usize>> = (0..width)
+        .step_by(parquet::COLUMNS_AT_ONCE)
+        .map(|c| c..(c + parquet::COLUMNS_AT_ONCE).min(width))
+        .collect();
+    let mut piece: Vec<f32> = Vec::new();
+    let mut rows_out = vec![0f32; chunk * width];
+    let mut writer = BufWriter::with_capacity(1 << 20, out);
+    for first in (0..rows).step_by(chunk) {
+        let n = chunk.min(rows - first);
+        for columns in &groups {
+            let w = columns.len();
+            piece.resize(n * w, 0.0);
+            let offset = (rows * columns.start + first * w) as u64 * 4;
+            staging.read_exact_at(bytemuck::cast_slice_mut(&mut piece), offset)?;
+            for (r, values) in piece.chunks_exact(w).enumerate() {
+                rows_out[r * width + columns.start..][..w].copy_from_slice(values);
+            }
+        }
+        writer.write_all(bytemuck::cast_slice(&rows_out[..n * width]))?;
+    }
+    writer.flush()
+}
+
 /// A diagnostic for shards that are not one data set (or of a type this cannot read).
 fn shard_error(spec: &DataSpec, e: ShardError) -> Diagnostic {
     let (code, help) = e.code_and_help();
@@ -509,8 +669,21 @@ impl Dataset {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         let files = input_files(manifest, "data", &spec.source)?;
-        let shards = shards::open(&files).map_err(|e| shard_error(spec, e))?;
-        let stream = NpyStream::open(shards).map_err(|e| shard_error(spec, e))?;
+        let (stream, names, origin) = match spec.format {
+            DataFormat::Parquet => {
+                let dir = manifest.base_dir.join(".pipeline");
+                let (stream, names) =
+                    NpyStream::decode_parquet(&path, Layout::of(spec), &dir, spec)?;
+                (stream, names, Origin::Indices)
+            }
+            _ => {
+                let shards = shards::open(&files).map_err(|e| shard_error(spec, e))?;
+                let stream = NpyStream::open(shards).map_err(|e| shard_error(spec, e))?;
+                let names = (0..stream.width).map(|j| format!("feature {j}")).collect();
+                let origin = Origin::Shards(stream.shard_list());
+                (stream, names, origin)
+            }
+        };
         let n = stream.total_rows();
         if n == 0 || stream.width == 0 || stream.sample_shape.is_empty() {
             return Err(data_error(
@@ -524,8 +697,20 @@ impl Dataset {
                 "store one row per sample",
             ));
         }
-        let labels = super::labels_of_file(manifest, n as i64)?;
-        let origin = Origin::Shards(stream.shard_list());
+        let labels = match (&spec.labels_file, spec.format) {
+            (None, DataFormat::Parquet) => {
+                let labels = parquet::read_labels(&path, Layout::of(spec))
+                    .map_err(|e| table_error(spec, &path, e, true))?;
+                let cells = Labels::Cells {
+                    columns: labels.cells,
+                    names: labels.names,
+                    lines: None,
+                    path: path.clone(),
+                };
+                super::labels_of_count(manifest, cells, n as i64)?
+            }
+            _ => super::labels_of_file(manifest, n as i64)?,
+        };
         let mut dataset = Dataset::skeleton(manifest, origin, n);
         dataset.sample_shape = stream.sample_shape.clone();
         dataset.read_extra_inputs(manifest, n)?;
@@ -537,7 +722,6 @@ impl Dataset {
         for &(row, _) in &scan.missing {
             missing[row] = true;
         }
-        let names: Vec<String> = (0..stream.width).map(|j| format!("feature {j}")).collect();
         dataset.stream = Some(stream);
         dataset.missing_values(spec, &names, &Tensor::from_slice(&missing), |d, i| {
             Scan::column(&scan.missing, d.rows[i]).unwrap_or(0)
