@@ -130,3 +130,65 @@ pub fn r2_score(residual: &[f64], sum: &[f64], squares: &[f64], n: f64) -> f64 {
         });
     per_target.sum::<f64>() / residual.len().max(1) as f64
 }
+
+/// What a model predicted for some samples, in their order, on the host: for
+/// classification, the class probabilities (the softmax of the logits; for `nll`, of its
+/// log-probabilities) and the class indices; else the outputs and the targets. For
+/// `pipeline_core::metrics`.
+pub struct Predicted {
+    /// Samples × `width`, float64.
+    pub outputs: Vec<f64>,
+    pub width: usize,
+    /// Classification: one class index per sample.
+    pub classes: Vec<i64>,
+    /// Regression: samples × `width` targets.
+    pub targets: Vec<f64>,
+}
+
+/// The predictions of `model` for `samples` (in batches, eval mode, autocast as in
+/// [`evaluate`]).
+pub fn predict(
+    model: &Model,
+    numerics: &Numerics,
+    spec: &LossSpec,
+    data: &Dataset,
+    samples: &[usize],
+    batch_size: i64,
+) -> Result<Predicted, TchError> {
+    let classification = spec.kind.is_classification();
+    std::thread::scope(|scope| {
+        tch::no_grad(|| {
+            let batch = batch_size.max(1) as usize;
+            let batches = 0..samples.len().div_ceil(batch);
+            let mut loader = Loader::start(scope, data, samples, batch, batches.clone(), None)?;
+            let mut predicted = Predicted {
+                outputs: Vec::new(),
+                width: 0,
+                classes: Vec::new(),
+                targets: Vec::new(),
+            };
+            for _ in batches {
+                let (xb, yb) = loader.next_batch()?;
+                let out = numerics.autocast(|| model.forward(&xb, false))?;
+                let out = out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
+                let out = match (classification, spec.kind) {
+                    (true, LossKind::Nll) => out.f_exp()?,
+                    (true, _) => out.f_softmax(1, Kind::Double)?,
+                    (false, _) => out,
+                };
+                predicted.width = out.size()[1] as usize;
+                let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
+                predicted
+                    .outputs
+                    .extend(Vec::<f64>::try_from(&host(&out)?)?);
+                match classification {
+                    true => predicted.classes.extend(Vec::<i64>::try_from(&host(&yb)?)?),
+                    false => predicted
+                        .targets
+                        .extend(Vec::<f64>::try_from(&host(&yb.f_to_kind(Kind::Double)?)?)?),
+                }
+            }
+            Ok(predicted)
+        })
+    })
+}

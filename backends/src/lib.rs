@@ -11,6 +11,7 @@
 //! same libtorch's headers.
 
 mod arrays;
+mod callbacks;
 pub mod checkpoint;
 pub mod data;
 pub mod device;

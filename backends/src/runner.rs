@@ -10,7 +10,7 @@
 use crate::checkpoint;
 use crate::device;
 use crate::error::torch_error;
-use crate::evaluate::evaluate;
+use crate::evaluate::{evaluate, predict};
 use crate::model::Model;
 use crate::observer::{EpochRecord, Observer};
 use crate::process_group::ProcessGroup;
@@ -18,10 +18,11 @@ use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
-use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec};
+use manifests::{Diagnostic, EvalSpec, Manifest, StageConfig, StageKind, StageSpec};
 use pipeline_core::freshness::{
     Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
 };
+use pipeline_core::metrics::{self, Predictions, Score};
 use pipeline_core::report::{cached_result, stored_metrics, RunReport, StageResult, StageStatus};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +53,8 @@ struct Produced {
     store: Vec<(String, PathBuf)>,
     /// A `train` stage's `init`: what it loaded.
     init: Option<pipeline_core::finetune::InitMatch>,
+    /// A `train` stage that stopped early: after which epoch, and why.
+    stopped: Option<(u64, String)>,
 }
 
 fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
@@ -87,6 +90,9 @@ fn training_metrics(trained: &crate::train::Trained) -> BTreeMap<String, f64> {
     ]);
     if let Some(skipped) = trained.skipped_steps {
         metrics.insert("skipped_steps".into(), skipped as f64);
+    }
+    if let Some((epoch, _)) = trained.stopped {
+        metrics.insert("stopped_epoch".into(), epoch as f64);
     }
     for (k, v) in [
         ("accuracy", last.accuracy),
@@ -140,11 +146,94 @@ impl<'a> Context<'a> {
                 result.metrics = produced.metrics;
                 result.outputs = produced.outputs;
                 result.init = produced.init;
+                result.stopped = produced.stopped;
             }
             Err(e) => result = failed(manifest, state.index, e),
         }
         let _ = std::fs::remove_dir_all(&scratch);
         result
+    }
+
+    /// The eval stage's `metrics` on its split: scalars by name (a per-class metric as
+    /// `NAME.CLASS`); a confusion matrix is written to the run directory instead.
+    fn measure(
+        &self,
+        stage: &StageSpec,
+        spec: &EvalSpec,
+        model: &Model,
+    ) -> Result<Vec<(String, f64)>, Diagnostic> {
+        if spec.metrics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let manifest = self.session.manifest;
+        let data = &self.session.data;
+        let samples = data.splits.get(spec.split.value);
+        let predicted = predict(
+            model,
+            &self.session.numerics,
+            &manifest.loss,
+            data,
+            samples,
+            spec.batch_size as i64,
+        )
+        .map_err(|e| {
+            torch_error(
+                "pipeline::eval::failed",
+                &format!("stage `{}`", stage.name()),
+                &e,
+            )
+        })?;
+        let predictions = match manifest.loss.kind.is_classification() {
+            true => Predictions::Classes {
+                probabilities: &predicted.outputs,
+                labels: &predicted.classes,
+                classes: predicted.width,
+            },
+            false => Predictions::Values {
+                outputs: &predicted.outputs,
+                targets: &predicted.targets,
+                width: predicted.width,
+            },
+        };
+        let class_name = |j: usize| match &data.classes {
+            Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),
+            None => j.to_string(),
+        };
+        let mut values = Vec::new();
+        for written in &spec.metrics {
+            let metric = metrics::parse(&written.value).expect("check refuses unknown metrics");
+            let undefined = |why: String| {
+                Diagnostic::error(
+                    "pipeline::eval::undefined_metric",
+                    format!(
+                        "stage `{}`: `{}` is undefined on the `{}` split: {why}",
+                        stage.name(),
+                        written.value,
+                        spec.split.value.as_str()
+                    ),
+                )
+                .label_opt(written.span, "this metric")
+            };
+            match metric.compute(&predictions).map_err(undefined)? {
+                Score::One(x) => values.push((metric.name(), x)),
+                Score::PerClass(xs) => values.extend(
+                    xs.into_iter()
+                        .enumerate()
+                        .map(|(j, x)| (format!("{}.{}", metric.name(), class_name(j)), x)),
+                ),
+                Score::Matrix(rows) => {
+                    let path = self
+                        .run_dir
+                        .path
+                        .join(format!("{}-confusion-matrix.json", stage.name()));
+                    let classes: Vec<String> = (0..rows.len()).map(class_name).collect();
+                    let text = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "classes": classes, "rows": "true class", "columns": "predicted class", "matrix": rows});
+                    cache::write_atomic(&path, text.to_string().as_bytes())
+                        .map_err(|e| write_failed(&path, e))?;
+                }
+            }
+        }
+        Ok(values)
     }
 
     /// The model of `train` stage `source`: trained in this run, or loaded from the cache.
@@ -223,6 +312,7 @@ impl<'a> Context<'a> {
                     outputs: Vec::new(),
                     store,
                     init,
+                    stopped: trained.stopped.clone(),
                 })
             }
             StageConfig::Eval(spec) => {
@@ -285,12 +375,17 @@ impl<'a> Context<'a> {
                     metrics.insert("r2".into(), r2);
                     line["r2"] = json!(r2);
                 }
+                for (name, value) in self.measure(stage, spec, model)? {
+                    line[&name] = json!(value);
+                    metrics.insert(name, value);
+                }
                 append(&mut self.log, &line)?;
                 Ok(Produced {
                     metrics,
                     outputs: Vec::new(),
                     store: Vec::new(),
                     init: None,
+                    stopped: None,
                 })
             }
             StageConfig::Checkpoint(_) if self.session.rank() != 0 => Ok(Produced {
@@ -298,6 +393,7 @@ impl<'a> Context<'a> {
                 outputs: Vec::new(),
                 store: Vec::new(),
                 init: None,
+                stopped: None,
             }),
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
@@ -379,6 +475,7 @@ impl<'a> Context<'a> {
                     outputs,
                     store,
                     init: None,
+                    stopped: None,
                 })
             }
         }

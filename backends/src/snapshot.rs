@@ -22,7 +22,7 @@ use crate::optimizer::Optimizer;
 use crate::rng_state;
 use manifests::Diagnostic;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use tch::{Device, TchError, Tensor};
@@ -41,6 +41,10 @@ pub struct Position {
     pub counted: i64,
     /// The record of the last finished epoch, if any.
     pub last: Option<EpochRecord>,
+    /// The callbacks' states by name (`callbacks/`): early stopping's best value and
+    /// patience counter. Absent when empty, so that older snapshots read the same.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub callbacks: BTreeMap<String, serde_json::Value>,
 }
 
 impl Position {
@@ -307,6 +311,10 @@ mod tests {
                     seen: 0,
                     counted: 0,
                     last: Some(record),
+                    callbacks: BTreeMap::from([(
+                        "early-stop".to_string(),
+                        serde_json::json!({"best": [x, 2], "waited": 1}),
+                    )]),
                 },
                 checksum: String::new(),
             };

@@ -7,6 +7,8 @@
 //! With [`Snapshots`], the loop saves a resumable snapshot as often as the stage says and,
 //! when one exists, resumes from it instead of starting over.
 
+use crate::callbacks::CHECK_EVERY;
+use crate::callbacks::{Callbacks, Control, Setup, StepEnd};
 use crate::data::{Dataset, Loader};
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, Scores};
@@ -40,6 +42,8 @@ pub struct Trained {
     pub skipped_steps: Option<u64>,
     /// How the `init` file met the model, when there was one.
     pub init: Option<InitMatch>,
+    /// Training ended before its last epoch (early stopping): the epoch, and why.
+    pub stopped: Option<(u64, String)>,
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
@@ -126,6 +130,14 @@ pub fn train(
         steps,
         spec.epochs,
     );
+    let setup = Setup {
+        stage,
+        spec,
+        device,
+        world,
+    };
+    let mut callbacks =
+        Callbacks::for_stage(&setup).map_err(|e| fail("setting up the callbacks", e))?;
     if let Some(g) = group {
         // Every process starts from rank 0's weights (and batch-norm statistics).
         let mut named: Vec<(String, Tensor)> = model.vs.variables().into_iter().collect();
@@ -151,6 +163,7 @@ pub fn train(
         seen: 0,
         counted: 0,
         last: None,
+        callbacks: Default::default(),
     };
     let mut restored = snapshots.and_then(Snapshots::load).map(|r| {
         r.and_then(|r| match r.position.fits(spec.epochs, batches) {
@@ -160,6 +173,7 @@ pub fn train(
                 r.position.epoch, r.position.step_in_epoch, spec.epochs
             )),
         })
+        .and_then(|r| callbacks.restore(&r.position.callbacks).map(|()| r))
     });
     if let Some(g) = group {
         restored = agree_on_snapshots(g, restored, name, obs)
@@ -180,16 +194,25 @@ pub fn train(
                 at.epoch, spec.epochs, at.step_in_epoch
             ));
         }
-        Some(Err(why)) => obs.notice(&format!(
-            "warning: the snapshot of `{name}` is unusable ({why}); training from the start"
-        )),
+        Some(Err(why)) => {
+            // Callbacks that took part of the snapshot's state start afresh.
+            callbacks =
+                Callbacks::for_stage(&setup).map_err(|e| fail("setting up the callbacks", e))?;
+            obs.notice(&format!(
+                "warning: the snapshot of `{name}` is unusable ({why}); training from the start"
+            ))
+        }
         None => {}
     }
     let mut step = at.step;
     let mut last = at.last.take();
+    let mut stopped = None;
 
     for epoch in at.epoch..=spec.epochs {
         obs.epoch_started(name, epoch, spec.epochs, batches);
+        callbacks.epoch_started(epoch);
+        // A callback that ends the training at a step ends it at the epoch's end.
+        let mut finish: Option<String> = None;
         let started = Instant::now();
         if spec.shuffle {
             order.copy_from_slice(train_samples);
@@ -238,7 +261,7 @@ pub fn train(
                 let begin = (s * batch) as i64;
                 let len = (batch as i64).min(n as i64 - begin);
                 let boundary = (s + 1).is_multiple_of(accumulate) || s + 1 == batches;
-                let result = (|| -> Result<(), tch::TchError> {
+                let result = (|| -> Result<Tensor, tch::TchError> {
                     let (xb, yb) = loader.next_batch()?;
                     let (out, loss) = numerics.autocast(|| {
                         let out = model.forward_synced(&xb, true, sync_batch_norm)?;
@@ -300,11 +323,34 @@ pub fn train(
                             counted += count;
                         }
                         Ok(())
-                    })
+                    })?;
+                    Ok(loss)
                 })();
-                result.map_err(|e| fail(&format!("epoch {epoch}, batch {}", s + 1), e))?;
+                let at_batch = |e| fail(&format!("epoch {epoch}, batch {}", s + 1), e);
+                let loss = result.map_err(at_batch)?;
                 seen += len;
                 obs.step(s + 1);
+                let step_end = StepEnd {
+                    epoch,
+                    batch: s + 1,
+                    step: step + u64::from(boundary),
+                    boundary,
+                    loss: &loss,
+                };
+                let control = callbacks.step_ended(&step_end).map_err(at_batch)?;
+                let control = match group {
+                    Some(g) if boundary && (step + 1).is_multiple_of(CHECK_EVERY) => {
+                        agree(g, control, name).map_err(at_batch)?
+                    }
+                    _ => control,
+                };
+                match control {
+                    Control::Continue => {}
+                    Control::Finish(why) => {
+                        finish.get_or_insert(why);
+                    }
+                    Control::Fail(d) => return Err(*d),
+                }
                 if !boundary {
                     continue;
                 }
@@ -312,6 +358,19 @@ pub fn train(
                 if let Some(snaps) =
                     snapshots.filter(|sn| s + 1 < batches && sn.due_after_step(step))
                 {
+                    // Every process saves at the same steps: they agree here too.
+                    let control = callbacks.before_snapshot();
+                    let control = match group {
+                        Some(g) => agree(g, control, name).map_err(at_batch)?,
+                        None => control,
+                    };
+                    match control {
+                        Control::Continue => {}
+                        Control::Finish(why) => {
+                            finish.get_or_insert(why);
+                        }
+                        Control::Fail(d) => return Err(*d),
+                    }
                     let position = Position {
                         epoch,
                         step_in_epoch: s + 1,
@@ -319,6 +378,7 @@ pub fn train(
                         seen,
                         counted,
                         last: last.clone(),
+                        callbacks: callbacks.state(),
                     };
                     let sums = Sums {
                         loss: &loss_sum,
@@ -335,11 +395,6 @@ pub fn train(
                     .map_err(|e| fail("summing the epoch's metrics", e))?;
         }
         let loss = loss_sum.double_value(&[]) / seen as f64;
-        if !loss.is_finite() {
-            return Err(Diagnostic::error("pipeline::train::diverged", format!("stage `{name}`: the training loss became {loss} in epoch {epoch}"))
-                .label_opt(stage.name.span, "diverged")
-                .help("lower `optimizer.lr`, add a warm-up (`schedule … warmup-epochs=2`), or scale the data (`scale \"standard\"`)"));
-        }
         let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
         // Validation is reported by rank 0 only; the others skip it.
         let val: Option<Scores> = if !val_samples.is_empty() && rank == 0 {
@@ -365,9 +420,32 @@ pub fn train(
             comm_seconds: group.map(|_| comm.as_secs_f64()),
             steps: step - steps_before,
         };
+        let control = match callbacks.epoch_ended(&record) {
+            Control::Continue => finish.map_or(Control::Continue, Control::Finish),
+            control => control,
+        };
+        let control = match group {
+            Some(g) => agree(g, control, name).map_err(|e| fail("ending the epoch", e))?,
+            None => control,
+        };
+        if let Control::Fail(d) = control {
+            return Err(*d);
+        }
         log(&record)?;
         obs.epoch_finished(&record);
         last = Some(record);
+        // A stopped training needs no snapshot: resumed from the one before, it stops at
+        // the same epoch again.
+        if let Control::Finish(why) = control {
+            if epoch < spec.epochs {
+                obs.notice(&format!(
+                    "`{name}` stopped early after epoch {epoch} of {}: {why}",
+                    spec.epochs
+                ));
+                stopped = Some((epoch, why));
+                break;
+            }
+        }
         if let Some(snaps) = snapshots.filter(|sn| sn.due_after_epoch(epoch, spec.epochs)) {
             let position = Position {
                 epoch: epoch + 1,
@@ -376,6 +454,7 @@ pub fn train(
                 seen: 0,
                 counted: 0,
                 last: last.clone(),
+                callbacks: callbacks.state(),
             };
             let sums = Sums {
                 loss: &loss_sum,
@@ -390,6 +469,29 @@ pub fn train(
         steps: step,
         skipped_steps: scaler.as_ref().map(|s| s.skipped),
         init,
+        stopped,
+    })
+}
+
+/// One decision for every process: any process's failure fails them all (the first
+/// process's own diagnostic where it has one), else rank 0's decision to finish (rank 0
+/// alone validates) or to go on.
+fn agree(group: &ProcessGroup, control: Control, name: &str) -> Result<Control, tch::TchError> {
+    let code = match &control {
+        Control::Continue => 0.0,
+        Control::Finish(_) => 1.0,
+        Control::Fail(_) => 2.0,
+    };
+    let codes = group.gather_values(code)?;
+    Ok(match (control, codes.contains(&2.0), codes[0] == 1.0) {
+        (Control::Fail(d), _, _) => Control::Fail(d),
+        (_, true, _) => Control::Fail(Box::new(Diagnostic::error(
+            "pipeline::train::diverged",
+            format!("stage `{name}`: another process's training loss stopped being finite"),
+        ))),
+        (Control::Finish(why), false, true) => Control::Finish(why),
+        (_, false, true) => Control::Finish("rank 0 stopped the training".into()),
+        (_, false, false) => Control::Continue,
     })
 }
 

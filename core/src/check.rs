@@ -4,7 +4,9 @@
 //! is returned.
 
 use crate::plan::stage_graph;
-use manifests::{suggest, Diagnostic, Manifest, StageConfig, StageKind, StageSpec, TrainSpec};
+use manifests::{
+    suggest, Diagnostic, LossKind, Manifest, StageConfig, StageKind, StageSpec, TrainSpec,
+};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, VecDeque};
@@ -19,6 +21,8 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     model_sources(manifest, &mut diags);
     empty_eval_splits(manifest, &mut diags);
     labels_and_loss(manifest, &mut diags);
+    early_stop_monitors(manifest, &mut diags);
+    eval_metrics(manifest, &mut diags);
     diags.extend(crate::compat::check(
         manifest,
         &crate::compat::Facts::at_check(),
@@ -286,6 +290,106 @@ fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                         "give it a fraction in `data`, e.g. `split train=0.8 {}=0.2 …`",
                         split.as_str()
                     )),
+                );
+            }
+        }
+    }
+}
+
+/// An `early-stop` monitor the run computes: a validation metric needs a validation split,
+/// an accuracy needs classes.
+fn early_stop_monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    for stage in &m.stages {
+        let StageConfig::Train(train) = &stage.config else {
+            continue;
+        };
+        let Some(early) = &train.early_stop else {
+            continue;
+        };
+        let monitor = early.monitor.value;
+        let name = monitor.as_str();
+        if monitor.needs_validation() && m.data.split.val <= 0.0 {
+            diags.push(
+                Diagnostic::error(
+                    "pipeline::train::monitor_not_computed",
+                    format!(
+                        "stage `{}` stops early on `{name}`, but there is no validation split to measure it on",
+                        stage.name()
+                    ),
+                )
+                .label_opt(early.monitor.span, "measured on the validation split")
+                .label_opt(m.data.span, "no `val` fraction")
+                .help("hold out a validation split (`split train=0.7 val=0.1 test=0.2`), or monitor `loss`"),
+            );
+        }
+        if monitor.needs_classes() && m.loss.kind == LossKind::Mse {
+            diags.push(
+                Diagnostic::error(
+                    "pipeline::train::monitor_not_computed",
+                    format!(
+                        "stage `{}` stops early on `{name}`, but `{}` is a regression loss: there is no accuracy",
+                        stage.name(),
+                        m.loss.kind.as_str()
+                    ),
+                )
+                .label_opt(early.monitor.span, "classification only")
+                .label_opt(m.loss.span, "regression loss")
+                .help("monitor `val.loss` (or `loss`)"),
+            );
+        }
+    }
+}
+
+/// Every metric of an `eval` stage is one (`metrics.rs`), of the run's kind of task.
+fn eval_metrics(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let loss = m.loss.kind;
+    for stage in &m.stages {
+        let StageConfig::Eval(eval) = &stage.config else {
+            continue;
+        };
+        for written in &eval.metrics {
+            let Some(metric) = crate::metrics::parse(&written.value) else {
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::eval::unknown_metric",
+                        format!("`{}` is not a metric", written.value),
+                    )
+                    .label_opt(written.span, "not a metric")
+                    .help(format!("the metrics are {}", crate::metrics::names())),
+                );
+                continue;
+            };
+            // Class metrics read class indices; regression ones, the outputs of `mse`.
+            let fits = match metric.classification() {
+                true => loss.is_classification(),
+                false => loss == LossKind::Mse,
+            };
+            if !fits {
+                let what = match metric.classification() {
+                    true => "classification (class indices)",
+                    false => "regression (`mse`)",
+                };
+                let help = match loss {
+                    LossKind::Mse => "measure a regression with `mse`, `rmse`, `mae` or `r2`",
+                    LossKind::CrossEntropy | LossKind::Nll => {
+                        "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
+                    }
+                    LossKind::BceWithLogits => {
+                        "multi-label metrics for `bce-with-logits` are not there yet: remove `metrics`"
+                    }
+                };
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::eval::metric_for_another_task",
+                        format!(
+                            "`{}` measures {what}, but the loss is `{}`",
+                            written.value,
+                            loss.as_str()
+                        ),
+                    )
+                    .label_opt(written.span, "this metric")
+                    .label_opt(m.loss.span, "this loss")
+                    .help(help),
                 );
             }
         }

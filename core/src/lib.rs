@@ -29,6 +29,7 @@ pub mod image;
 pub mod image_listing;
 pub mod launch;
 pub mod load;
+pub mod metrics;
 pub mod network;
 pub mod npy;
 pub mod outputs;

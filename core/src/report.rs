@@ -46,6 +46,9 @@ pub struct StageResult {
     pub error: Option<Diagnostic>,
     /// A `train` stage that ran from `init` weights: what it loaded from the file.
     pub init: Option<crate::finetune::InitMatch>,
+    /// A `train` stage that ran and stopped before its last epoch (early stopping): after
+    /// which epoch, and why. (Its metrics say `stopped_epoch`, cached or not.)
+    pub stopped: Option<(u64, String)>,
 }
 
 impl StageResult {
@@ -61,6 +64,7 @@ impl StageResult {
             outputs: Vec::new(),
             error: None,
             init: None,
+            stopped: None,
         }
     }
 }

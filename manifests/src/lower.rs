@@ -867,6 +867,24 @@ impl<'a> Reader<'a> {
             strict: f.bool("strict") || init.is_none(),
             init,
             freeze,
+            early_stop: f.section_fields("early-stop").map(|e| {
+                // Not reached: `monitor` has a default and is checked as a choice.
+                let monitor = Monitor::parse(&e.text("monitor")).unwrap_or(Monitor::ValLoss);
+                let mode = e.opt_text("mode").and_then(|m| Mode::parse(&m));
+                EarlyStopSpec {
+                    monitor: Spanned {
+                        value: monitor,
+                        span: e.span("monitor").or(e.span),
+                    },
+                    mode: mode.unwrap_or(match monitor.larger_is_better() {
+                        true => Mode::Max,
+                        false => Mode::Min,
+                    }),
+                    patience: e.int("patience") as u64,
+                    min_delta: e.float("min-delta"),
+                    span: e.span,
+                }
+            }),
         }
     }
 
@@ -892,6 +910,7 @@ impl<'a> Reader<'a> {
                     span: f.span("split"),
                 },
                 batch_size: f.int("batch-size") as u64,
+                metrics: f.texts("metrics"),
             }),
             StageKind::Checkpoint => StageConfig::Checkpoint(CheckpointSpec {
                 path: f.opt_text("path").map(|p| Spanned {

@@ -882,6 +882,76 @@ pub struct TrainSpec {
     /// alone. Left out of the serialised form when empty, as `strict`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub freeze: Vec<Spanned<String>>,
+    /// Stop when a monitored metric stops improving. Left out of the serialised form
+    /// when absent, as `freeze`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_stop: Option<EarlyStopSpec>,
+}
+
+choice! {
+    /// A metric of every epoch that `early-stop` may watch.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    pub enum Monitor {
+        /// The training loss (mean over the epoch's samples).
+        Loss = "loss",
+        /// The training accuracy (classification).
+        Accuracy = "accuracy",
+        /// The loss over the validation split (`data.split val=…`).
+        ValLoss = "val.loss",
+        /// The accuracy over the validation split (classification).
+        ValAccuracy = "val.accuracy",
+    }
+}
+
+impl Monitor {
+    /// Whether larger is better (accuracies), as the default `mode` says.
+    pub fn larger_is_better(self) -> bool {
+        match self {
+            Monitor::Loss | Monitor::ValLoss => false,
+            Monitor::Accuracy | Monitor::ValAccuracy => true,
+        }
+    }
+
+    /// Whether it is measured on the validation split.
+    pub fn needs_validation(self) -> bool {
+        match self {
+            Monitor::ValLoss | Monitor::ValAccuracy => true,
+            Monitor::Loss | Monitor::Accuracy => false,
+        }
+    }
+
+    /// Whether only classification measures it.
+    pub fn needs_classes(self) -> bool {
+        match self {
+            Monitor::Accuracy | Monitor::ValAccuracy => true,
+            Monitor::Loss | Monitor::ValLoss => false,
+        }
+    }
+}
+
+choice! {
+    /// Whether a monitored metric improves by going down or up.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Mode {
+        Min = "min",
+        Max = "max",
+    }
+}
+
+/// `train { early-stop monitor="val.loss" mode="min" patience=5 min-delta=1e-4 }`: stop
+/// after `patience` epochs in which `monitor` did not improve on its best by more than
+/// `min-delta`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EarlyStopSpec {
+    pub monitor: Spanned<Monitor>,
+    /// Written, or the monitor's own direction.
+    pub mode: Mode,
+    pub patience: u64,
+    pub min_delta: f64,
+    /// The block, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
 }
 
 fn is_true(b: &bool) -> bool {
@@ -892,6 +962,10 @@ fn is_true(b: &bool) -> bool {
 pub struct EvalSpec {
     pub split: Spanned<SplitName>,
     pub batch_size: u64,
+    /// Metrics computed besides the loss (`pipeline_core::metrics`), as written. Left
+    /// out of the serialised form when empty, so that keys from before it stay valid.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,9 +13,9 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, OptimizerKind,
-    PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
-    SplitName, StageKind, Strategy,
+    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, Mode, Monitor,
+    OptimizerKind, PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName,
+    ShardRemainder, SplitName, StageKind, Strategy,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -919,8 +919,46 @@ pub const TRAIN: Section = section(
             None,
             "Parameters the optimizer leaves as they are: one or more glob patterns on their state-dict names, such as `\"0.*\"`, `\"*.bias\"` or `\"2.body.*\"` (`*` matches any characters, dots included; `?` one character; `[…]` one of a set). Frozen parameters get no gradient, no update and no weight decay; batch-norm running statistics still follow the data, as in PyTorch. A pattern that matches no trainable parameter, or freezing all of them, fails the run with the model's names.",
         ),
+        key(
+            "early-stop",
+            Ty::Section(&EARLY_STOP),
+            None,
+            "Stop training when a metric stops improving (`pipeline explain train.early-stop`).",
+        ),
     ],
     "A stage that trains the model.",
+);
+
+pub const EARLY_STOP: Section = section(
+    "early-stop",
+    &[],
+    &[
+        key(
+            "monitor",
+            Ty::Choice(Monitor::NAMES),
+            Some(Val::Text(Monitor::ValLoss.as_str())),
+            "The metric watched at the end of every epoch: `loss` and `accuracy` of the training epoch, `val.loss` and `val.accuracy` over the validation split (`data.split val=…`). Accuracies are for classification.",
+        ),
+        key(
+            "mode",
+            Ty::Choice(Mode::NAMES),
+            None,
+            "`min` (a loss improves by going down) or `max` (an accuracy improves by going up); default: the monitor's own direction.",
+        ),
+        key(
+            "patience",
+            int(1, MAX_EPOCHS),
+            Some(Val::Int(5)),
+            "Epochs without improvement after which training stops.",
+        ),
+        key(
+            "min-delta",
+            NON_NEGATIVE,
+            Some(Val::Float(0.0)),
+            "How much better than the best so far a value must be to count as an improvement.",
+        ),
+    ],
+    "Stops a `train` stage after `patience` epochs in which `monitor` did not improve on its best by more than `min-delta`, as Lightning's `EarlyStopping` and pytorch-accelerated's `EarlyStoppingCallback` do. The stage then ends like a finished one: its weights (those of the last epoch) are its output, and `run --json` says at which epoch it stopped and why. The patience counter and the best value are saved in every snapshot, so a killed run resumes with them and stops at the same epoch. In the cache key.",
 );
 
 pub const EVAL: Section = section(
@@ -946,8 +984,14 @@ pub const EVAL: Section = section(
             Some(Val::Int(256)),
             "Samples per forward pass.",
         ),
+        key(
+            "metrics",
+            Ty::Texts,
+            None,
+            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions: `accuracy`, `top-K-accuracy`, `precision-`, `recall-` and `f1-` followed by `macro`, `micro`, `weighted` or `per-class` (one value per class, named by the class), `auroc` (binary, or one-vs-rest macro), `log-loss`, `confusion-matrix` (written to the run directory as `STAGE-confusion-matrix.json`) for classification; `mse`, `rmse`, `mae`, `r2` for regression (averaged over the outputs). In the cache key.",
+        ),
     ],
-    "A stage that measures a trained model's loss and accuracy.",
+    "A stage that measures a trained model's loss and accuracy, and any `metrics`.",
 );
 
 pub const CHECKPOINT: Section = section(

@@ -86,6 +86,7 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             init: None,
             strict: true,
             freeze: Vec::new(),
+            early_stop: None,
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));

@@ -1,0 +1,167 @@
+//! Callbacks: what reacts to the events of a `train` stage's loop (epoch start, step end,
+//! epoch end with its validation, a snapshot about to be saved), as pytorch-accelerated's
+//! `TrainerCallback`s do. One trait, [`Callback`], and a registry, [`REGISTRY`]: one file
+//! per member, each built from the stage's spec when the stage asks for it.
+//!
+//! A callback may end the training: successfully ([`Control::Finish`], early stopping) or
+//! with an error ([`Control::Fail`], a loss that is not finite). Its state (a patience
+//! counter, the best value so far) goes into every snapshot under its name and comes back
+//! on resume, so a killed run makes the same decisions as one that was never stopped.
+//!
+//! Under `ddp` every process runs the same callbacks; what they decide from values only
+//! rank 0 has (validation) is rank 0's decision, shared by the training loop.
+
+mod early_stop;
+mod nan_stop;
+
+use crate::observer::EpochRecord;
+use manifests::{Diagnostic, StageSpec, TrainSpec};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use tch::{Device, TchError, Tensor};
+
+pub use nan_stop::CHECK_EVERY;
+
+/// What the training does after an event.
+#[derive(Debug)]
+pub enum Control {
+    Continue,
+    /// End the training now, successfully: the weights so far are the stage's result.
+    Finish(String),
+    /// End the training with this error.
+    Fail(Box<Diagnostic>),
+}
+
+/// What a callback is built from.
+pub struct Setup<'a> {
+    pub stage: &'a StageSpec,
+    pub spec: &'a TrainSpec,
+    pub device: Device,
+    /// Processes training together (1 without a group).
+    pub world: usize,
+}
+
+/// The end of one batch: where the loop is, and that batch's mean loss, on the device
+/// (reading it waits for the device: a callback that needs it reads it rarely).
+pub struct StepEnd<'a> {
+    pub epoch: u64,
+    /// The batch of the epoch just done (1-based).
+    pub batch: u64,
+    /// Optimizer steps taken so far, this one included when the batch ended one.
+    pub step: u64,
+    /// Whether the batch ended an optimizer step (the last of an accumulation window).
+    pub boundary: bool,
+    pub loss: &'a Tensor,
+}
+
+/// A reaction to the training loop's events, with state that survives a resume.
+pub trait Callback {
+    /// The name its state is saved under in a snapshot (stable across versions).
+    fn name(&self) -> &'static str;
+    fn epoch_started(&mut self, _epoch: u64) {}
+    fn step_ended(&mut self, _step: &StepEnd) -> Result<Control, TchError> {
+        Ok(Control::Continue)
+    }
+    /// The epoch is over and validated: its record holds the training and validation
+    /// metrics (validation ones on rank 0 only).
+    fn epoch_ended(&mut self, _record: &EpochRecord) -> Control {
+        Control::Continue
+    }
+    /// A snapshot is about to be saved mid-epoch (the epoch's end has `epoch_ended`).
+    fn before_snapshot(&mut self) -> Control {
+        Control::Continue
+    }
+    /// What to save in a snapshot (`Value::Null`: nothing).
+    fn state(&self) -> Value {
+        Value::Null
+    }
+    /// Puts back what [`Callback::state`] saved.
+    fn restore(&mut self, _state: &Value) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Builds a callback for the stage, or `None` when the stage does not ask for it.
+type Make = fn(&Setup) -> Result<Option<Box<dyn Callback>>, TchError>;
+
+/// Every callback, in the order they see each event.
+pub const REGISTRY: &[Make] = &[nan_stop::make, early_stop::make];
+
+/// The callbacks of one `train` stage.
+pub struct Callbacks {
+    members: Vec<Box<dyn Callback>>,
+}
+
+impl Callbacks {
+    pub fn for_stage(setup: &Setup) -> Result<Callbacks, TchError> {
+        let mut members = Vec::new();
+        for make in REGISTRY {
+            members.extend(make(setup)?);
+        }
+        Ok(Callbacks { members })
+    }
+
+    pub fn epoch_started(&mut self, epoch: u64) {
+        for c in &mut self.members {
+            c.epoch_started(epoch);
+        }
+    }
+
+    /// Every callback sees the step (unless one fails to read the device); the first
+    /// that ends the training decides.
+    pub fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
+        let mut control = Control::Continue;
+        for c in &mut self.members {
+            let mine = c.step_ended(step)?;
+            if matches!(control, Control::Continue) {
+                control = mine;
+            }
+        }
+        Ok(control)
+    }
+
+    /// Every callback sees the epoch; the first that ends the training decides.
+    pub fn epoch_ended(&mut self, record: &EpochRecord) -> Control {
+        let mut control = Control::Continue;
+        for c in &mut self.members {
+            let mine = c.epoch_ended(record);
+            if matches!(control, Control::Continue) {
+                control = mine;
+            }
+        }
+        control
+    }
+
+    /// Every callback before a mid-epoch snapshot; the first that ends the training
+    /// decides.
+    pub fn before_snapshot(&mut self) -> Control {
+        let mut control = Control::Continue;
+        for c in &mut self.members {
+            let mine = c.before_snapshot();
+            if matches!(control, Control::Continue) {
+                control = mine;
+            }
+        }
+        control
+    }
+
+    /// Every callback's state, by name, for a snapshot.
+    pub fn state(&self) -> BTreeMap<String, Value> {
+        self.members
+            .iter()
+            .map(|c| (c.name().to_string(), c.state()))
+            .filter(|(_, v)| !v.is_null())
+            .collect()
+    }
+
+    /// Puts back the states of a snapshot; a callback without one starts afresh.
+    pub fn restore(&mut self, states: &BTreeMap<String, Value>) -> Result<(), String> {
+        for c in &mut self.members {
+            if let Some(state) = states.get(c.name()) {
+                c.restore(state)
+                    .map_err(|e| format!("the state of `{}`: {e}", c.name()))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! Per-class counts of a classification (true positives, false positives, false
+//! negatives, support) from the argmax of each sample's probabilities: what precision,
+//! recall and F1 are made of.
+
+use super::{classes, ratio, Average, Predictions, Score};
+
+/// The counts of every class of the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts {
+    pub true_positives: Vec<u64>,
+    pub false_positives: Vec<u64>,
+    pub false_negatives: Vec<u64>,
+    /// Samples of each class.
+    pub support: Vec<u64>,
+    /// Whether the class is a true or a predicted class of some sample: scikit-learn
+    /// averages over these only.
+    pub present: Vec<bool>,
+}
+
+/// The predicted class of each row: the first largest probability (as `argmax`).
+pub fn predicted(probabilities: &[f64], classes: usize) -> Vec<i64> {
+    probabilities
+        .chunks_exact(classes.max(1))
+        .map(|row| {
+            let mut best = 0;
+            for (j, &p) in row.iter().enumerate() {
+                if p > row[best] {
+                    best = j;
+                }
+            }
+            best as i64
+        })
+        .collect()
+}
+
+impl Counts {
+    pub fn of(p: &Predictions) -> Result<Counts, String> {
+        let (probabilities, labels, n_classes) = classes(p)?;
+        let mut c = Counts {
+            true_positives: vec![0; n_classes],
+            false_positives: vec![0; n_classes],
+            false_negatives: vec![0; n_classes],
+            support: vec![0; n_classes],
+            present: vec![false; n_classes],
+        };
+        for (&truth, guess) in labels.iter().zip(predicted(probabilities, n_classes)) {
+            let (t, g) = (truth as usize, guess as usize);
+            c.support[t] += 1;
+            c.present[t] = true;
+            c.present[g] = true;
+            if t == g {
+                c.true_positives[t] += 1;
+            } else {
+                c.false_positives[g] += 1;
+                c.false_negatives[t] += 1;
+            }
+        }
+        Ok(c)
+    }
+
+    /// A per-class score (from true positives, false positives, false negatives)
+    /// averaged as `average` says; `micro` applies `score` to the summed counts.
+    pub(crate) fn average(&self, average: Average, score: impl Fn(f64, f64, f64) -> f64) -> Score {
+        let per_class: Vec<f64> = (0..self.support.len())
+            .map(|j| {
+                score(
+                    self.true_positives[j] as f64,
+                    self.false_positives[j] as f64,
+                    self.false_negatives[j] as f64,
+                )
+            })
+            .collect();
+        let present = || (0..per_class.len()).filter(|&j| self.present[j]);
+        match average {
+            Average::PerClass => Score::PerClass(per_class),
+            Average::Macro => {
+                let n = present().count() as f64;
+                Score::One(ratio(present().map(|j| per_class[j]).sum(), n))
+            }
+            Average::Weighted => {
+                let total: u64 = self.support.iter().sum();
+                let weighted: f64 = present()
+                    .map(|j| per_class[j] * self.support[j] as f64)
+                    .sum();
+                Score::One(ratio(weighted, total as f64))
+            }
+            Average::Micro => {
+                let sum = |v: &[u64]| v.iter().sum::<u64>() as f64;
+                Score::One(score(
+                    sum(&self.true_positives),
+                    sum(&self.false_positives),
+                    sum(&self.false_negatives),
+                ))
+            }
+        }
+    }
+}
