@@ -110,39 +110,35 @@ impl Callbacks {
     /// Every callback sees the step (unless one fails to read the device); the first
     /// that ends the training decides.
     pub fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
-        let mut control = Control::Continue;
-        for c in &mut self.members {
-            let mine = c.step_ended(step)?;
-            if matches!(control, Control::Continue) {
-                control = mine;
-            }
-        }
-        Ok(control)
+        self.each(|c| c.step_ended(step))
     }
 
     /// Every callback sees the epoch; the first that ends the training decides.
     pub fn epoch_ended(&mut self, record: &EpochRecord) -> Control {
-        let mut control = Control::Continue;
-        for c in &mut self.members {
-            let mine = c.epoch_ended(record);
-            if matches!(control, Control::Continue) {
-                control = mine;
-            }
-        }
-        control
+        self.each(|c| Ok(c.epoch_ended(record)))
+            .expect("epoch_ended cannot fail")
     }
 
     /// Every callback before a mid-epoch snapshot; the first that ends the training
     /// decides.
     pub fn before_snapshot(&mut self) -> Control {
+        self.each(|c| Ok(c.before_snapshot()))
+            .expect("before_snapshot cannot fail")
+    }
+
+    /// `event` for every callback in order; the first answer that is not `Continue`.
+    fn each(
+        &mut self,
+        mut event: impl FnMut(&mut dyn Callback) -> Result<Control, TchError>,
+    ) -> Result<Control, TchError> {
         let mut control = Control::Continue;
         for c in &mut self.members {
-            let mine = c.before_snapshot();
+            let mine = event(c.as_mut())?;
             if matches!(control, Control::Continue) {
                 control = mine;
             }
         }
-        control
+        Ok(control)
     }
 
     /// Every callback's state, by name, for a snapshot.

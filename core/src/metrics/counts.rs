@@ -2,7 +2,7 @@
 //! negatives, support) from the argmax of each sample's probabilities: what precision,
 //! recall and F1 are made of.
 
-use super::{classes, ratio, Average, Predictions, Score};
+use super::{classes, ratio, Average, Metric, Predictions, Score};
 
 /// The counts of every class of the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,5 +93,44 @@ impl Counts {
                 ))
             }
         }
+    }
+}
+
+/// Precision, recall or F1: a score of a class's counts (true positives, false
+/// positives, false negatives), averaged as the name says (`f1-macro`).
+#[derive(Debug)]
+pub(crate) struct CountsMetric {
+    pub prefix: &'static str,
+    pub average: Average,
+    pub score: fn(f64, f64, f64) -> f64,
+}
+
+impl CountsMetric {
+    /// The metric `name` means when it is `prefix-AVERAGE`.
+    pub(crate) fn parse(
+        name: &str,
+        prefix: &'static str,
+        score: fn(f64, f64, f64) -> f64,
+    ) -> Option<Box<dyn Metric>> {
+        let average = Average::parse(name, prefix)?;
+        Some(Box::new(CountsMetric {
+            prefix,
+            average,
+            score,
+        }))
+    }
+}
+
+impl Metric for CountsMetric {
+    fn name(&self) -> String {
+        format!("{}-{}", self.prefix, self.average.as_str())
+    }
+
+    fn classification(&self) -> bool {
+        true
+    }
+
+    fn compute(&self, p: &Predictions) -> Result<Score, String> {
+        Ok(Counts::of(p)?.average(self.average, self.score))
     }
 }

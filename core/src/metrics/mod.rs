@@ -141,8 +141,8 @@ pub(crate) fn ratio(numerator: f64, denominator: f64) -> f64 {
     }
 }
 
-/// A classification metric's predictions, checked: a row of probabilities per label,
-/// at least one class, every label one of them.
+/// A classification metric's predictions, checked: at least one sample, a row of
+/// probabilities per label, at least one class, every label one of them.
 pub(crate) fn classes<'a>(p: &Predictions<'a>) -> Result<(&'a [f64], &'a [i64], usize), String> {
     let Predictions::Classes {
         probabilities,
@@ -152,6 +152,9 @@ pub(crate) fn classes<'a>(p: &Predictions<'a>) -> Result<(&'a [f64], &'a [i64], 
     else {
         return Err("it measures classification".into());
     };
+    if labels.is_empty() {
+        return Err("there are no samples".into());
+    }
     if classes == 0 || probabilities.len() != labels.len() * classes {
         return Err(format!(
             "{} probabilities for {} samples of {classes} classes",
