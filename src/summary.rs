@@ -38,6 +38,19 @@ fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
     if let Some((epoch, reason)) = &s.stopped {
         v["stopped"] = json!({"epoch": epoch, "reason": reason});
     }
+    if !s.best.is_empty() {
+        // Serialised without the path (as in the cache entry); here it helps.
+        let best: Vec<Value> = s
+            .best
+            .iter()
+            .map(|k| {
+                let mut b = json!(k);
+                b["path"] = json!(k.path);
+                b
+            })
+            .collect();
+        v["best"] = json!(best);
+    }
     v
 }
 

@@ -1,7 +1,9 @@
 //! The training lifecycle (callbacks): early stopping stops, says where and why, and
-//! resumes bit for bit after kill -9 with its patience counter and best value; a loss
-//! that stops being finite stops the run at its batch; monitors the run does not compute
-//! are `check` errors.
+//! resumes bit for bit after kill -9 with its patience counter and best value; the best
+//! weights are kept, stored and taken by later stages, and resume bit for bit too;
+//! validation within epochs, `max-steps` and `max-time` stop where they say; a loss that
+//! stops being finite stops the run at its batch; monitors the run does not compute are
+//! `check` errors.
 
 mod common;
 
@@ -114,9 +116,11 @@ fn a_killed_run_with_early_stopping_resumes_bit_for_bit() {
     // Small batches and snapshots every 20 steps, so that the run can be killed while
     // early stopping is waiting.
     let text_ = manifest(
-        "    epochs 200\n    batch-size 8\n    snapshot-every-steps 20\n    early-stop monitor=\"val.loss\" patience=3",
+        "    epochs 200\n    batch-size 8\n    snapshot-every-steps 20\n    early-stop monitor=\"val.loss\" patience=3\n    keep-best monitor=\"val.accuracy\" k=2",
     );
     let whole = run(d, "r.kdl", &text_, &["--no-cache"]);
+    let best_whole = kept(d, &whole);
+    assert_eq!(best_whole.len(), 2, "{whole}");
     let stopped = whole["stages"][0]["stopped"]["epoch"].as_u64().unwrap();
     assert!(stopped >= 5, "{whole}");
     let w_whole = tensors(&d.join("out/model.safetensors"));
@@ -138,6 +142,177 @@ fn a_killed_run_with_early_stopping_resumes_bit_for_bit() {
         tensors(&d.join("out/model.safetensors")),
         w_whole,
         "the resumed run ended elsewhere"
+    );
+    // The same weights kept, from the same validations with the same scores.
+    let without_paths = |report: &Value| {
+        let mut best = report["stages"][0]["best"].clone();
+        for k in best.as_array_mut().unwrap() {
+            k["path"] = Value::Null;
+        }
+        best
+    };
+    assert_eq!(without_paths(&resumed), without_paths(&whole));
+    assert_eq!(kept(d, &resumed), best_whole, "the kept weights differ");
+}
+
+/// The tensors of every kept weights file the report names, the best first.
+fn kept(dir: &Path, report: &Value) -> Vec<Vec<(String, Vec<f32>)>> {
+    report["stages"][0]["best"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| tensors(&dir.join(k["path"].as_str().unwrap())))
+        .collect()
+}
+
+#[test]
+fn keep_best_keeps_the_best_validations_weights_for_later_stages() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let text_ = manifest(&format!(
+        "{EARLY}\n    keep-best monitor=\"val.loss\" k=3"
+    ))
+    .replace(
+        "eval \"test\" needs=\"train\"\n",
+        "eval \"test\" needs=\"train\"\neval \"val-best\" needs=\"train\" split=\"val\" from=\"best\"\neval \"val-third\" needs=\"train\" split=\"val\" from=\"best-3\"\n",
+    )
+    .replace(
+        "path=\"out/model.safetensors\"",
+        "path=\"out/model.safetensors\" from=\"best\"",
+    );
+    let report = run(d, "kb.kdl", &text_, &[]);
+    let best = report["stages"][0]["best"].as_array().unwrap().clone();
+    assert_eq!(best.len(), 3, "{report}");
+    // The three lowest validation losses of `metrics.jsonl`, the best first (of equal
+    // ones the earlier), with their epochs and scores.
+    let records = epochs(d, &report);
+    let mut by_loss: Vec<(f64, u64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["val_loss"].as_f64().unwrap(),
+                r["epoch"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    by_loss.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    for (k, (loss, epoch)) in best.iter().zip(&by_loss) {
+        assert_eq!(k["score"].as_f64().unwrap(), *loss, "{k}");
+        assert_eq!(k["epoch"].as_u64().unwrap(), *epoch, "{k}");
+        assert_eq!(k["monitor"], "val.loss");
+        assert!(d.join(k["path"].as_str().unwrap()).is_file(), "{k}");
+    }
+    // The stages that take them measure those weights: the loss of the validation
+    // split is the score they were kept for (summed in other batches: to rounding).
+    let stage = |name: &str| {
+        report["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    for (name, k) in [("val-best", &best[0]), ("val-third", &best[2])] {
+        let loss = stage(name)["metrics"]["loss"].as_f64().unwrap();
+        let score = k["score"].as_f64().unwrap();
+        assert!(
+            (loss - score).abs() < 1e-6 * score,
+            "{name}: {loss} vs {score}"
+        );
+    }
+    let metadata: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("out/model.json")).unwrap()).unwrap();
+    assert_eq!(metadata["weights"], "best");
+    assert_eq!(metadata["epoch"], best[0]["epoch"]);
+    assert_eq!(metadata["metrics"]["val_loss"], best[0]["score"]);
+    assert_eq!(
+        tensors(&d.join("out/model.safetensors")),
+        tensors(&d.join(best[0]["path"].as_str().unwrap()))
+    );
+    // Cached, the stage still names them, and the stages that take them are cached.
+    let again = run(d, "kb.kdl", &text_, &[]);
+    assert_eq!(again["stages"][0]["status"], "cached");
+    assert_eq!(again["stages"][0]["best"], report["stages"][0]["best"]);
+    assert!(again["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["status"] == "cached"));
+    // Without a cache, they are in the run directory.
+    let uncached = run(d, "kb.kdl", &text_, &["--no-cache"]);
+    let run_dir = uncached["run_dir"].as_str().unwrap();
+    for k in uncached["stages"][0]["best"].as_array().unwrap() {
+        let path = k["path"].as_str().unwrap();
+        assert!(path.starts_with(run_dir), "{path}");
+        assert_eq!(
+            tensors(&d.join(path)),
+            tensors(
+                &d.join(
+                    best[k["rank"].as_u64().unwrap() as usize - 1]["path"]
+                        .as_str()
+                        .unwrap()
+                )
+            )
+        );
+    }
+}
+
+#[test]
+fn validation_within_epochs_and_max_steps_stop_where_they_say() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    // 1257 training samples in batches of 64: 20 steps an epoch.
+    let text_ = manifest(
+        "    epochs 10\n    batch-size 64\n    max-steps 30\n    validate every-steps=7 {\n        metrics \"f1-macro\" \"auroc\"\n    }",
+    );
+    let report = run(d, "steps.kdl", &text_, &[]);
+    let train = &report["stages"][0];
+    assert_eq!(train["metrics"]["steps"], 30.0, "{report}");
+    assert_eq!(train["stopped"]["epoch"], 2);
+    assert_eq!(train["stopped"]["reason"], "it reached `max-steps 30`");
+    let run_dir = d.join(report["run_dir"].as_str().unwrap());
+    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["stage"] == "train")
+        .collect();
+    // Within epochs at steps 7, 14, 21, 28; at the ends of epoch 1 (step 20) and of the
+    // training (step 30, within epoch 2).
+    let within: Vec<u64> = lines
+        .iter()
+        .filter(|l| l.get("lr").is_none())
+        .map(|l| l["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(within, [7, 14, 21, 28]);
+    let ends: Vec<&Value> = lines.iter().filter(|l| l.get("lr").is_some()).collect();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(ends[1]["steps"], 10);
+    for l in lines.iter() {
+        for key in ["val_loss", "val_accuracy", "val_f1-macro", "val_auroc"] {
+            assert!(l[key].is_f64(), "{key} missing from {l}");
+        }
+    }
+}
+
+#[test]
+fn max_time_stops_at_the_first_step_after_it() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let report = run(
+        d,
+        "time.kdl",
+        &manifest("    epochs 50\n    batch-size 64\n    max-time 0.001"),
+        &[],
+    );
+    let train = &report["stages"][0];
+    assert_eq!(train["stopped"]["epoch"], 1, "{report}");
+    assert_eq!(train["metrics"]["steps"], 1.0);
+    let reason = train["stopped"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("it reached `max-time 0.001` ("),
+        "{reason}"
     );
 }
 
@@ -187,6 +362,40 @@ fn monitors_the_run_does_not_compute_are_check_errors() {
     let out = pipeline(d, &["check", "unknown.kdl"]);
     assert!(!out.status.success());
     assert_fixture("lifecycle-monitor-unknown.check.stderr", &text(&out.stderr));
+    // A metric of the training batches, and metrics of more than one value.
+    let unmeasured = manifest(&format!(
+        "{}\n    keep-best monitor=\"val.f1-per-class\"\n    validate {{\n        metrics \"confusion-matrix\"\n    }}",
+        EARLY.replace("val.loss", "f1-macro")
+    ));
+    std::fs::write(d.join("unmeasured.kdl"), unmeasured).unwrap();
+    let out = pipeline(d, &["check", "unmeasured.kdl"]);
+    assert!(!out.status.success());
+    assert_fixture(
+        "lifecycle-monitor-unmeasured.check.stderr",
+        &text(&out.stderr),
+    );
+    // Best weights a stage does not keep, or not that many.
+    let no_best = manifest(&format!("{EARLY}\n    keep-best k=2"))
+        .replace(
+            "eval \"test\" needs=\"train\"",
+            "eval \"test\" needs=\"train\" from=\"best-3\"",
+        )
+        .replace(
+            "path=\"out/model.safetensors\"",
+            "path=\"out/model.safetensors\" from=\"worst\"",
+        );
+    std::fs::write(d.join("no-best.kdl"), &no_best).unwrap();
+    let out = pipeline(d, &["check", "no-best.kdl"]);
+    assert!(!out.status.success());
+    assert_fixture("lifecycle-no-best.check.stderr", &text(&out.stderr));
+    let none_kept = manifest(EARLY).replace(
+        "path=\"out/model.safetensors\"",
+        "path=\"out/model.safetensors\" from=\"best\"",
+    );
+    std::fs::write(d.join("none-kept.kdl"), &none_kept).unwrap();
+    let out = pipeline(d, &["check", "none-kept.kdl"]);
+    assert!(!out.status.success());
+    assert_fixture("lifecycle-none-kept.check.stderr", &text(&out.stderr));
 }
 
 #[test]
@@ -200,8 +409,28 @@ fn two_processes_stop_together_on_rank_0s_validation() {
         "accelerator.strategy=ddp",
         "--no-cache",
     ];
-    let report = run(d, "ddp.kdl", &manifest(EARLY), &ddp);
+    let text_ = manifest(&format!(
+        "{EARLY}\n    keep-best monitor=\"val.accuracy\" k=2"
+    ))
+    .replace(
+        "eval \"test\" needs=\"train\"",
+        "eval \"test\" needs=\"train\" from=\"best\"",
+    );
+    let report = run(d, "ddp.kdl", &text_, &ddp);
     let stopped = report["stages"][0]["stopped"]["epoch"].as_u64().unwrap();
     assert!((4..200).contains(&stopped), "{report}");
-    assert_eq!(epochs(d, &report).len() as u64, stopped);
+    let records = epochs(d, &report);
+    assert_eq!(records.len() as u64, stopped);
+    // Rank 0 keeps the weights of its best validations.
+    let best = &report["stages"][0]["best"][0];
+    let top = records
+        .iter()
+        .map(|r| r["val_accuracy"].as_f64().unwrap())
+        .fold(f64::MIN, f64::max);
+    assert_eq!(best["score"].as_f64().unwrap(), top, "{report}");
+    // … and evaluates them.
+    assert!(
+        report["stages"][1]["metrics"]["accuracy"].is_f64(),
+        "{report}"
+    );
 }

@@ -1,11 +1,13 @@
 //! Measuring a model: mean loss and, for classification, accuracy over a split; for
-//! regression, R² (scikit-learn's `r2_score`: per target, then averaged).
+//! regression, R² (scikit-learn's `r2_score`: per target, then averaged). When metrics
+//! are asked for, the same forward pass also brings the predictions to the host.
 
 use crate::data::{Dataset, Loader};
 use crate::loss;
 use crate::model::Model;
 use crate::numerics::Numerics;
 use manifests::{LossKind, LossSpec};
+use pipeline_core::metrics::Predictions;
 use tch::{Kind, TchError, Tensor};
 
 /// Loss and accuracy over some samples.
@@ -20,7 +22,8 @@ pub struct Scores {
 
 /// Evaluates `model` on the samples `samples` in batches (assembled ahead by the data's
 /// workers), without gradients, in eval mode, under autocast for mixed precisions. The
-/// sums stay on the device until the end: one host sync per call.
+/// sums stay on the device until the end: one host sync per call, unless `collect` asks
+/// for the predictions too (for metrics), which come to the host batch by batch.
 pub fn evaluate(
     model: &Model,
     numerics: &Numerics,
@@ -28,7 +31,9 @@ pub fn evaluate(
     data: &Dataset,
     samples: &[usize],
     batch_size: i64,
-) -> Result<Scores, TchError> {
+    collect: bool,
+) -> Result<(Scores, Option<Predicted>), TchError> {
+    let classification = spec.kind.is_classification();
     let n = samples.len() as i64;
     std::thread::scope(|scope| {
         tch::no_grad(|| {
@@ -46,6 +51,12 @@ pub fn evaluate(
             let mut shift: Option<Tensor> = None;
             let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
             let (mut residual, mut sum, mut squares) = (zeros()?, zeros()?, zeros()?);
+            let mut predicted = collect.then(|| Predicted {
+                outputs: Vec::new(),
+                width: 0,
+                classes: Vec::new(),
+                targets: Vec::new(),
+            });
             let mut start = 0;
             while start < n {
                 let len = batch_size.min(n - start);
@@ -56,6 +67,9 @@ pub fn evaluate(
                     Ok((out, loss))
                 })?;
                 let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
+                if let Some(predicted) = &mut predicted {
+                    predicted.push(&out, &yb, classification, spec.kind)?;
+                }
                 if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
                     let _ = hits_sum.f_add_(&hits)?;
                     counted += count;
@@ -99,12 +113,13 @@ pub fn evaluate(
             } else {
                 None
             };
-            Ok(Scores {
+            let scores = Scores {
                 loss,
                 accuracy,
                 r2,
                 samples: n,
-            })
+            };
+            Ok((scores, predicted))
         })
     })
 }
@@ -145,50 +160,46 @@ pub struct Predicted {
     pub targets: Vec<f64>,
 }
 
-/// The predictions of `model` for `samples` (in batches, eval mode, autocast as in
-/// [`evaluate`]).
-pub fn predict(
-    model: &Model,
-    numerics: &Numerics,
-    spec: &LossSpec,
-    data: &Dataset,
-    samples: &[usize],
-    batch_size: i64,
-) -> Result<Predicted, TchError> {
-    let classification = spec.kind.is_classification();
-    std::thread::scope(|scope| {
-        tch::no_grad(|| {
-            let batch = batch_size.max(1) as usize;
-            let batches = 0..samples.len().div_ceil(batch);
-            let mut loader = Loader::start(scope, data, samples, batch, batches.clone(), None)?;
-            let mut predicted = Predicted {
-                outputs: Vec::new(),
-                width: 0,
-                classes: Vec::new(),
-                targets: Vec::new(),
-            };
-            for _ in batches {
-                let (xb, yb) = loader.next_batch()?;
-                let out = numerics.autocast(|| model.forward(&xb, false))?;
-                let out = out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
-                let out = match (classification, spec.kind) {
-                    (true, LossKind::Nll) => out.f_exp()?,
-                    (true, _) => out.f_softmax(1, Kind::Double)?,
-                    (false, _) => out,
-                };
-                predicted.width = out.size()[1] as usize;
-                let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
-                predicted
-                    .outputs
-                    .extend(Vec::<f64>::try_from(&host(&out)?)?);
-                match classification {
-                    true => predicted.classes.extend(Vec::<i64>::try_from(&host(&yb)?)?),
-                    false => predicted
-                        .targets
-                        .extend(Vec::<f64>::try_from(&host(&yb.f_to_kind(Kind::Double)?)?)?),
-                }
-            }
-            Ok(predicted)
-        })
-    })
+impl Predicted {
+    /// Adds a batch: the model's outputs `out` and the labels or targets `yb`.
+    fn push(
+        &mut self,
+        out: &Tensor,
+        yb: &Tensor,
+        classification: bool,
+        kind: LossKind,
+    ) -> Result<(), TchError> {
+        let out = out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
+        let out = match (classification, kind) {
+            (true, LossKind::Nll) => out.f_exp()?,
+            (true, _) => out.f_softmax(1, Kind::Double)?,
+            (false, _) => out,
+        };
+        self.width = out.size()[1] as usize;
+        let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
+        self.outputs.extend(Vec::<f64>::try_from(&host(&out)?)?);
+        match classification {
+            true => self.classes.extend(Vec::<i64>::try_from(&host(yb)?)?),
+            false => self
+                .targets
+                .extend(Vec::<f64>::try_from(&host(&yb.f_to_kind(Kind::Double)?)?)?),
+        }
+        Ok(())
+    }
+
+    /// The predictions as the metrics read them.
+    pub fn as_predictions(&self, classification: bool) -> Predictions<'_> {
+        match classification {
+            true => Predictions::Classes {
+                probabilities: &self.outputs,
+                labels: &self.classes,
+                classes: self.width,
+            },
+            false => Predictions::Values {
+                outputs: &self.outputs,
+                targets: &self.targets,
+                width: self.width,
+            },
+        }
+    }
 }

@@ -17,6 +17,9 @@ pub struct EpochRecord {
     pub accuracy: Option<f64>,
     pub val_loss: Option<f64>,
     pub val_accuracy: Option<f64>,
+    /// The validation metrics `validate` (or a monitor) asks for, by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub val_metrics: std::collections::BTreeMap<String, f64>,
     pub lr: f64,
     pub seconds: f64,
     pub samples_per_second: f64,
@@ -50,6 +53,9 @@ impl EpochRecord {
             if let Some(x) = value {
                 v[key] = json!(x);
             }
+        }
+        for (name, x) in &self.val_metrics {
+            v[format!("val_{name}")] = json!(x);
         }
         v
     }

@@ -7,43 +7,50 @@
 //! While a stage runs, its fingerprint's lock is held, so two runs sharing a cache never
 //! compute the same stage twice: the second finds the first one's entry.
 
+use crate::callbacks::Kept;
 use crate::checkpoint;
 use crate::device;
 use crate::error::torch_error;
-use crate::evaluate::{evaluate, predict};
+use crate::evaluate::{evaluate, Predicted};
 use crate::model::Model;
-use crate::observer::{EpochRecord, Observer};
+use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
-use manifests::{Diagnostic, EvalSpec, Manifest, StageConfig, StageKind, StageSpec};
+use manifests::{Diagnostic, EvalSpec, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
 use pipeline_core::freshness::{
     Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
 };
-use pipeline_core::metrics::{self, Predictions, Score};
-use pipeline_core::report::{cached_result, stored_metrics, RunReport, StageResult, StageStatus};
+use pipeline_core::metrics::{self, Score};
+use pipeline_core::report::{
+    best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
+};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
-/// A trained model that later stages of the run can use, with its training metrics.
+/// A trained model that later stages of the run can use, with its training metrics (for
+/// kept weights: their epoch, step and score).
 struct Trained {
     model: Model,
     metrics: BTreeMap<String, f64>,
 }
+
+/// Which weights of which `train` stage (by index).
+type Weights = (usize, WeightsFrom);
 
 /// What the stages that run share.
 struct Context<'a> {
     session: Session<'a>,
     run_dir: RunDir,
     log: MetricsLog,
-    trained: HashMap<usize, Trained>,
-    /// Weights of `train` stages taken from the cache, loaded when a later stage needs them.
-    cached_weights: HashMap<usize, (PathBuf, BTreeMap<String, f64>)>,
+    trained: HashMap<Weights, Trained>,
+    /// Weights in files (the cache's, or kept ones), loaded when a later stage needs them.
+    weight_files: HashMap<Weights, (PathBuf, BTreeMap<String, f64>)>,
 }
 
 /// What a stage that ran produced: metrics, files for the user, files for the cache.
@@ -55,6 +62,25 @@ struct Produced {
     init: Option<pipeline_core::finetune::InitMatch>,
     /// A `train` stage that stopped early: after which epoch, and why.
     stopped: Option<(u64, String)>,
+    /// The weights a `train` stage's `keep-best` kept, the best first.
+    kept: Vec<Kept>,
+}
+
+impl Produced {
+    fn metrics(
+        metrics: BTreeMap<String, f64>,
+        outputs: Vec<PathBuf>,
+        store: Vec<(String, PathBuf)>,
+    ) -> Produced {
+        Produced {
+            metrics,
+            outputs,
+            store,
+            init: None,
+            stopped: None,
+            kept: Vec::new(),
+        }
+    }
 }
 
 fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
@@ -103,6 +129,9 @@ fn training_metrics(trained: &crate::train::Trained) -> BTreeMap<String, f64> {
             metrics.insert(k.into(), v);
         }
     }
+    for (name, v) in &last.val_metrics {
+        metrics.insert(format!("val_{name}"), *v);
+    }
     metrics
 }
 
@@ -124,21 +153,42 @@ impl<'a> Context<'a> {
             .map_err(|e| write_failed(&scratch, e))
             .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
         let mut result = StageResult::new(manifest, state.index);
-        match ran {
-            Ok(produced) => {
-                if let Some(c) = cache {
-                    let metrics = json!(produced.metrics);
-                    let key = json!(state.fingerprint.key);
-                    if let Err(e) =
-                        c.store
-                            .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
-                    {
-                        obs.notice(&format!(
-                            "warning: stage `{}` ran but could not be cached: {e}",
-                            result.name
-                        ));
-                    }
+        let ran = ran.and_then(|produced| {
+            let kept: Vec<KeptWeights> = produced
+                .kept
+                .iter()
+                .map(|k| KeptWeights {
+                    rank: k.rank,
+                    epoch: k.epoch,
+                    step: k.step,
+                    monitor: k.monitor.clone(),
+                    score: k.score,
+                    path: k.path.clone(),
+                })
+                .collect();
+            let mut entry = None;
+            if let Some(c) = cache {
+                let mut metrics = json!(produced.metrics);
+                if !kept.is_empty() {
+                    metrics["best"] = json!(kept);
                 }
+                let key = json!(state.fingerprint.key);
+                match c
+                    .store
+                    .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
+                {
+                    Ok(stored) => entry = Some(stored),
+                    Err(e) => obs.notice(&format!(
+                        "warning: stage `{}` ran but could not be cached: {e}",
+                        result.name
+                    )),
+                }
+            }
+            let kept = self.keep_weights(state.index, kept, entry.as_ref())?;
+            Ok((produced, kept))
+        });
+        match ran {
+            Ok((produced, kept)) => {
                 if let Some(s) = &snapshots {
                     s.clear();
                 }
@@ -147,6 +197,7 @@ impl<'a> Context<'a> {
                 result.outputs = produced.outputs;
                 result.init = produced.init;
                 result.stopped = produced.stopped;
+                result.best = kept;
             }
             Err(e) => result = failed(manifest, state.index, e),
         }
@@ -154,47 +205,18 @@ impl<'a> Context<'a> {
         result
     }
 
-    /// The eval stage's `metrics` on its split: scalars by name (a per-class metric as
-    /// `NAME.CLASS`); a confusion matrix is written to the run directory instead.
+    /// The eval stage's `metrics` on its split, from its predictions: scalars by name (a
+    /// per-class metric as `NAME.CLASS`); a confusion matrix is written to the run
+    /// directory instead.
     fn measure(
         &self,
         stage: &StageSpec,
         spec: &EvalSpec,
-        model: &Model,
+        predicted: &Predicted,
     ) -> Result<Vec<(String, f64)>, Diagnostic> {
-        if spec.metrics.is_empty() {
-            return Ok(Vec::new());
-        }
         let manifest = self.session.manifest;
         let data = &self.session.data;
-        let samples = data.splits.get(spec.split.value);
-        let predicted = predict(
-            model,
-            &self.session.numerics,
-            &manifest.loss,
-            data,
-            samples,
-            spec.batch_size as i64,
-        )
-        .map_err(|e| {
-            torch_error(
-                "pipeline::eval::failed",
-                &format!("stage `{}`", stage.name()),
-                &e,
-            )
-        })?;
-        let predictions = match manifest.loss.kind.is_classification() {
-            true => Predictions::Classes {
-                probabilities: &predicted.outputs,
-                labels: &predicted.classes,
-                classes: predicted.width,
-            },
-            false => Predictions::Values {
-                outputs: &predicted.outputs,
-                targets: &predicted.targets,
-                width: predicted.width,
-            },
-        };
+        let predictions = predicted.as_predictions(manifest.loss.kind.is_classification());
         let class_name = |j: usize| match &data.classes {
             Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),
             None => j.to_string(),
@@ -236,13 +258,60 @@ impl<'a> Context<'a> {
         Ok(values)
     }
 
-    /// The model of `train` stage `source`: trained in this run, or loaded from the cache.
-    fn model_of(&mut self, source: usize) -> Result<&Trained, Diagnostic> {
-        if !self.trained.contains_key(&source) {
-            let (path, metrics) = self
-                .cached_weights
-                .remove(&source)
-                .expect("a stage runs only after the train stage it needs succeeded");
+    /// Makes the weights a `train` stage kept available to later stages: the cache's
+    /// copies, or, without a cache, copies in the run directory (`STAGE-best-N`). The
+    /// report of each, with where it is.
+    fn keep_weights(
+        &mut self,
+        index: usize,
+        kept: Vec<KeptWeights>,
+        entry: Option<&cache::Entry>,
+    ) -> Result<Vec<KeptWeights>, Diagnostic> {
+        let name = self.session.manifest.stages[index].name().to_string();
+        let mut placed = Vec::new();
+        for mut k in kept {
+            k.path = match entry.and_then(|e| e.output(&best_output(k.rank))) {
+                Some(stored) => stored.to_path_buf(),
+                None => {
+                    let copy = self
+                        .run_dir
+                        .path
+                        .join(format!("{name}-best-{}.safetensors", k.rank));
+                    cache::write_atomic_with(&copy, |tmp| std::fs::copy(&k.path, tmp).map(drop))
+                        .map_err(|e| write_failed(&copy, e))?;
+                    copy
+                }
+            };
+            self.weight_files.insert(
+                (index, WeightsFrom::Best(k.rank as u64)),
+                (k.path.clone(), k.metrics()),
+            );
+            placed.push(k);
+        }
+        Ok(placed)
+    }
+
+    /// The weights `from` of `train` stage `source`: trained in this run, or loaded from
+    /// a file (the cache's, or kept ones).
+    fn model_of(&mut self, source: usize, from: WeightsFrom) -> Result<&Trained, Diagnostic> {
+        let key = (source, from);
+        if !self.trained.contains_key(&key) {
+            let manifest = self.session.manifest;
+            let (path, metrics) = self.weight_files.remove(&key).ok_or_else(|| {
+                let kept = self
+                    .weight_files
+                    .keys()
+                    .filter(|(s, f)| *s == source && *f != WeightsFrom::Last)
+                    .count();
+                Diagnostic::error(
+                    "pipeline::stage::no_best_weights",
+                    format!(
+                        "stage `{}` kept {kept} of its best weights: there is no `{from}`",
+                        manifest.stages[source].name()
+                    ),
+                )
+                .help("it validated fewer times than `keep-best k` says; take `from \"best\"`")
+            })?;
             let session = &self.session;
             let mut model = Model::build(
                 &session.manifest.model,
@@ -258,9 +327,9 @@ impl<'a> Context<'a> {
                 )
                 .help("run `pipeline cache verify --remove`, then run again")
             })?;
-            self.trained.insert(source, Trained { model, metrics });
+            self.trained.insert(key, Trained { model, metrics });
         }
-        Ok(&self.trained[&source])
+        Ok(&self.trained[&key])
     }
 
     fn run_stage(
@@ -277,17 +346,20 @@ impl<'a> Context<'a> {
         match &stage.config {
             StageConfig::Train(spec) => {
                 if let Some(s) = source {
-                    self.model_of(s)?;
+                    self.model_of(s, WeightsFrom::Last)?;
                 }
-                let start = source.map(|s| &self.trained[&s].model);
+                let start = source.map(|s| &self.trained[&(s, WeightsFrom::Last)].model);
                 let log = &mut self.log;
-                let mut write = |r: &EpochRecord| append(log, &r.to_json());
+                let mut write = |line: &serde_json::Value| append(log, line);
+                // Callbacks keep their files beside the snapshots, which outlive a kill.
+                let dir = snapshots.map_or(scratch, |s| s.dir.as_path());
                 let trained = train(
                     &self.session,
                     stage,
                     spec,
                     start,
                     snapshots,
+                    dir,
                     &mut write,
                     obs,
                 )?;
@@ -299,9 +371,12 @@ impl<'a> Context<'a> {
                     let weights = scratch.join(MODEL_OUTPUT);
                     checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
                     store.push((MODEL_OUTPUT.into(), weights));
+                    for k in &trained.kept {
+                        store.push((best_output(k.rank), k.path.clone()));
+                    }
                 }
                 self.trained.insert(
-                    index,
+                    (index, WeightsFrom::Last),
                     Trained {
                         model: trained.model,
                         metrics: metrics.clone(),
@@ -313,20 +388,28 @@ impl<'a> Context<'a> {
                     store,
                     init,
                     stopped: trained.stopped.clone(),
+                    kept: trained.kept,
                 })
+            }
+            // Rank 0 alone validates, so it alone keeps best weights and evaluates them.
+            StageConfig::Eval(spec)
+                if self.session.rank() != 0 && spec.from.value != WeightsFrom::Last =>
+            {
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
             }
             StageConfig::Eval(spec) => {
                 let source = source.expect("check ensures an eval stage needs a train stage");
-                self.model_of(source)?;
-                let model = &self.trained[&source].model;
+                self.model_of(source, spec.from.value)?;
+                let model = &self.trained[&(source, spec.from.value)].model;
                 let data = &self.session.data;
-                let scores = evaluate(
+                let (scores, predicted) = evaluate(
                     model,
                     &self.session.numerics,
                     &manifest.loss,
                     data,
                     data.splits.get(spec.split.value),
                     spec.batch_size as i64,
+                    !spec.metrics.is_empty(),
                 )
                 .map_err(|e| {
                     crate::numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
@@ -375,26 +458,21 @@ impl<'a> Context<'a> {
                     metrics.insert("r2".into(), r2);
                     line["r2"] = json!(r2);
                 }
-                for (name, value) in self.measure(stage, spec, model)? {
-                    line[&name] = json!(value);
-                    metrics.insert(name, value);
+                if let Some(predicted) = &predicted {
+                    for (name, value) in self.measure(stage, spec, predicted)? {
+                        line[&name] = json!(value);
+                        metrics.insert(name, value);
+                    }
+                }
+                if spec.from.value != WeightsFrom::Last {
+                    line["from"] = json!(spec.from.value);
                 }
                 append(&mut self.log, &line)?;
-                Ok(Produced {
-                    metrics,
-                    outputs: Vec::new(),
-                    store: Vec::new(),
-                    init: None,
-                    stopped: None,
-                })
+                Ok(Produced::metrics(metrics, Vec::new(), Vec::new()))
             }
-            StageConfig::Checkpoint(_) if self.session.rank() != 0 => Ok(Produced {
-                metrics: BTreeMap::new(),
-                outputs: Vec::new(),
-                store: Vec::new(),
-                init: None,
-                stopped: None,
-            }),
+            StageConfig::Checkpoint(_) if self.session.rank() != 0 => {
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
+            }
             StageConfig::Checkpoint(spec) => {
                 let source = source.expect("check ensures a checkpoint stage needs a train stage");
                 let path = match &spec.path {
@@ -426,13 +504,16 @@ impl<'a> Context<'a> {
                     self.session.data.classes.clone(),
                     self.session.data.filled.clone(),
                 );
-                let trained = self.model_of(source)?;
+                let trained = self.model_of(source, spec.from.value)?;
                 let m = &trained.metrics;
-                let source_metrics: BTreeMap<&str, f64> =
-                    ["loss", "accuracy", "val_loss", "val_accuracy"]
-                        .into_iter()
-                        .filter_map(|k| Some((k, *m.get(k)?)))
-                        .collect();
+                // The metrics of the weights exported (counts and positions aside).
+                let source_metrics: BTreeMap<&str, f64> = m
+                    .iter()
+                    .filter(|(k, _)| {
+                        !["epochs", "steps", "skipped_steps", "stopped_epoch"].contains(&k.as_str())
+                    })
+                    .map(|(k, v)| (k.as_str(), *v))
+                    .collect();
                 let mut metadata = json!({
                     "pipeline": manifest.name,
                     "stage": stage.name(),
@@ -449,6 +530,10 @@ impl<'a> Context<'a> {
                     "scaling": scaling,
                     "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
                 });
+                if let WeightsFrom::Best(_) = spec.from.value {
+                    // Which of the kept weights, by what.
+                    metadata["weights"] = json!(spec.from.value);
+                }
                 if let Some(script) = &manifest.model.torchscript {
                     // The module the weights belong to, as the manifest names it.
                     metadata["torchscript"] = json!(script.path.value);
@@ -470,13 +555,7 @@ impl<'a> Context<'a> {
                     (CHECKPOINT_OUTPUT.to_string(), outputs[0].clone()),
                     (CHECKPOINT_METADATA.to_string(), outputs[1].clone()),
                 ];
-                Ok(Produced {
-                    metrics: BTreeMap::new(),
-                    outputs,
-                    store,
-                    init: None,
-                    stopped: None,
-                })
+                Ok(Produced::metrics(BTreeMap::new(), outputs, store))
             }
         }
     }
@@ -532,14 +611,25 @@ pub fn run(
             result = match stored_entry(cache.as_deref(), state, world) {
                 Some(entry) => {
                     if let (Some(ctx), Some(weights)) = (ctx.as_mut(), entry.output(MODEL_OUTPUT)) {
-                        ctx.cached_weights
-                            .insert(index, (weights.to_path_buf(), stored_metrics(&entry)));
+                        ctx.weight_files.insert(
+                            (index, WeightsFrom::Last),
+                            (weights.to_path_buf(), stored_metrics(&entry)),
+                        );
                     }
                     if let Some(c) = cache.as_deref() {
                         c.store.touch(&entry.fingerprint);
                     }
-                    cached_result(manifest, index, &entry)
-                        .unwrap_or_else(|e| failed(manifest, index, e))
+                    let result = cached_result(manifest, index, &entry)
+                        .unwrap_or_else(|e| failed(manifest, index, e));
+                    if let Some(ctx) = ctx.as_mut() {
+                        for k in &result.best {
+                            ctx.weight_files.insert(
+                                (index, WeightsFrom::Best(k.rank as u64)),
+                                (k.path.clone(), k.metrics()),
+                            );
+                        }
+                    }
+                    result
                 }
                 None => {
                     obs.stage_started(stage.name(), stage.kind());
@@ -736,6 +826,6 @@ fn open<'a>(
         run_dir,
         log,
         trained: HashMap::new(),
-        cached_weights: HashMap::new(),
+        weight_files: HashMap::new(),
     })
 }

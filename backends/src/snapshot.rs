@@ -295,6 +295,7 @@ mod tests {
                 accuracy: Some(x / 7.0),
                 val_loss: None,
                 val_accuracy: None,
+                val_metrics: [("f1-macro".to_string(), x / 9.0)].into(),
                 lr: x * 1e-3,
                 seconds: x / 3.0,
                 samples_per_second: x * 1234.5,

@@ -6,12 +6,18 @@
 //!
 //! With [`Snapshots`], the loop saves a resumable snapshot as often as the stage says and,
 //! when one exists, resumes from it instead of starting over.
+//!
+//! The validation split is measured as `validate` says (every epoch by default, also
+//! every N steps, and always where the training ends); callbacks decide at every
+//! validation (early stopping, best weights) and at every step (`max-steps`,
+//! `max-time`, a loss that is not finite). A training that ends within an epoch ends
+//! after that step, and the epoch's record covers the batches it trained on.
 
 use crate::callbacks::CHECK_EVERY;
-use crate::callbacks::{Callbacks, Control, Setup, StepEnd};
+use crate::callbacks::{Callbacks, Control, Kept, Setup, StepEnd, Validation};
 use crate::data::{Dataset, Loader};
 use crate::error::torch_error;
-use crate::evaluate::{evaluate, Scores};
+use crate::evaluate::evaluate;
 use crate::finetune;
 use crate::loss;
 use crate::model::Model;
@@ -25,9 +31,13 @@ use manifests::{
     AcceleratorSpec, Diagnostic, Layer, Manifest, SplitName, StageSpec, Strategy, TrainSpec,
 };
 use pipeline_core::finetune::InitMatch;
+use pipeline_core::metrics::{self, Metric, Score};
 use pipeline_core::rng::Rng;
 use pipeline_core::sampler::{batches_per_epoch, Sampler};
 use pipeline_core::schedule::LrSchedule;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
@@ -42,19 +52,26 @@ pub struct Trained {
     pub skipped_steps: Option<u64>,
     /// How the `init` file met the model, when there was one.
     pub init: Option<InitMatch>,
-    /// Training ended before its last epoch (early stopping): the epoch, and why.
+    /// Training ended before its last step (early stopping, `max-steps`, `max-time`):
+    /// the epoch, and why.
     pub stopped: Option<(u64, String)>,
+    /// The weights `keep-best` kept, the best first.
+    pub kept: Vec<Kept>,
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
-/// `snapshots` if there is one. `log` receives every epoch's record before observers see it.
+/// `snapshots` if there is one. `log` receives every epoch's record (and every validation
+/// within an epoch) as a `metrics.jsonl` line, before observers see it. Callbacks keep
+/// their files in `dir`.
+#[allow(clippy::too_many_arguments)]
 pub fn train(
     session: &Session,
     stage: &StageSpec,
     spec: &TrainSpec,
     start: Option<&Model>,
     snapshots: Option<&Snapshots>,
-    log: &mut dyn FnMut(&EpochRecord) -> Result<(), Diagnostic>,
+    dir: &Path,
+    log: &mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
     let (manifest, data, device) = (session.manifest, &session.data, session.device);
@@ -135,6 +152,63 @@ pub fn train(
         spec,
         device,
         world,
+        rank,
+        dir: dir.to_path_buf(),
+        snapshots: snapshots.is_some(),
+    };
+    let val_metrics = validation_metrics(spec);
+    let classification = manifest.loss.kind.is_classification();
+    // The training batches' loss and accuracy so far, with (on rank 0) the validation
+    // split's `val_loss`, `val_accuracy` and `val_METRIC`s.
+    let measure = |model: &Model,
+                   train_loss: f64,
+                   train_accuracy: Option<f64>|
+     -> Result<BTreeMap<String, f64>, Diagnostic> {
+        let mut values = BTreeMap::from([("loss".to_string(), train_loss)]);
+        if let Some(a) = train_accuracy {
+            values.insert("accuracy".into(), a);
+        }
+        if val_samples.is_empty() || rank != 0 {
+            return Ok(values);
+        }
+        let collect = !val_metrics.is_empty();
+        let (scores, predicted) = evaluate(
+            model,
+            numerics,
+            &manifest.loss,
+            data,
+            val_samples,
+            1024,
+            collect,
+        )
+        .map_err(|e| fail("validation", e))?;
+        values.insert("val_loss".into(), scores.loss);
+        if let Some(a) = scores.accuracy {
+            values.insert("val_accuracy".into(), a);
+        }
+        let Some(predicted) = predicted else {
+            return Ok(values);
+        };
+        let predictions = predicted.as_predictions(classification);
+        for metric in &val_metrics {
+            let undefined = |why: String| {
+                Diagnostic::error(
+                    "pipeline::train::undefined_metric",
+                    format!(
+                        "stage `{name}`: `{}` is undefined on the validation split: {why}",
+                        metric.name()
+                    ),
+                )
+                .label_opt(spec.validate.span.or(stage.name.span), "validated here")
+            };
+            match metric.compute(&predictions).map_err(undefined)? {
+                Score::One(x) => values.insert(format!("val_{}", metric.name()), x),
+                Score::PerClass(_) | Score::Matrix(_) => {
+                    return Err(undefined("it gives more than one value".into()))
+                }
+            };
+        }
+        Ok(values)
     };
     let mut callbacks =
         Callbacks::for_stage(&setup).map_err(|e| fail("setting up the callbacks", e))?;
@@ -207,12 +281,17 @@ pub fn train(
     let mut step = at.step;
     let mut last = at.last.take();
     let mut stopped = None;
+    let every = &spec.validate;
 
     for epoch in at.epoch..=spec.epochs {
         obs.epoch_started(name, epoch, spec.epochs, batches);
         callbacks.epoch_started(epoch);
-        // A callback that ends the training at a step ends it at the epoch's end.
+        // A callback that ends the training ends it after the step it decides at.
         let mut finish: Option<String> = None;
+        // Whether the training ended before the epoch's last batch.
+        let mut ended_within = false;
+        // The values of a validation within the epoch that ended the training.
+        let mut validated_at_stop: Option<BTreeMap<String, f64>> = None;
         let started = Instant::now();
         if spec.shuffle {
             order.copy_from_slice(train_samples);
@@ -355,6 +434,43 @@ pub fn train(
                     continue;
                 }
                 step += 1;
+                if finish.is_some() {
+                    ended_within = s + 1 < batches;
+                    break;
+                }
+                if every.every_steps > 0
+                    && step.is_multiple_of(every.every_steps)
+                    && s + 1 < batches
+                {
+                    let (train_loss, train_accuracy) = running(&loss_sum, &hits_sum, seen, counted)
+                        .map_err(|e| fail("reading the training loss", e))?;
+                    let values = measure(&model, train_loss, train_accuracy)?;
+                    let mut line = json!({"stage": name, "epoch": epoch, "step": step});
+                    for (k, v) in values.iter().filter(|(k, _)| k.starts_with("val_")) {
+                        line[k] = json!(v);
+                    }
+                    log(&line)?;
+                    let control = callbacks.validated(&Validation {
+                        epoch,
+                        step,
+                        values: &values,
+                        model: &model,
+                    });
+                    let control = match group {
+                        Some(g) => agree(g, control, name).map_err(at_batch)?,
+                        None => control,
+                    };
+                    match control {
+                        Control::Continue => {}
+                        Control::Finish(why) => {
+                            finish = Some(why);
+                            validated_at_stop = Some(values);
+                            ended_within = s + 1 < batches;
+                            break;
+                        }
+                        Control::Fail(d) => return Err(*d),
+                    }
+                }
                 if let Some(snaps) =
                     snapshots.filter(|sn| s + 1 < batches && sn.due_after_step(step))
                 {
@@ -367,7 +483,9 @@ pub fn train(
                     match control {
                         Control::Continue => {}
                         Control::Finish(why) => {
-                            finish.get_or_insert(why);
+                            finish = Some(why);
+                            ended_within = true;
+                            break;
                         }
                         Control::Fail(d) => return Err(*d),
                     }
@@ -385,6 +503,7 @@ pub fn train(
                         hits: &hits_sum,
                     };
                     snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
+                    callbacks.snapshot_saved();
                 }
             }
             Ok(())
@@ -394,36 +513,63 @@ pub fn train(
                 sum_over_processes(g, device, &loss_sum, &hits_sum, seen, counted)
                     .map_err(|e| fail("summing the epoch's metrics", e))?;
         }
-        let loss = loss_sum.double_value(&[]) / seen as f64;
-        let accuracy = (counted > 0).then(|| hits_sum.int64_value(&[]) as f64 / counted as f64);
-        // Validation is reported by rank 0 only; the others skip it.
-        let val: Option<Scores> = if !val_samples.is_empty() && rank == 0 {
-            Some(
-                evaluate(&model, numerics, &manifest.loss, data, val_samples, 1024)
-                    .map_err(|e| fail("validation", e))?,
-            )
-        } else {
-            None
+        let (loss, accuracy) = running(&loss_sum, &hits_sum, seen, counted)
+            .map_err(|e| fail("reading the epoch's loss", e))?;
+        // Validated as `validate` says, and always where the training ends.
+        let due = finish.is_some()
+            || epoch == spec.epochs
+            || (every.every_epochs > 0 && epoch.is_multiple_of(every.every_epochs))
+            || (every.every_steps > 0
+                && step > steps_before
+                && step.is_multiple_of(every.every_steps));
+        let mut control = Control::Continue;
+        let values = match (validated_at_stop, due) {
+            // Measured at this very step, where a callback ended the training.
+            (Some(values), _) => Some(values),
+            (None, true) => {
+                let values = measure(&model, loss, accuracy)?;
+                control = callbacks.validated(&Validation {
+                    epoch,
+                    step,
+                    values: &values,
+                    model: &model,
+                });
+                Some(values)
+            }
+            (None, false) => None,
         };
         let seconds = started.elapsed().as_secs_f64();
+        let value = |key: &str| values.as_ref().and_then(|v| v.get(key).copied());
         let record = EpochRecord {
             stage: name.to_string(),
             epoch,
             epochs: spec.epochs,
             loss,
             accuracy,
-            val_loss: val.map(|v| v.loss),
-            val_accuracy: val.and_then(|v| v.accuracy),
+            val_loss: value("val_loss"),
+            val_accuracy: value("val_accuracy"),
+            val_metrics: values
+                .iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.strip_prefix("val_")?.to_string(), *v)))
+                .filter(|(k, _)| k != "loss" && k != "accuracy")
+                .collect(),
             lr,
             seconds,
             samples_per_second: seen as f64 / seconds.max(1e-9),
             comm_seconds: group.map(|_| comm.as_secs_f64()),
             steps: step - steps_before,
         };
-        let control = match callbacks.epoch_ended(&record) {
-            Control::Continue => finish.map_or(Control::Continue, Control::Finish),
-            control => control,
-        };
+        // The first callback to end the training decides: at the validation, at the
+        // epoch's end, or at the step it ended within the epoch.
+        for next in [
+            callbacks.epoch_ended(&record),
+            finish.map_or(Control::Continue, Control::Finish),
+        ] {
+            if matches!(control, Control::Continue) {
+                control = next;
+            }
+        }
         let control = match group {
             Some(g) => agree(g, control, name).map_err(|e| fail("ending the epoch", e))?,
             None => control,
@@ -431,15 +577,19 @@ pub fn train(
         if let Control::Fail(d) = control {
             return Err(*d);
         }
-        log(&record)?;
+        log(&record.to_json())?;
         obs.epoch_finished(&record);
         last = Some(record);
         // A stopped training needs no snapshot: resumed from the one before, it stops at
-        // the same epoch again.
+        // the same step again.
         if let Control::Finish(why) = control {
-            if epoch < spec.epochs {
+            if epoch < spec.epochs || ended_within {
+                let within = match ended_within {
+                    true => format!(" at step {step}, within"),
+                    false => " after".into(),
+                };
                 obs.notice(&format!(
-                    "`{name}` stopped early after epoch {epoch} of {}: {why}",
+                    "`{name}` stopped early{within} epoch {epoch} of {}: {why}",
                     spec.epochs
                 ));
                 stopped = Some((epoch, why));
@@ -461,6 +611,7 @@ pub fn train(
                 hits: &hits_sum,
             };
             snaps.save(&position, &model, &opt, scaler.as_ref(), sums, device)?;
+            callbacks.snapshot_saved();
         }
     }
     Ok(Trained {
@@ -470,7 +621,50 @@ pub fn train(
         skipped_steps: scaler.as_ref().map(|s| s.skipped),
         init,
         stopped,
+        kept: callbacks.outputs(),
     })
+}
+
+/// The metrics of every validation: those `validate` lists and those a monitor watches
+/// on the validation split (besides its loss and accuracy, always measured), once each.
+fn validation_metrics(spec: &TrainSpec) -> Vec<Box<dyn Metric>> {
+    let monitors = [
+        spec.early_stop.as_ref().map(|e| &e.monitor.value),
+        spec.keep_best.as_ref().map(|k| &k.monitor.value),
+    ];
+    let watched = monitors
+        .into_iter()
+        .flatten()
+        .filter(|m| m.validation && m.metric != "loss" && m.metric != "accuracy")
+        .map(|m| m.metric.as_str());
+    let mut names: Vec<&str> = spec
+        .validate
+        .metrics
+        .iter()
+        .map(|m| m.value.as_str())
+        .collect();
+    for name in watched {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    // `check` refuses names that are not metrics.
+    names.into_iter().filter_map(metrics::parse).collect()
+}
+
+/// The mean training loss and the accuracy over the samples of the epoch so far.
+fn running(
+    loss_sum: &Tensor,
+    hits_sum: &Tensor,
+    seen: i64,
+    counted: i64,
+) -> Result<(f64, Option<f64>), tch::TchError> {
+    let loss = loss_sum.f_double_value(&[])? / seen as f64;
+    let accuracy = (counted > 0)
+        .then(|| hits_sum.f_int64_value(&[]))
+        .transpose()?
+        .map(|h| h as f64 / counted as f64);
+    Ok((loss, accuracy))
 }
 
 /// One decision for every process: any process's failure fails them all (the first

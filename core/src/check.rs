@@ -5,7 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, Diagnostic, LossKind, Manifest, StageConfig, StageKind, StageSpec, TrainSpec,
+    suggest, Diagnostic, LossKind, Manifest, Spanned, StageConfig, StageKind, StageSpec, TrainSpec,
+    WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -21,7 +22,8 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     model_sources(manifest, &mut diags);
     empty_eval_splits(manifest, &mut diags);
     labels_and_loss(manifest, &mut diags);
-    early_stop_monitors(manifest, &mut diags);
+    monitors(manifest, &mut diags);
+    best_weights(manifest, &mut diags);
     eval_metrics(manifest, &mut diags);
     diags.extend(crate::compat::check(
         manifest,
@@ -296,102 +298,249 @@ fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// An `early-stop` monitor the run computes: a validation metric needs a validation split,
-/// an accuracy needs classes.
-fn early_stop_monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+/// What `early-stop` and `keep-best` monitor is computed: a validation metric needs a
+/// validation split and is a metric of one value for the run's task; the training
+/// batches give `loss` and, for classification, `accuracy`. Validation metrics need a
+/// validation split too.
+fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     for stage in &m.stages {
         let StageConfig::Train(train) = &stage.config else {
             continue;
         };
-        let Some(early) = &train.early_stop else {
-            continue;
-        };
-        let monitor = early.monitor.value;
-        let name = monitor.as_str();
-        if monitor.needs_validation() && m.data.split.val <= 0.0 {
+        let watched = [
+            (
+                "stops early on",
+                train.early_stop.as_ref().map(|e| &e.monitor),
+            ),
+            (
+                "keeps its best weights by",
+                train.keep_best.as_ref().map(|k| &k.monitor),
+            ),
+        ];
+        for (does, monitor) in watched {
+            let Some(monitor) = monitor else {
+                continue;
+            };
+            let name = monitor.value.to_string();
+            let metric = &monitor.value.metric;
+            if monitor.value.validation && m.data.split.val <= 0.0 {
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::monitor_not_computed",
+                        format!(
+                            "stage `{}` {does} `{name}`, but there is no validation split to measure it on",
+                            stage.name()
+                        ),
+                    )
+                    .label_opt(monitor.span, "measured on the validation split")
+                    .label_opt(m.data.span, "no `val` fraction")
+                    .help("hold out a validation split (`split train=0.7 val=0.1 test=0.2`), or monitor `loss`"),
+                );
+            } else if !monitor.value.validation && !["loss", "accuracy"].contains(&metric.as_str())
+            {
+                let help = match crate::metrics::parse(metric) {
+                    Some(_) => format!("metrics are measured on the validation split: monitor `val.{metric}`"),
+                    None => "monitor `loss` or `accuracy` of the training batches, or `val.METRIC` of the validation split".into(),
+                };
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::monitor_not_computed",
+                        format!(
+                            "stage `{}` {does} `{name}`, which the training batches do not measure",
+                            stage.name()
+                        ),
+                    )
+                    .label_opt(monitor.span, "not measured")
+                    .help(help),
+                );
+            } else if metric == "accuracy" && m.loss.kind == LossKind::Mse {
+                diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::monitor_not_computed",
+                        format!(
+                            "stage `{}` {does} `{name}`, but `{}` is a regression loss: there is no accuracy",
+                            stage.name(),
+                            m.loss.kind.as_str()
+                        ),
+                    )
+                    .label_opt(monitor.span, "classification only")
+                    .label_opt(m.loss.span, "regression loss")
+                    .help("monitor `val.loss` (or `loss`, `val.r2`)"),
+                );
+            } else if monitor.value.validation && metric != "loss" {
+                let written = Spanned {
+                    value: metric.clone(),
+                    span: monitor.span,
+                };
+                match metric_problem(m, &written) {
+                    Some(d) => diags.push(d),
+                    None => diags.extend(not_one_value(&written, &name, stage, does)),
+                }
+            }
+        }
+        if !train.validate.metrics.is_empty() && m.data.split.val <= 0.0 {
             diags.push(
                 Diagnostic::error(
-                    "pipeline::train::monitor_not_computed",
+                    "pipeline::train::no_validation_split",
                     format!(
-                        "stage `{}` stops early on `{name}`, but there is no validation split to measure it on",
+                        "stage `{}` validates with metrics, but there is no validation split",
                         stage.name()
                     ),
                 )
-                .label_opt(early.monitor.span, "measured on the validation split")
+                .label_opt(train.validate.span, "measured on the validation split")
                 .label_opt(m.data.span, "no `val` fraction")
-                .help("hold out a validation split (`split train=0.7 val=0.1 test=0.2`), or monitor `loss`"),
+                .help("hold out a validation split (`split train=0.7 val=0.1 test=0.2`)"),
             );
         }
-        if monitor.needs_classes() && m.loss.kind == LossKind::Mse {
+        for written in &train.validate.metrics {
+            match metric_problem(m, written) {
+                Some(d) => diags.push(d),
+                None => diags.extend(not_one_value(
+                    written,
+                    &written.value,
+                    stage,
+                    "validates with",
+                )),
+            }
+        }
+    }
+}
+
+/// A metric that gives more than one value (per class, a matrix), where one is needed;
+/// `shown` is how the manifest names it there.
+fn not_one_value(
+    written: &Spanned<String>,
+    shown: &str,
+    stage: &StageSpec,
+    does: &str,
+) -> Option<Diagnostic> {
+    let metric = crate::metrics::parse(&written.value)?;
+    (!metric.one_value()).then(|| {
+        Diagnostic::error(
+            "pipeline::train::not_one_value",
+            format!(
+                "stage `{}` {does} `{shown}`, which gives more than one value",
+                stage.name(),
+            ),
+        )
+        .label_opt(written.span, "more than one value")
+        .help("take one value: `f1-macro` rather than `f1-per-class`; a confusion matrix is an `eval` stage's `metrics`")
+    })
+}
+
+/// `from "best"` takes weights that the `train` stage it needs keeps with `keep-best`.
+fn best_weights(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    for stage in &m.stages {
+        let from = match &stage.config {
+            StageConfig::Eval(e) => &e.from,
+            StageConfig::Checkpoint(c) => &c.from,
+            StageConfig::Train(_) => continue,
+        };
+        let WeightsFrom::Best(n) = from.value else {
+            continue;
+        };
+        let source = stage.needs.iter().find_map(|need| {
+            m.stage(&need.value)
+                .filter(|s| s.kind() == StageKind::Train)
+                .map(|s| (s, need))
+        });
+        let Some((source, need)) = source else {
+            continue; // no model: reported by `model_sources`
+        };
+        let StageConfig::Train(train) = &source.config else {
+            continue;
+        };
+        let kept = train.keep_best.as_ref().map_or(0, |k| k.k);
+        if n > kept {
+            let message = match kept {
+                0 => format!(
+                    "stage `{}` takes the `{}` weights of `{}`, which keeps no best weights",
+                    stage.name(),
+                    from.value,
+                    source.name()
+                ),
+                k => format!(
+                    "stage `{}` takes the `{}` weights of `{}`, which keeps the best {k}",
+                    stage.name(),
+                    from.value,
+                    source.name()
+                ),
+            };
             diags.push(
-                Diagnostic::error(
-                    "pipeline::train::monitor_not_computed",
-                    format!(
-                        "stage `{}` stops early on `{name}`, but `{}` is a regression loss: there is no accuracy",
-                        stage.name(),
-                        m.loss.kind.as_str()
-                    ),
-                )
-                .label_opt(early.monitor.span, "classification only")
-                .label_opt(m.loss.span, "regression loss")
-                .help("monitor `val.loss` (or `loss`)"),
+                Diagnostic::error("pipeline::stage::no_best_weights", message)
+                    .label_opt(from.span, "these weights")
+                    .label_opt(need.span, "from this stage")
+                    .help(match kept {
+                        0 => format!(
+                            "add `keep-best monitor=\"val.loss\"` to `{}`, or take `from \"last\"`",
+                            source.name()
+                        ),
+                        k => format!(
+                            "raise `keep-best k={n}` in `{}`, or take one of the best {k}",
+                            source.name()
+                        ),
+                    }),
             );
         }
     }
 }
 
+/// The problem with metric `written` for the run's task, if any: not a metric, or a
+/// metric of another kind of task.
+fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic> {
+    let loss = m.loss.kind;
+    let Some(metric) = crate::metrics::parse(&written.value) else {
+        return Some(
+            Diagnostic::error(
+                "pipeline::eval::unknown_metric",
+                format!("`{}` is not a metric", written.value),
+            )
+            .label_opt(written.span, "not a metric")
+            .help(format!("the metrics are {}", crate::metrics::names())),
+        );
+    };
+    // Class metrics read class indices; regression ones, the outputs of `mse`.
+    let fits = match metric.classification() {
+        true => loss.is_classification(),
+        false => loss == LossKind::Mse,
+    };
+    if fits {
+        return None;
+    }
+    let what = match metric.classification() {
+        true => "classification (class indices)",
+        false => "regression (`mse`)",
+    };
+    let help = match loss {
+        LossKind::Mse => "measure a regression with `mse`, `rmse`, `mae` or `r2`",
+        LossKind::CrossEntropy | LossKind::Nll => {
+            "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
+        }
+        LossKind::BceWithLogits => {
+            "multi-label metrics for `bce-with-logits` are not there yet: remove `metrics`"
+        }
+    };
+    Some(
+        Diagnostic::error(
+            "pipeline::eval::metric_for_another_task",
+            format!(
+                "`{}` measures {what}, but the loss is `{}`",
+                written.value,
+                loss.as_str()
+            ),
+        )
+        .label_opt(written.span, "this metric")
+        .label_opt(m.loss.span, "this loss")
+        .help(help),
+    )
+}
+
 /// Every metric of an `eval` stage is one (`metrics.rs`), of the run's kind of task.
 fn eval_metrics(m: &Manifest, diags: &mut Vec<Diagnostic>) {
-    let loss = m.loss.kind;
     for stage in &m.stages {
         let StageConfig::Eval(eval) = &stage.config else {
             continue;
         };
-        for written in &eval.metrics {
-            let Some(metric) = crate::metrics::parse(&written.value) else {
-                diags.push(
-                    Diagnostic::error(
-                        "pipeline::eval::unknown_metric",
-                        format!("`{}` is not a metric", written.value),
-                    )
-                    .label_opt(written.span, "not a metric")
-                    .help(format!("the metrics are {}", crate::metrics::names())),
-                );
-                continue;
-            };
-            // Class metrics read class indices; regression ones, the outputs of `mse`.
-            let fits = match metric.classification() {
-                true => loss.is_classification(),
-                false => loss == LossKind::Mse,
-            };
-            if !fits {
-                let what = match metric.classification() {
-                    true => "classification (class indices)",
-                    false => "regression (`mse`)",
-                };
-                let help = match loss {
-                    LossKind::Mse => "measure a regression with `mse`, `rmse`, `mae` or `r2`",
-                    LossKind::CrossEntropy | LossKind::Nll => {
-                        "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
-                    }
-                    LossKind::BceWithLogits => {
-                        "multi-label metrics for `bce-with-logits` are not there yet: remove `metrics`"
-                    }
-                };
-                diags.push(
-                    Diagnostic::error(
-                        "pipeline::eval::metric_for_another_task",
-                        format!(
-                            "`{}` measures {what}, but the loss is `{}`",
-                            written.value,
-                            loss.as_str()
-                        ),
-                    )
-                    .label_opt(written.span, "this metric")
-                    .label_opt(m.loss.span, "this loss")
-                    .help(help),
-                );
-            }
-        }
+        diags.extend(eval.metrics.iter().filter_map(|w| metric_problem(m, w)));
     }
 }

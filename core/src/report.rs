@@ -5,7 +5,7 @@
 use crate::freshness::{CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use cache::Entry;
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,42 @@ pub struct StageResult {
     /// A `train` stage that ran and stopped before its last epoch (early stopping): after
     /// which epoch, and why. (Its metrics say `stopped_epoch`, cached or not.)
     pub stopped: Option<(u64, String)>,
+    /// A `train` stage's `keep-best` weights, the best first (cached or not).
+    pub best: Vec<KeptWeights>,
+}
+
+/// Weights a `train` stage's `keep-best` kept: the `rank`-th best by `monitor`, measured
+/// at `epoch` and `step`, stored at `path`. In the cache entry's metrics under `best`
+/// (without the path: the entry's output [`best_output`] is the file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptWeights {
+    pub rank: usize,
+    pub epoch: u64,
+    pub step: u64,
+    pub monitor: String,
+    pub score: f64,
+    #[serde(skip_deserializing)]
+    pub path: PathBuf,
+}
+
+impl KeptWeights {
+    /// What a stage using these weights reports of them (a checkpoint's metadata): where
+    /// they were measured, and their score by the monitor's name in the records.
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        BTreeMap::from([
+            ("epochs".to_string(), self.epoch as f64),
+            ("steps".to_string(), self.step as f64),
+            (
+                manifests::Monitor::parse(&self.monitor).record_key(),
+                self.score,
+            ),
+        ])
+    }
+}
+
+/// The name of the `rank`-th best weights among a `train` stage's outputs in the cache.
+pub fn best_output(rank: usize) -> String {
+    format!("best-{rank}.safetensors")
 }
 
 impl StageResult {
@@ -65,6 +101,7 @@ impl StageResult {
             error: None,
             init: None,
             stopped: None,
+            best: Vec::new(),
         }
     }
 }
@@ -106,15 +143,22 @@ pub fn cached_result(
     let mut result = StageResult::new(manifest, index);
     result.status = StageStatus::Cached;
     result.metrics = stored_metrics(entry);
+    if let Some(best) = entry.metrics.get("best") {
+        let best: Vec<KeptWeights> = serde_json::from_value(best.clone())
+            .map_err(|e| incomplete(entry, &format!("a `best` list that does not read ({e})")))?;
+        for mut k in best {
+            k.path = entry
+                .output(&best_output(k.rank))
+                .ok_or_else(|| incomplete(entry, &format!("no {}", best_output(k.rank))))?
+                .to_path_buf();
+            result.best.push(k);
+        }
+    }
     if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
         let stored = |name| {
-            entry.output(name).ok_or_else(|| {
-                Diagnostic::error(
-                    "pipeline::cache::entry_incomplete",
-                    format!("the cache entry {} has no {name}", entry.fingerprint),
-                )
-                .help("run with `--force` to rebuild it")
-            })
+            entry
+                .output(name)
+                .ok_or_else(|| incomplete(entry, &format!("no {name}")))
         };
         let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
         result.outputs = match &spec.path {
@@ -132,6 +176,15 @@ pub fn cached_result(
         };
     }
     Ok(result)
+}
+
+/// A cache entry that lacks what it must hold.
+fn incomplete(entry: &Entry, what: &str) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::cache::entry_incomplete",
+        format!("the cache entry {} has {what}", entry.fingerprint),
+    )
+    .help("run with `--force` to rebuild it")
 }
 
 /// Whether regular file `to` holds what `from` (in the cache) holds.

@@ -867,25 +867,48 @@ impl<'a> Reader<'a> {
             strict: f.bool("strict") || init.is_none(),
             init,
             freeze,
-            early_stop: f.section_fields("early-stop").map(|e| {
-                // Not reached: `monitor` has a default and is checked as a choice.
-                let monitor = Monitor::parse(&e.text("monitor")).unwrap_or(Monitor::ValLoss);
-                let mode = e.opt_text("mode").and_then(|m| Mode::parse(&m));
-                EarlyStopSpec {
-                    monitor: Spanned {
-                        value: monitor,
-                        span: e.span("monitor").or(e.span),
-                    },
-                    mode: mode.unwrap_or(match monitor.larger_is_better() {
-                        true => Mode::Max,
-                        false => Mode::Min,
-                    }),
-                    patience: e.int("patience") as u64,
-                    min_delta: e.float("min-delta"),
-                    span: e.span,
-                }
+            early_stop: f.section_fields("early-stop").map(|e| EarlyStopSpec {
+                monitor: monitor(e),
+                mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),
+                patience: e.int("patience") as u64,
+                min_delta: e.float("min-delta"),
+                span: e.span,
             }),
+            keep_best: f.section_fields("keep-best").map(|e| KeepBestSpec {
+                monitor: monitor(e),
+                mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),
+                k: e.int("k") as u64,
+                span: e.span,
+            }),
+            validate: f
+                .section_fields("validate")
+                .map_or_else(ValidateSpec::default, |v| ValidateSpec {
+                    every_epochs: v.int("every-epochs") as u64,
+                    every_steps: v.int("every-steps") as u64,
+                    metrics: v.texts("metrics"),
+                    span: v.span,
+                }),
+            max_steps: f.opt_int("max-steps").map(|n| n as u64),
+            max_time: f.opt_float("max-time"),
         }
+    }
+
+    /// An `eval` or `checkpoint` stage's `from`: `last`, `best` or `best-N`.
+    fn weights_from(&mut self, f: &Fields) -> Spanned<WeightsFrom> {
+        let span = f.span("from");
+        let text = f.text("from");
+        let value = WeightsFrom::parse(&text).unwrap_or_else(|| {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::stage::bad_from",
+                    format!("`from \"{text}\"` names no weights of a train stage"),
+                )
+                .label_opt(span, "not `last`, `best` or `best-N`")
+                .help("`from \"last\"`: the weights training ended with; `from \"best\"` (or `\"best-2\"`, …): the best the train stage's `keep-best` kept"),
+            );
+            WeightsFrom::Last
+        });
+        Spanned { value, span }
     }
 
     fn stage(&mut self, f: &Fields, kind: StageKind) -> StageSpec {
@@ -911,12 +934,14 @@ impl<'a> Reader<'a> {
                 },
                 batch_size: f.int("batch-size") as u64,
                 metrics: f.texts("metrics"),
+                from: self.weights_from(f),
             }),
             StageKind::Checkpoint => StageConfig::Checkpoint(CheckpointSpec {
                 path: f.opt_text("path").map(|p| Spanned {
                     value: PathBuf::from(p),
                     span: f.span("path"),
                 }),
+                from: self.weights_from(f),
             }),
         };
         StageSpec {
@@ -928,6 +953,14 @@ impl<'a> Reader<'a> {
             config,
             span: f.span,
         }
+    }
+}
+
+/// The `monitor` of an `early-stop` or `keep-best` block, located.
+fn monitor(block: &Fields) -> Spanned<Monitor> {
+    Spanned {
+        value: Monitor::parse(&block.text("monitor")),
+        span: block.span("monitor").or(block.span),
     }
 }
 

@@ -886,46 +886,74 @@ pub struct TrainSpec {
     /// when absent, as `freeze`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub early_stop: Option<EarlyStopSpec>,
+    /// Keep the best weights by a monitored metric. Left out when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_best: Option<KeepBestSpec>,
+    /// When to validate, and what. Left out when it is the default (every epoch).
+    #[serde(skip_serializing_if = "ValidateSpec::is_default")]
+    pub validate: ValidateSpec,
+    /// Stop after this many optimizer steps in all. Left out when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// Stop after this many seconds of training (checked at optimizer steps). Left out
+    /// when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_time: Option<f64>,
 }
 
-choice! {
-    /// A metric of every epoch that `early-stop` may watch.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    pub enum Monitor {
-        /// The training loss (mean over the epoch's samples).
-        Loss = "loss",
-        /// The training accuracy (classification).
-        Accuracy = "accuracy",
-        /// The loss over the validation split (`data.split val=…`).
-        ValLoss = "val.loss",
-        /// The accuracy over the validation split (classification).
-        ValAccuracy = "val.accuracy",
-    }
+/// A value measured at every validation that `early-stop` and `keep-best` watch:
+/// `loss` or `accuracy` of the training batches, or `val.METRIC`, any metric of one value
+/// (`pipeline_core::metrics`) over the validation split. Written and serialised as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Monitor {
+    /// Measured on the validation split (`val.`).
+    pub validation: bool,
+    /// `loss`, or a metric's name as written (`accuracy`, `f1-macro`, `top-3-accuracy`).
+    pub metric: String,
 }
 
 impl Monitor {
-    /// Whether larger is better (accuracies), as the default `mode` says.
-    pub fn larger_is_better(self) -> bool {
-        match self {
-            Monitor::Loss | Monitor::ValLoss => false,
-            Monitor::Accuracy | Monitor::ValAccuracy => true,
+    /// The monitor written `text`: `val.METRIC`, or a name of the training epoch's.
+    /// Whether the metric exists is `pipeline check`'s to say.
+    pub fn parse(text: &str) -> Monitor {
+        match text.strip_prefix("val.") {
+            Some(metric) => Monitor {
+                validation: true,
+                metric: metric.to_string(),
+            },
+            None => Monitor {
+                validation: false,
+                metric: text.to_string(),
+            },
         }
     }
 
-    /// Whether it is measured on the validation split.
-    pub fn needs_validation(self) -> bool {
-        match self {
-            Monitor::ValLoss | Monitor::ValAccuracy => true,
-            Monitor::Loss | Monitor::Accuracy => false,
+    /// Its name in an epoch's record and in `metrics.jsonl` (`val_loss`, `val_f1-macro`).
+    pub fn record_key(&self) -> String {
+        match self.validation {
+            true => format!("val_{}", self.metric),
+            false => self.metric.clone(),
         }
     }
 
-    /// Whether only classification measures it.
-    pub fn needs_classes(self) -> bool {
-        match self {
-            Monitor::Accuracy | Monitor::ValAccuracy => true,
-            Monitor::Loss | Monitor::ValLoss => false,
+    /// Whether it is the (training or validation) loss.
+    pub fn is_loss(&self) -> bool {
+        self.metric == "loss"
+    }
+}
+
+impl std::fmt::Display for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.validation {
+            true => write!(f, "val.{}", self.metric),
+            false => f.write_str(&self.metric),
         }
+    }
+}
+
+impl Serialize for Monitor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -940,18 +968,67 @@ choice! {
 }
 
 /// `train { early-stop monitor="val.loss" mode="min" patience=5 min-delta=1e-4 }`: stop
-/// after `patience` epochs in which `monitor` did not improve on its best by more than
-/// `min-delta`.
+/// after `patience` validations in which `monitor` did not improve on its best by more
+/// than `min-delta`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EarlyStopSpec {
     pub monitor: Spanned<Monitor>,
-    /// Written, or the monitor's own direction.
-    pub mode: Mode,
+    /// As written; absent, the monitored metric's own direction
+    /// (`pipeline_core::metrics::mode_of`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     pub patience: u64,
     pub min_delta: f64,
     /// The block, for diagnostics.
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+/// `train { keep-best monitor="val.accuracy" k=3 }`: the weights of the `k` best
+/// validations by `monitor` are outputs of the stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeepBestSpec {
+    pub monitor: Spanned<Monitor>,
+    /// As written; absent, the monitored metric's own direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    pub k: u64,
+    /// The block, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+/// `train { validate every-epochs=1 every-steps=0 { metrics "f1-macro" } }`: when the
+/// validation split is measured, and which metrics besides its loss and accuracy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidateSpec {
+    /// Validate at the end of every this many epochs (0: not at epoch ends).
+    pub every_epochs: u64,
+    /// … and every this many optimizer steps (0: not within epochs).
+    pub every_steps: u64,
+    /// Metrics besides the loss (and accuracy), as written.
+    pub metrics: Vec<Spanned<String>>,
+    /// The block, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+impl Default for ValidateSpec {
+    fn default() -> ValidateSpec {
+        ValidateSpec {
+            every_epochs: 1,
+            every_steps: 0,
+            metrics: Vec::new(),
+            span: None,
+        }
+    }
+}
+
+impl ValidateSpec {
+    /// Whether it is what a stage without `validate` does (left out of the cache key).
+    pub fn is_default(&self) -> bool {
+        *self == ValidateSpec::default()
+    }
 }
 
 fn is_true(b: &bool) -> bool {
@@ -961,6 +1038,9 @@ fn is_true(b: &bool) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalSpec {
     pub split: Spanned<SplitName>,
+    /// Which weights of the train stage it needs. Left out when `last`.
+    #[serde(skip_serializing_if = "WeightsFrom::is_last")]
+    pub from: Spanned<WeightsFrom>,
     pub batch_size: u64,
     /// Metrics computed besides the loss (`pipeline_core::metrics`), as written. Left
     /// out of the serialised form when empty, so that keys from before it stay valid.
@@ -971,11 +1051,60 @@ pub struct EvalSpec {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckpointSpec {
     pub path: Option<Spanned<PathBuf>>,
+    /// Which weights of the train stage it exports. Left out when `last`.
+    #[serde(skip_serializing_if = "WeightsFrom::is_last")]
+    pub from: Spanned<WeightsFrom>,
+}
+
+/// `from "last"` (the weights a `train` stage ended with) or `from "best"`, `"best-2"`, …
+/// (one of the weights its `keep-best` kept, the best first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WeightsFrom {
+    Last,
+    /// The n-th best (1 = the best).
+    Best(u64),
+}
+
+impl WeightsFrom {
+    pub fn parse(text: &str) -> Option<WeightsFrom> {
+        match text {
+            "last" => Some(WeightsFrom::Last),
+            "best" => Some(WeightsFrom::Best(1)),
+            _ => text
+                .strip_prefix("best-")
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n >= 1)
+                .map(WeightsFrom::Best),
+        }
+    }
+
+    pub fn is_last(from: &Spanned<WeightsFrom>) -> bool {
+        from.value == WeightsFrom::Last
+    }
+}
+
+impl std::fmt::Display for WeightsFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WeightsFrom::Last => f.write_str("last"),
+            WeightsFrom::Best(1) => f.write_str("best"),
+            WeightsFrom::Best(n) => write!(f, "best-{n}"),
+        }
+    }
+}
+
+impl Serialize for WeightsFrom {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// What a stage does, with its kind-specific settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+// A manifest holds a handful of stages: their size does not matter, and a box would
+// complicate every match on a train stage's fields.
+#[allow(clippy::large_enum_variant)]
 pub enum StageConfig {
     Train(TrainSpec),
     Eval(EvalSpec),

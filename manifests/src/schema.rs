@@ -13,7 +13,7 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, Mode, Monitor,
+    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, Mode,
     OptimizerKind, PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName,
     ShardRemainder, SplitName, StageKind, Strategy,
 };
@@ -925,9 +925,39 @@ pub const TRAIN: Section = section(
             None,
             "Stop training when a metric stops improving (`pipeline explain train.early-stop`).",
         ),
+        key(
+            "keep-best",
+            Ty::Section(&KEEP_BEST),
+            None,
+            "Keep the weights of the best validations as outputs of the stage (`pipeline explain train.keep-best`).",
+        ),
+        key(
+            "validate",
+            Ty::Section(&VALIDATE),
+            None,
+            "When the validation split is measured, and with which metrics (`pipeline explain train.validate`); default: at the end of every epoch, loss and accuracy.",
+        ),
+        key(
+            "max-steps",
+            int(1, MAX_STEPS),
+            None,
+            "Stop after this many optimizer steps in all (the epoch in progress ends there, and is validated). In the cache key.",
+        ),
+        key(
+            "max-time",
+            POSITIVE,
+            None,
+            "Stop after this many seconds of training (checked at every optimizer step; under `ddp`, every 50 steps, when the processes agree). The epoch in progress ends there and is validated; `run --json` says the stage stopped and why. In the cache key: a stage that stopped on time is cached as it ended.",
+        ),
     ],
     "A stage that trains the model.",
 );
+
+const FROM_DOC: &str = "Which weights of the `train` stage it needs: `last` (those training ended with), or `best`, `best-2`, … (the best its `keep-best` kept, the best first).";
+
+const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `accuracy` of the training batches since the last validation, or `val.METRIC` over the validation split, where METRIC is `loss` or any metric of one value that `eval`'s `metrics` takes (`val.accuracy`, `val.f1-macro`, `val.auroc`, `val.r2`, …), computed at every validation without being listed in `validate`.";
+
+const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
 
 pub const EARLY_STOP: Section = section(
     "early-stop",
@@ -935,21 +965,16 @@ pub const EARLY_STOP: Section = section(
     &[
         key(
             "monitor",
-            Ty::Choice(Monitor::NAMES),
-            Some(Val::Text(Monitor::ValLoss.as_str())),
-            "The metric watched at the end of every epoch: `loss` and `accuracy` of the training epoch, `val.loss` and `val.accuracy` over the validation split (`data.split val=…`). Accuracies are for classification.",
+            Ty::Text,
+            Some(Val::Text("val.loss")),
+            MONITOR_DOC,
         ),
-        key(
-            "mode",
-            Ty::Choice(Mode::NAMES),
-            None,
-            "`min` (a loss improves by going down) or `max` (an accuracy improves by going up); default: the monitor's own direction.",
-        ),
+        key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
         key(
             "patience",
             int(1, MAX_EPOCHS),
             Some(Val::Int(5)),
-            "Epochs without improvement after which training stops.",
+            "Validations without improvement after which training stops (epochs, with the default `validate`).",
         ),
         key(
             "min-delta",
@@ -958,7 +983,54 @@ pub const EARLY_STOP: Section = section(
             "How much better than the best so far a value must be to count as an improvement.",
         ),
     ],
-    "Stops a `train` stage after `patience` epochs in which `monitor` did not improve on its best by more than `min-delta`, as Lightning's `EarlyStopping` and pytorch-accelerated's `EarlyStoppingCallback` do. The stage then ends like a finished one: its weights (those of the last epoch) are its output, and `run --json` says at which epoch it stopped and why. The patience counter and the best value are saved in every snapshot, so a killed run resumes with them and stops at the same epoch. In the cache key.",
+    "Stops a `train` stage after `patience` validations in which `monitor` did not improve on its best by more than `min-delta`, as Lightning's `EarlyStopping` and pytorch-accelerated's `EarlyStoppingCallback` do. The stage then ends like a finished one: its weights (those of the last epoch) are its output, and `run --json` says at which epoch it stopped and why. The patience counter and the best value are saved in every snapshot, so a killed run resumes with them and stops at the same epoch. In the cache key.",
+);
+
+pub const KEEP_BEST: Section = section(
+    "keep-best",
+    &[],
+    &[
+        key(
+            "monitor",
+            Ty::Text,
+            Some(Val::Text("val.loss")),
+            MONITOR_DOC,
+        ),
+        key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
+        key(
+            "k",
+            int(1, 100),
+            Some(Val::Int(1)),
+            "How many of the best weights to keep.",
+        ),
+    ],
+    "Keeps the weights of the `k` best validations by `monitor` (Lightning's `ModelCheckpoint(save_top_k=k)`): they are outputs of the stage, stored in the cache like its last weights, and an `eval` or `checkpoint` stage takes them with `from \"best\"` (or `\"best-2\"`, …). `run --json` gives each one's epoch, step and score. The kept weights and their scores are part of every snapshot, so a killed run resumes with them. A value that is not finite is never kept; of equal values the earlier is better. In the cache key.",
+);
+
+pub const VALIDATE: Section = section(
+    "validate",
+    &[],
+    &[
+        key(
+            "every-epochs",
+            int(0, MAX_EPOCHS),
+            Some(Val::Int(1)),
+            "Validate at the end of every N epochs (the last epoch is always validated); 0: only as `every-steps` says.",
+        ),
+        key(
+            "every-steps",
+            int(0, MAX_STEPS),
+            Some(Val::Int(0)),
+            "Also validate every N optimizer steps (for long epochs); 0: only at epoch ends.",
+        ),
+        key(
+            "metrics",
+            Ty::Texts,
+            None,
+            "Metrics of the validation split besides its loss (and accuracy), written to `metrics.jsonl` as `val_METRIC` at every validation: the names `eval`'s `metrics` takes, of one value each.",
+        ),
+    ],
+    "When a `train` stage measures its validation split (`data.split val=…`), and what. `early-stop` and `keep-best` decide at every validation. In the cache key.",
 );
 
 pub const EVAL: Section = section(
@@ -990,6 +1062,7 @@ pub const EVAL: Section = section(
             None,
             "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions: `accuracy`, `top-K-accuracy`, `precision-`, `recall-` and `f1-` followed by `macro`, `micro`, `weighted` or `per-class` (one value per class, named by the class), `auroc` (binary, or one-vs-rest macro), `log-loss`, `confusion-matrix` (written to the run directory as `STAGE-confusion-matrix.json`) for classification; `mse`, `rmse`, `mae`, `r2` for regression (averaged over the outputs). In the cache key.",
         ),
+        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
     "A stage that measures a trained model's loss and accuracy, and any `metrics`.",
 );
@@ -1011,6 +1084,7 @@ pub const CHECKPOINT: Section = section(
             None,
             "Where to write the weights (default: `<name>.safetensors` in the run directory).",
         ),
+        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
     "A stage that exports a trained model's weights as safetensors plus a JSON of metadata.",
 );

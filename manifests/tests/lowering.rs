@@ -87,6 +87,10 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             strict: true,
             freeze: Vec::new(),
             early_stop: None,
+            keep_best: None,
+            validate: ValidateSpec::default(),
+            max_steps: None,
+            max_time: None,
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));

@@ -1,12 +1,11 @@
 //! `train { early-stop monitor="val.loss" mode="min" patience=5 min-delta=1e-4 }`: ends
-//! the training after `patience` epochs in which the monitored metric did not improve on
-//! its best by more than `min-delta` (Lightning's `EarlyStopping`, pytorch-accelerated's
-//! `EarlyStoppingCallback`). Its state, the best value, its epoch and the epochs waited,
-//! is in every snapshot.
+//! the training after `patience` validations in which the monitored metric did not
+//! improve on its best by more than `min-delta` (Lightning's `EarlyStopping`,
+//! pytorch-accelerated's `EarlyStoppingCallback`). Its state, the best value, where it
+//! was measured and the validations waited, is in every snapshot.
 
-use super::{Callback, Control, Setup};
-use crate::observer::EpochRecord;
-use manifests::{EarlyStopSpec, Mode, Monitor};
+use super::{Callback, Control, Setup, Validation};
+use manifests::{EarlyStopSpec, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tch::TchError;
@@ -14,6 +13,16 @@ use tch::TchError;
 pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
     Ok(setup.spec.early_stop.clone().map(|spec| {
         Box::new(EarlyStop {
+            mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
+            key: spec.monitor.value.record_key(),
+            // Validating at every epoch's end only, a validation is an epoch.
+            unit: match (
+                setup.spec.validate.every_epochs,
+                setup.spec.validate.every_steps,
+            ) {
+                (1, 0) => "epochs",
+                _ => "validations",
+            },
             spec,
             state: State::default(),
         }) as Box<dyn Callback>
@@ -22,6 +31,10 @@ pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
 
 struct EarlyStop {
     spec: EarlyStopSpec,
+    mode: Mode,
+    /// The monitor's name in a validation's values.
+    key: String,
+    unit: &'static str,
     state: State,
 }
 
@@ -29,19 +42,11 @@ struct EarlyStop {
 struct State {
     /// The best value so far and its epoch.
     best: Option<(f64, u64)>,
-    /// Epochs since the best.
+    /// The optimizer step of the best value.
+    #[serde(default)]
+    best_step: u64,
+    /// Validations since the best.
     waited: u64,
-}
-
-/// The monitored value in an epoch's record (`None` where this process does not have it:
-/// validation is rank 0's).
-pub fn monitored(monitor: Monitor, record: &EpochRecord) -> Option<f64> {
-    match monitor {
-        Monitor::Loss => Some(record.loss),
-        Monitor::Accuracy => record.accuracy,
-        Monitor::ValLoss => record.val_loss,
-        Monitor::ValAccuracy => record.val_accuracy,
-    }
 }
 
 impl Callback for EarlyStop {
@@ -49,30 +54,28 @@ impl Callback for EarlyStop {
         "early-stop"
     }
 
-    fn epoch_ended(&mut self, record: &EpochRecord) -> Control {
-        let monitor = self.spec.monitor.value;
-        let Some(value) = monitored(monitor, record) else {
+    fn validated(&mut self, v: &Validation) -> Control {
+        let monitor = &self.spec.monitor.value;
+        // Absent where this process does not measure it: validation is rank 0's.
+        let Some(&value) = v.values.get(&self.key) else {
             return Control::Continue;
         };
         // As Lightning's `check_finite`: nothing can improve on a value that is not a
         // number, and none is ever kept as the best.
         if !value.is_finite() {
-            return Control::Finish(format!(
-                "`{}` became {value} at epoch {}",
-                monitor.as_str(),
-                record.epoch
-            ));
+            return Control::Finish(format!("`{monitor}` became {value} at epoch {}", v.epoch));
         }
         let delta = self.spec.min_delta;
         let improved = match self.state.best {
             None => true,
-            Some((best, _)) => match self.spec.mode {
+            Some((best, _)) => match self.mode {
                 Mode::Min => value < best - delta,
                 Mode::Max => value > best + delta,
             },
         };
         if improved {
-            self.state.best = Some((value, record.epoch));
+            self.state.best = Some((value, v.epoch));
+            self.state.best_step = v.step;
             self.state.waited = 0;
             return Control::Continue;
         }
@@ -85,10 +88,13 @@ impl Callback for EarlyStop {
             true => format!(" by more than {delta}"),
             false => String::new(),
         };
+        let at = match self.unit {
+            "epochs" => format!("epoch {epoch}"),
+            _ => format!("epoch {epoch}, step {}", self.state.best_step),
+        };
         Control::Finish(format!(
-            "`{}` did not improve{by} for {} epochs (best {best:.6} at epoch {epoch})",
-            monitor.as_str(),
-            self.state.waited
+            "`{monitor}` did not improve{by} for {} {} (best {best:.6} at {at})",
+            self.state.waited, self.unit
         ))
     }
 

@@ -1,10 +1,11 @@
 //! Callbacks: what reacts to the events of a `train` stage's loop (epoch start, step end,
-//! epoch end with its validation, a snapshot about to be saved), as pytorch-accelerated's
-//! `TrainerCallback`s do. One trait, [`Callback`], and a registry, [`REGISTRY`]: one file
+//! validation end, epoch end, a snapshot about to be saved and saved), as
+//! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry, [`REGISTRY`]: one file
 //! per member, each built from the stage's spec when the stage asks for it.
 //!
-//! A callback may end the training: successfully ([`Control::Finish`], early stopping) or
-//! with an error ([`Control::Fail`], a loss that is not finite). Its state (a patience
+//! A callback may end the training: successfully ([`Control::Finish`], early stopping,
+//! `max-steps`, `max-time`) or with an error ([`Control::Fail`], a loss that is not
+//! finite). A callback may also leave files as outputs of the stage (`keep-best`). Its state (a patience
 //! counter, the best value so far) goes into every snapshot under its name and comes back
 //! on resume, so a killed run makes the same decisions as one that was never stopped.
 //!
@@ -12,12 +13,18 @@
 //! rank 0 has (validation) is rank 0's decision, shared by the training loop.
 
 mod early_stop;
+mod keep_best;
+mod max_steps;
+mod max_time;
 mod nan_stop;
 
+use crate::model::Model;
 use crate::observer::EpochRecord;
 use manifests::{Diagnostic, StageSpec, TrainSpec};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use tch::{Device, TchError, Tensor};
 
 pub use nan_stop::CHECK_EVERY;
@@ -37,8 +44,37 @@ pub struct Setup<'a> {
     pub stage: &'a StageSpec,
     pub spec: &'a TrainSpec,
     pub device: Device,
-    /// Processes training together (1 without a group).
+    /// Processes training together (1 without a group), and this one's rank.
     pub world: usize,
+    pub rank: usize,
+    /// Where a callback keeps files that outlive a kill (with snapshots: beside them).
+    pub dir: PathBuf,
+    /// Whether snapshots are saved (a file a snapshot names must stay until the next).
+    pub snapshots: bool,
+}
+
+/// A validation: where the loop is and what was measured. `values` holds the training
+/// batches' `loss` (and `accuracy`) of the epoch so far, and on rank 0 the validation
+/// split's `val_loss`, `val_accuracy` and `val_METRIC`, by their names in the records.
+pub struct Validation<'a> {
+    pub epoch: u64,
+    /// Optimizer steps taken so far.
+    pub step: u64,
+    pub values: &'a BTreeMap<String, f64>,
+    pub model: &'a Model,
+}
+
+/// Weights a callback leaves as an output of the stage (`keep-best`): the `rank`-th best
+/// by `monitor`, from the validation at `epoch` and `step`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kept {
+    pub rank: usize,
+    pub epoch: u64,
+    pub step: u64,
+    pub monitor: String,
+    pub score: f64,
+    #[serde(skip)]
+    pub path: PathBuf,
 }
 
 /// The end of one batch: where the loop is, and that batch's mean loss, on the device
@@ -62,14 +98,25 @@ pub trait Callback {
     fn step_ended(&mut self, _step: &StepEnd) -> Result<Control, TchError> {
         Ok(Control::Continue)
     }
-    /// The epoch is over and validated: its record holds the training and validation
-    /// metrics (validation ones on rank 0 only).
+    /// The validation split was measured (or, without one, the epoch's training
+    /// metrics are in).
+    fn validated(&mut self, _validation: &Validation) -> Control {
+        Control::Continue
+    }
+    /// The epoch is over: its record holds the training metrics, and the validation
+    /// metrics when it was validated (on rank 0 only).
     fn epoch_ended(&mut self, _record: &EpochRecord) -> Control {
         Control::Continue
     }
     /// A snapshot is about to be saved mid-epoch (the epoch's end has `epoch_ended`).
     fn before_snapshot(&mut self) -> Control {
         Control::Continue
+    }
+    /// A snapshot was saved: what the one before needed may go.
+    fn snapshot_saved(&mut self) {}
+    /// Files it leaves as outputs of the stage, once the training is over.
+    fn outputs(&self) -> Vec<Kept> {
+        Vec::new()
     }
     /// What to save in a snapshot (`Value::Null`: nothing).
     fn state(&self) -> Value {
@@ -85,7 +132,13 @@ pub trait Callback {
 type Make = fn(&Setup) -> Result<Option<Box<dyn Callback>>, TchError>;
 
 /// Every callback, in the order they see each event.
-pub const REGISTRY: &[Make] = &[nan_stop::make, early_stop::make];
+pub const REGISTRY: &[Make] = &[
+    nan_stop::make,
+    max_steps::make,
+    max_time::make,
+    early_stop::make,
+    keep_best::make,
+];
 
 /// The callbacks of one `train` stage.
 pub struct Callbacks {
@@ -111,6 +164,23 @@ impl Callbacks {
     /// that ends the training decides.
     pub fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
         self.each(|c| c.step_ended(step))
+    }
+
+    /// Every callback sees the validation; the first that ends the training decides.
+    pub fn validated(&mut self, validation: &Validation) -> Control {
+        self.each(|c| Ok(c.validated(validation)))
+            .expect("validated cannot fail")
+    }
+
+    pub fn snapshot_saved(&mut self) {
+        for c in &mut self.members {
+            c.snapshot_saved();
+        }
+    }
+
+    /// Every callback's output files.
+    pub fn outputs(&self) -> Vec<Kept> {
+        self.members.iter().flat_map(|c| c.outputs()).collect()
     }
 
     /// Every callback sees the epoch; the first that ends the training decides.

@@ -20,6 +20,10 @@ impl Metric for ConfusionMatrix {
         true
     }
 
+    fn one_value(&self) -> bool {
+        false
+    }
+
     fn compute(&self, p: &Predictions) -> Result<Score, String> {
         let (probabilities, labels, classes) = classes(p)?;
         let mut matrix = vec![vec![0u64; classes]; classes];

@@ -130,6 +130,10 @@ impl Metric for CountsMetric {
         true
     }
 
+    fn one_value(&self) -> bool {
+        self.average != Average::PerClass
+    }
+
     fn compute(&self, p: &Predictions) -> Result<Score, String> {
         Ok(Counts::of(p)?.average(self.average, self.score))
     }

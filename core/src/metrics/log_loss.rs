@@ -21,6 +21,10 @@ impl Metric for LogLoss {
         true
     }
 
+    fn larger_is_better(&self) -> bool {
+        false
+    }
+
     fn compute(&self, p: &Predictions) -> Result<Score, String> {
         let (probabilities, labels, classes) = classes(p)?;
         let eps = f64::EPSILON;

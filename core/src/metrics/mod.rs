@@ -25,6 +25,8 @@ mod top_k_accuracy;
 
 pub use counts::Counts;
 
+use manifests::{Mode, Monitor};
+
 /// What a model predicted for every sample of a split, with the truth.
 #[derive(Debug, Clone, Copy)]
 pub enum Predictions<'a> {
@@ -61,6 +63,15 @@ pub trait Metric: std::fmt::Debug {
     fn classification(&self) -> bool;
     /// Its value on the predictions (`Err` when it is undefined there, saying why).
     fn compute(&self, predictions: &Predictions) -> Result<Score, String>;
+    /// Whether it gives one value ([`Score::One`]), which a monitor may watch.
+    fn one_value(&self) -> bool {
+        true
+    }
+    /// Whether a larger value is better (an accuracy or a score, not a loss or an error):
+    /// a monitor's default `mode`.
+    fn larger_is_better(&self) -> bool {
+        true
+    }
 }
 
 /// Each member: the metric a name means, if it is one of the member's names.
@@ -91,6 +102,15 @@ pub const REGISTRY: &[(Parse, &str)] = &[
 /// The metric `name` means, if any.
 pub fn parse(name: &str) -> Option<Box<dyn Metric>> {
     REGISTRY.iter().find_map(|(parse, _)| parse(name))
+}
+
+/// The direction a monitor improves in: as written, else the metric's own (`loss` and
+/// unknown names, refused by `check`, go down).
+pub fn mode_of(monitor: &Monitor, written: Option<Mode>) -> Mode {
+    written.unwrap_or_else(|| match parse(&monitor.metric) {
+        Some(m) if m.larger_is_better() => Mode::Max,
+        _ => Mode::Min,
+    })
 }
 
 /// The names every metric answers to, for a message.

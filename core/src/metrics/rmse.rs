@@ -18,6 +18,10 @@ impl Metric for Member {
         false
     }
 
+    fn larger_is_better(&self) -> bool {
+        false
+    }
+
     fn compute(&self, p: &Predictions) -> Result<Score, String> {
         mean_over_outputs(p, |o, t| {
             let n = t.len() as f64;
