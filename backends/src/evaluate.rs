@@ -3,10 +3,10 @@
 //! are asked for, the same forward pass also brings the predictions to the host.
 
 use crate::data::{Dataset, Loader};
-use crate::loss;
+use crate::loss::{self, Loss};
 use crate::model::Model;
 use crate::numerics::Numerics;
-use manifests::{LossKind, LossSpec};
+use manifests::LossKind;
 use pipeline_core::metrics::Predictions;
 use tch::{Kind, TchError, Tensor};
 
@@ -27,13 +27,14 @@ pub struct Scores {
 pub fn evaluate(
     model: &Model,
     numerics: &Numerics,
-    spec: &LossSpec,
+    objective: &Loss,
     data: &Dataset,
     samples: &[usize],
     batch_size: i64,
     collect: bool,
 ) -> Result<(Scores, Option<Predicted>), TchError> {
-    let classification = spec.kind.is_classification();
+    let kind = objective.kind();
+    let classification = kind.is_classification();
     let n = samples.len() as i64;
     std::thread::scope(|scope| {
         tch::no_grad(|| {
@@ -41,12 +42,15 @@ pub fn evaluate(
             let batches = 0..samples.len().div_ceil(batch);
             let mut loader = Loader::start(scope, data, samples, batch, batches, None)?;
             let device = data.labels.device();
+            // The loss summed over the samples, and their total weight: with class
+            // weights, PyTorch's weighted mean over the whole split.
             let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
+            let mut weight_sum = Tensor::zeros([], (Kind::Double, device));
             let mut hits_sum = Tensor::zeros([], (Kind::Int64, device));
             let mut counted = 0i64;
             // Regression: per target, Σ(y − ŷ)², Σ(y − c) and Σ(y − c)² in f64, shifted by the
             // first batch's mean c (so that a large mean does not swamp the spread).
-            let regression = spec.kind == LossKind::Mse && data.labels.dim() == 2;
+            let regression = kind.is_regression() && data.labels.dim() == 2;
             let width = if regression { data.labels.size()[1] } else { 0 };
             let mut shift: Option<Tensor> = None;
             let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
@@ -61,16 +65,17 @@ pub fn evaluate(
             while start < n {
                 let len = batch_size.min(n - start);
                 let (xb, yb) = loader.next_batch()?;
-                let (out, loss) = numerics.autocast(|| {
+                let (out, (batch_loss, batch_weight)) = numerics.autocast(|| {
                     let out = model.forward(&xb, false)?;
-                    let loss = loss::compute(spec, &out, &yb)?;
-                    Ok((out, loss))
+                    let summed = objective.summed(&out, &yb)?;
+                    Ok((out, summed))
                 })?;
-                let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
+                let _ = loss_sum.f_add_(&batch_loss)?;
+                let _ = weight_sum.f_add_(&batch_weight)?;
                 if let Some(predicted) = &mut predicted {
-                    predicted.push(&out, &yb, classification, spec.kind)?;
+                    predicted.push(&out, &yb, classification, kind)?;
                 }
-                if let Some((hits, count)) = loss::correct(spec.kind, &out, &yb)? {
+                if let Some((hits, count)) = loss::correct(kind, &out, &yb)? {
                     let _ = hits_sum.f_add_(&hits)?;
                     counted += count;
                 }
@@ -98,7 +103,7 @@ pub fn evaluate(
                 start += len;
             }
             let loss = if n > 0 {
-                loss_sum.f_double_value(&[])? / n as f64
+                loss_sum.f_double_value(&[])? / weight_sum.f_double_value(&[])?
             } else {
                 f64::NAN
             };

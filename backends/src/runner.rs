@@ -405,7 +405,7 @@ impl<'a> Context<'a> {
                 let (scores, predicted) = evaluate(
                     model,
                     &self.session.numerics,
-                    &manifest.loss,
+                    &self.session.loss,
                     data,
                     data.splits.get(spec.split.value),
                     spec.batch_size as i64,

@@ -3,6 +3,7 @@
 
 use crate::data::Dataset;
 use crate::error::{short_message, torch_error};
+use crate::loss::Loss;
 use crate::model::Model;
 use crate::numerics::{self, Numerics};
 use crate::process_group::ProcessGroup;
@@ -20,6 +21,8 @@ pub struct Session<'a> {
     pub group: Option<ProcessGroup>,
     /// Total and trainable parameters of the model.
     pub parameters: (i64, i64),
+    /// The loss, its weights resolved against the data and the model.
+    pub loss: Loss,
 }
 
 impl<'a> Session<'a> {
@@ -50,7 +53,7 @@ impl<'a> Session<'a> {
         let numerics = Numerics::new(&manifest.accelerator, device);
         let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
         data.to_device(device);
-        let parameters = dry_run(manifest, &data, &numerics)?;
+        let (parameters, loss) = dry_run(manifest, &data, &numerics)?;
         Ok(Session {
             manifest,
             data,
@@ -58,6 +61,7 @@ impl<'a> Session<'a> {
             numerics,
             group,
             parameters,
+            loss,
         })
     }
 }
@@ -91,12 +95,13 @@ fn dry_run_error(manifest: &Manifest, data: &Dataset, e: &tch::TchError) -> Diag
 }
 
 /// Checks the model against the data before any training: shapes (by inference, then a
-/// forward pass on two samples), the loss on that output, and the label range.
+/// forward pass on two samples), the loss on that output (its weights against the
+/// model's outputs), and the label range. The parameter counts and the loss.
 fn dry_run(
     manifest: &Manifest,
     data: &Dataset,
     numerics: &Numerics,
-) -> Result<(i64, i64), Diagnostic> {
+) -> Result<((i64, i64), Loss), Diagnostic> {
     let model = Model::build(
         &manifest.model,
         &data.inputs(),
@@ -168,16 +173,15 @@ fn dry_run(
             data.target_width()
         )));
     }
-    let _loss = numerics
-        .autocast(|| crate::loss::compute(&manifest.loss, &out, &yb))
-        .map_err(|e| {
-            torch_error(
-                "pipeline::loss::mismatch",
-                "the loss cannot compare the model's output with the labels",
-                &e,
-            )
-            .label_opt(manifest.loss.span, "this loss")
-            .help("check the last layer's size and the kind of loss")
-        })?;
-    Ok(model.parameter_counts())
+    let loss = Loss::new(&manifest.loss, data, outputs, numerics.device)?;
+    let _value = numerics.autocast(|| loss.compute(&out, &yb)).map_err(|e| {
+        torch_error(
+            "pipeline::loss::mismatch",
+            "the loss cannot compare the model's output with the labels",
+            &e,
+        )
+        .label_opt(manifest.loss.span, "this loss")
+        .help("check the last layer's size and the kind of loss")
+    })?;
+    Ok((model.parameter_counts(), loss))
 }

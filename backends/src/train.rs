@@ -150,6 +150,8 @@ pub fn train(
     let setup = Setup {
         stage,
         spec,
+        schedule: &manifest.schedule,
+        lr: manifest.optimizer.lr,
         device,
         world,
         rank,
@@ -158,6 +160,8 @@ pub fn train(
     };
     let val_metrics = validation_metrics(spec);
     let classification = manifest.loss.kind.is_classification();
+    // What every validation gives, in order: under `ddp`, rank 0's values for all.
+    let shared_keys = validation_keys(manifest, &val_metrics, !val_samples.is_empty());
     // The training batches' loss and accuracy so far, with (on rank 0) the validation
     // split's `val_loss`, `val_accuracy` and `val_METRIC`s.
     let measure = |model: &Model,
@@ -175,7 +179,7 @@ pub fn train(
         let (scores, predicted) = evaluate(
             model,
             numerics,
-            &manifest.loss,
+            &session.loss,
             data,
             val_samples,
             1024,
@@ -344,7 +348,7 @@ pub fn train(
                     let (xb, yb) = loader.next_batch()?;
                     let (out, loss) = numerics.autocast(|| {
                         let out = model.forward_synced(&xb, true, sync_batch_norm)?;
-                        let loss = loss::compute(&manifest.loss, &out, &yb)?;
+                        let loss = session.loss.compute(&out, &yb)?;
                         Ok((out, loss))
                     })?;
                     // Each micro-batch weighs by its samples, so that the step's gradient
@@ -359,7 +363,7 @@ pub fn train(
                     }
                     backward.f_backward()?;
                     if boundary {
-                        lr = schedule.lr_at(step);
+                        lr = schedule.lr_at(step) * callbacks.lr_scale();
                         opt.set_lr(lr);
                         // Averaged (over processes), unscaled (16-mixed) and clipped
                         // gradients: the only reasons to touch them between backward and
@@ -444,7 +448,10 @@ pub fn train(
                 {
                     let (train_loss, train_accuracy) = running(&loss_sum, &hits_sum, seen, counted)
                         .map_err(|e| fail("reading the training loss", e))?;
-                    let values = measure(&model, train_loss, train_accuracy)?;
+                    let mut values = measure(&model, train_loss, train_accuracy)?;
+                    if let Some(g) = group {
+                        share(g, &shared_keys, &mut values).map_err(at_batch)?;
+                    }
                     let mut line = json!({"stage": name, "epoch": epoch, "step": step});
                     for (k, v) in values.iter().filter(|(k, _)| k.starts_with("val_")) {
                         line[k] = json!(v);
@@ -527,7 +534,11 @@ pub fn train(
             // Measured at this very step, where a callback ended the training.
             (Some(values), _) => Some(values),
             (None, true) => {
-                let values = measure(&model, loss, accuracy)?;
+                let mut values = measure(&model, loss, accuracy)?;
+                if let Some(g) = group {
+                    share(g, &shared_keys, &mut values)
+                        .map_err(|e| fail("sharing the validation", e))?;
+                }
                 control = callbacks.validated(&Validation {
                     epoch,
                     step,
@@ -650,6 +661,47 @@ fn validation_metrics(spec: &TrainSpec) -> Vec<Box<dyn Metric>> {
     }
     // `check` refuses names that are not metrics.
     names.into_iter().filter_map(metrics::parse).collect()
+}
+
+/// The names of the values of every validation (`Validation::values`), in order.
+fn validation_keys(
+    manifest: &Manifest,
+    val_metrics: &[Box<dyn Metric>],
+    validation_split: bool,
+) -> Vec<String> {
+    // The losses whose predictions count as hits (`loss::correct`) have an accuracy.
+    let accuracy = !manifest.loss.kind.is_regression();
+    let mut keys = vec!["loss".to_string()];
+    if accuracy {
+        keys.push("accuracy".into());
+    }
+    if validation_split {
+        keys.push("val_loss".into());
+        if accuracy {
+            keys.push("val_accuracy".into());
+        }
+        keys.extend(val_metrics.iter().map(|m| format!("val_{}", m.name())));
+    }
+    keys
+}
+
+/// Rank 0's `values` for every process of `group`: rank 0 alone validates, and within
+/// an epoch each process has only its own share's training loss; every process then
+/// decides the same (early stopping, the learning rate on a plateau).
+fn share(
+    group: &ProcessGroup,
+    keys: &[String],
+    values: &mut BTreeMap<String, f64>,
+) -> Result<(), tch::TchError> {
+    let mine: Vec<f64> = keys
+        .iter()
+        .map(|k| values.get(k).copied().unwrap_or(f64::NAN))
+        .collect();
+    let mut t = [Tensor::f_from_slice(&mine)?.f_to_device(group.device)?];
+    group.broadcast_all(&mut t, 0)?;
+    let shared = Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)?;
+    values.extend(keys.iter().cloned().zip(shared));
+    Ok(())
 }
 
 /// The mean training loss and the accuracy over the samples of the epoch so far.

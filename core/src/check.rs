@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, Diagnostic, LossKind, Manifest, Spanned, StageConfig, StageKind, StageSpec, TrainSpec,
-    WeightsFrom,
+    suggest, Diagnostic, LossKind, Manifest, ScheduleKind, Spanned, StageConfig, StageKind,
+    StageSpec, TrainSpec, WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -298,7 +298,7 @@ fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// What `early-stop` and `keep-best` monitor is computed: a validation metric needs a
+/// What `early-stop`, `keep-best` and `reduce-on-plateau` monitor is computed: a validation metric needs a
 /// validation split and is a metric of one value for the run's task; the training
 /// batches give `loss` and, for classification, `accuracy`. Validation metrics need a
 /// validation split too.
@@ -306,6 +306,10 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     for stage in &m.stages {
         let StageConfig::Train(train) = &stage.config else {
             continue;
+        };
+        let plateau = match &m.schedule.kind {
+            ScheduleKind::ReduceOnPlateau(p) => Some(&p.monitor),
+            _ => None,
         };
         let watched = [
             (
@@ -316,6 +320,7 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 "keeps its best weights by",
                 train.keep_best.as_ref().map(|k| &k.monitor),
             ),
+            ("reduces its learning rate on plateaus of", plateau),
         ];
         for (does, monitor) in watched {
             let Some(monitor) = monitor else {
@@ -353,7 +358,7 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                     .label_opt(monitor.span, "not measured")
                     .help(help),
                 );
-            } else if metric == "accuracy" && m.loss.kind == LossKind::Mse {
+            } else if metric == "accuracy" && m.loss.kind.is_regression() {
                 diags.push(
                     Diagnostic::error(
                         "pipeline::train::monitor_not_computed",
@@ -502,17 +507,19 @@ fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic>
     // Class metrics read class indices; regression ones, the outputs of `mse`.
     let fits = match metric.classification() {
         true => loss.is_classification(),
-        false => loss == LossKind::Mse,
+        false => loss.is_regression(),
     };
     if fits {
         return None;
     }
     let what = match metric.classification() {
         true => "classification (class indices)",
-        false => "regression (`mse`)",
+        false => "regression (`mse`, `l1`, `huber`)",
     };
     let help = match loss {
-        LossKind::Mse => "measure a regression with `mse`, `rmse`, `mae` or `r2`",
+        LossKind::Mse | LossKind::L1 | LossKind::Huber => {
+            "measure a regression with `mse`, `rmse`, `mae` or `r2`"
+        }
         LossKind::CrossEntropy | LossKind::Nll => {
             "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
         }

@@ -327,11 +327,31 @@ impl<'a> Reader<'a> {
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
         self.unused_inputs(&data, &model);
+        let kind = LossKind::parse(&loss_f.text("kind"))
+            // `loss` or its kind left out: already reported.
+            .unwrap_or(LossKind::CrossEntropy);
         let loss = LossSpec {
-            kind: LossKind::parse(&loss_f.text("kind"))
-                // `loss` or its kind left out: already reported.
-                .unwrap_or(LossKind::CrossEntropy),
+            kind,
             label_smoothing: loss_f.float("label-smoothing"),
+            // Keys of other kinds are warned about and ignored.
+            class_weights: match loss_f.value("class-weights") {
+                _ if !kind.is_classification() => None,
+                Some(Value::Floats(w)) => Some(ClassWeights::Given(w.clone())),
+                Some(Value::Texts(_)) => Some(ClassWeights::Balanced),
+                _ => None,
+            }
+            .map(|value| Spanned {
+                value,
+                span: loss_f.span("class-weights"),
+            }),
+            pos_weight: match kind {
+                LossKind::BceWithLogits => loss_f.value("pos-weight").map(|_| Spanned {
+                    value: loss_f.floats("pos-weight"),
+                    span: loss_f.span("pos-weight"),
+                }),
+                _ => None,
+            },
+            delta: (kind == LossKind::Huber).then(|| loss_f.float("delta")),
             span: loss_f.span,
         };
         let optimizer = self.optimizer(&opt_f);
@@ -348,9 +368,46 @@ impl<'a> Reader<'a> {
                 ScheduleName::Cosine => ScheduleKind::Cosine {
                     min_lr: sched_f.float("min-lr"),
                 },
+                ScheduleName::OneCycle => ScheduleKind::OneCycle {
+                    pct_start: sched_f.float("pct-start"),
+                    div_factor: sched_f.float("div-factor"),
+                    final_div_factor: sched_f.float("final-div-factor"),
+                },
+                ScheduleName::Linear => ScheduleKind::Linear {
+                    end_factor: sched_f.float("end-factor"),
+                },
+                ScheduleName::Exponential => ScheduleKind::Exponential {
+                    gamma: sched_f.float("gamma"),
+                },
+                ScheduleName::Polynomial => ScheduleKind::Polynomial {
+                    power: sched_f.float("power"),
+                },
+                ScheduleName::ReduceOnPlateau => ScheduleKind::ReduceOnPlateau(PlateauSpec {
+                    monitor: self.plateau_monitor(&sched_f),
+                    mode: sched_f.opt_text("mode").and_then(|m| Mode::parse(&m)),
+                    factor: sched_f.float("factor"),
+                    patience: sched_f.int("patience") as u64,
+                    threshold: sched_f.float("threshold"),
+                    cooldown: sched_f.int("cooldown") as u64,
+                    min_lr: sched_f.float("min-lr"),
+                }),
             },
             warmup_epochs: sched_f.int("warmup-epochs") as u64,
+            interval: sched_f
+                .opt_text("interval")
+                .and_then(|i| Interval::parse(&i)),
         };
+        if let (ScheduleKind::OneCycle { .. }, true) = (&schedule.kind, schedule.warmup_epochs > 0)
+        {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::schedule::warmup_twice",
+                    "`one-cycle` warms up by itself: it rises for `pct-start` of the training",
+                )
+                .label_opt(sched_f.span("warmup-epochs"), "a second warm-up")
+                .help("remove `warmup-epochs`, or set `pct-start`"),
+            );
+        }
         let accelerator = AcceleratorSpec {
             device: match acc_f.value("device") {
                 Some(Value::Device(d)) => *d,
@@ -891,6 +948,25 @@ impl<'a> Reader<'a> {
             max_steps: f.opt_int("max-steps").map(|n| n as u64),
             max_time: f.opt_float("max-time"),
         }
+    }
+
+    /// `reduce-on-plateau`'s `monitor`, which it cannot do without.
+    fn plateau_monitor(&mut self, f: &Fields) -> Spanned<Monitor> {
+        if f.opt_text("monitor").is_none() {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::schedule::no_monitor",
+                    "`reduce-on-plateau` needs a `monitor`: the value whose plateau reduces the learning rate",
+                )
+                .label_opt(f.span("kind").or(f.span), "reduces on the plateau of nothing")
+                .help("add `monitor=\"val.loss\"` (or `loss`, `val.accuracy`, `val.f1-macro`, …)"),
+            );
+            return Spanned {
+                value: Monitor::parse("val.loss"),
+                span: None,
+            };
+        }
+        monitor(f)
     }
 
     /// An `eval` or `checkpoint` stage's `from`: `last`, `best` or `best-N`.

@@ -598,6 +598,8 @@ choice! {
         Mse = "mse",
         BceWithLogits = "bce-with-logits",
         Nll = "nll",
+        L1 = "l1",
+        Huber = "huber",
     }
 }
 
@@ -606,12 +608,35 @@ impl LossKind {
     pub fn is_classification(self) -> bool {
         matches!(self, LossKind::CrossEntropy | LossKind::Nll)
     }
+
+    /// Whether targets are values to approach (regression: R², `mse`, `mae`, …).
+    pub fn is_regression(self) -> bool {
+        matches!(self, LossKind::Mse | LossKind::L1 | LossKind::Huber)
+    }
+}
+
+/// `class-weights`: given, or computed from the training split.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassWeights {
+    Balanced,
+    Given(Vec<f64>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LossSpec {
     pub kind: LossKind,
     pub label_smoothing: f64,
+    /// Cross-entropy and NLL. Left out of the serialised form when absent (as are the
+    /// two below), so that keys from before them stay valid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_weights: Option<Spanned<ClassWeights>>,
+    /// Binary cross-entropy: one weight, or one per output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pos_weight: Option<Spanned<Vec<f64>>>,
+    /// Huber's `delta` (`huber` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -643,11 +668,51 @@ pub struct OptimizerSpec {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ScheduleKind {
     Constant,
-    Step { step_size: u64, gamma: f64 },
-    Cosine { min_lr: f64 },
+    Step {
+        step_size: u64,
+        gamma: f64,
+    },
+    Cosine {
+        min_lr: f64,
+    },
+    /// PyTorch's `OneCycleLR` (cosine annealing, the learning rate only).
+    OneCycle {
+        pct_start: f64,
+        div_factor: f64,
+        final_div_factor: f64,
+    },
+    /// From the peak down to `end_factor` × the peak, linearly (`LinearLR`).
+    Linear {
+        end_factor: f64,
+    },
+    /// × `gamma` every interval (`ExponentialLR`).
+    Exponential {
+        gamma: f64,
+    },
+    /// (1 − t / T)^`power` (`PolynomialLR`).
+    Polynomial {
+        power: f64,
+    },
+    /// × `factor` when `monitor` stops improving (`ReduceLROnPlateau`).
+    ReduceOnPlateau(PlateauSpec),
+}
+
+/// `schedule "reduce-on-plateau" monitor="val.loss" factor=0.1 patience=10 …`: PyTorch's
+/// `ReduceLROnPlateau` (relative threshold), decided at every validation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlateauSpec {
+    pub monitor: Spanned<Monitor>,
+    /// As written; absent, the monitored metric's own direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    pub factor: f64,
+    pub patience: u64,
+    pub threshold: f64,
+    pub cooldown: u64,
+    pub min_lr: f64,
 }
 
 impl ScheduleKind {
@@ -657,6 +722,11 @@ impl ScheduleKind {
             ScheduleKind::Constant => ScheduleName::Constant,
             ScheduleKind::Step { .. } => ScheduleName::Step,
             ScheduleKind::Cosine { .. } => ScheduleName::Cosine,
+            ScheduleKind::OneCycle { .. } => ScheduleName::OneCycle,
+            ScheduleKind::Linear { .. } => ScheduleName::Linear,
+            ScheduleKind::Exponential { .. } => ScheduleName::Exponential,
+            ScheduleKind::Polynomial { .. } => ScheduleName::Polynomial,
+            ScheduleKind::ReduceOnPlateau(_) => ScheduleName::ReduceOnPlateau,
         }
     }
 }
@@ -669,6 +739,21 @@ choice! {
         Constant = "constant",
         Step = "step",
         Cosine = "cosine",
+        OneCycle = "one-cycle",
+        Linear = "linear",
+        Exponential = "exponential",
+        Polynomial = "polynomial",
+        ReduceOnPlateau = "reduce-on-plateau",
+    }
+}
+
+choice! {
+    /// What a schedule counts: optimizer steps or epochs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Interval {
+        Step = "step",
+        Epoch = "epoch",
     }
 }
 
@@ -676,6 +761,20 @@ choice! {
 pub struct ScheduleSpec {
     pub kind: ScheduleKind,
     pub warmup_epochs: u64,
+    /// As written; absent, the kind's own (epochs for `step`, optimizer steps for the
+    /// others). Left out of the serialised form when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+}
+
+impl ScheduleSpec {
+    /// What the schedule counts.
+    pub fn interval(&self) -> Interval {
+        self.interval.unwrap_or(match self.kind {
+            ScheduleKind::Step { .. } => Interval::Epoch,
+            _ => Interval::Step,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1171,6 +1270,26 @@ mod tests {
                     gamma: 0.5,
                 },
                 ScheduleName::Cosine => ScheduleKind::Cosine { min_lr: 0.0 },
+                ScheduleName::OneCycle => ScheduleKind::OneCycle {
+                    pct_start: 0.3,
+                    div_factor: 25.0,
+                    final_div_factor: 1e4,
+                },
+                ScheduleName::Linear => ScheduleKind::Linear { end_factor: 0.0 },
+                ScheduleName::Exponential => ScheduleKind::Exponential { gamma: 0.9 },
+                ScheduleName::Polynomial => ScheduleKind::Polynomial { power: 1.0 },
+                ScheduleName::ReduceOnPlateau => ScheduleKind::ReduceOnPlateau(PlateauSpec {
+                    monitor: Spanned {
+                        value: Monitor::parse("val.loss"),
+                        span: None,
+                    },
+                    mode: None,
+                    factor: 0.1,
+                    patience: 10,
+                    threshold: 1e-4,
+                    cooldown: 0,
+                    min_lr: 0.0,
+                }),
             };
             assert_eq!(kind.name(), *name);
             assert_eq!(serde_json::to_value(&kind).unwrap()["kind"], name.as_str());

@@ -180,7 +180,7 @@ pub(crate) struct Reader<'a> {
 fn is_list(ty: &Ty) -> bool {
     matches!(
         ty,
-        Ty::Texts | Ty::Ints { .. } | Ty::Floats { .. } | Ty::Columns
+        Ty::Texts | Ty::Ints { .. } | Ty::Floats { .. } | Ty::Columns | Ty::Weights
     )
 }
 
@@ -553,6 +553,22 @@ impl<'a> Reader<'a> {
                             texts.push(spanned(s.clone(), entry.span));
                             true
                         }
+                        (Ty::Weights, KdlValue::String(s)) if s == "balanced" => {
+                            texts.push(spanned(s.clone(), entry.span));
+                            true
+                        }
+                        (Ty::Weights, KdlValue::Integer(_) | KdlValue::Float(_)) => {
+                            let f = match v {
+                                KdlValue::Integer(i) => i as f64,
+                                KdlValue::Float(f) => f,
+                                _ => unreachable!(),
+                            };
+                            let ok = f.is_finite() && f > 0.0;
+                            if ok {
+                                floats.push(f);
+                            }
+                            ok
+                        }
                         (Ty::Columns, KdlValue::Integer(i)) => usize::try_from(*i)
                             .ok()
                             .filter(|&i| i <= MAX_FEATURE_INDEX as usize)
@@ -589,8 +605,27 @@ impl<'a> Reader<'a> {
                     }
                 }
             }
+            if let Ty::Weights = key.ty {
+                if !texts.is_empty() && (texts.len() > 1 || !floats.is_empty()) {
+                    self.diags.push(
+                        Diagnostic::error(
+                            "pipeline::manifest::bad_value",
+                            format!("`{what}` is \"balanced\" or numbers, not both"),
+                        )
+                        .label_opt(key_span, "here")
+                        .help(format!(
+                            "`{}` is {}",
+                            key.name,
+                            key.ty.describe()
+                        )),
+                    );
+                    return None;
+                }
+            }
             return Some(match key.ty {
                 Ty::Texts => Value::Texts(texts),
+                Ty::Weights if floats.is_empty() => Value::Texts(texts),
+                Ty::Weights => Value::Floats(floats),
                 Ty::Columns => Value::Columns(columns),
                 Ty::Floats { .. } => Value::Floats(floats),
                 _ => Value::Ints(ints),

@@ -13,7 +13,7 @@
 
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Join, Load, LossKind, LossScale, Missing, Mode,
+    CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossKind, LossScale, Missing, Mode,
     OptimizerKind, PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName,
     ShardRemainder, SplitName, StageKind, Strategy,
 };
@@ -100,6 +100,8 @@ pub enum Ty {
         min: Bound,
         max: Bound,
     },
+    /// `"balanced"`, or one or more positive numbers (class weights).
+    Weights,
     /// A nested section, written as a child node with its own keys.
     Section(&'static Section),
 }
@@ -139,6 +141,7 @@ impl Ty {
             ),
             Ty::Texts => "one or more strings".into(),
             Ty::Ints { max } => format!("one or more integers from 1 to {max}"),
+            Ty::Weights => "\"balanced\", or one or more numbers > 0".into(),
             Ty::Section(s) => format!("a `{}` block", s.name),
         }
     }
@@ -583,6 +586,36 @@ pub const LOSS: Section = section(
             ),
             &["cross-entropy"],
         ),
+        only(
+            key(
+                "class-weights",
+                Ty::Weights,
+                None,
+                "A weight per class, multiplying each sample's loss by its class's (PyTorch's `weight`; the mean is over the weights): one number per class in index order, or `\"balanced\"`: samples / (classes × the class's samples) over the training split, as scikit-learn's `compute_class_weight`. Applies to training, validation and evaluation losses alike.",
+            ),
+            &["cross-entropy", "nll"],
+        ),
+        only(
+            key(
+                "pos-weight",
+                Ty::Floats {
+                    min: Bound::Exclusive(0.0),
+                    max: Bound::None,
+                },
+                None,
+                "The weight of positive targets (PyTorch's `pos_weight`): one number for every output, or one per output.",
+            ),
+            &["bce-with-logits"],
+        ),
+        only(
+            key(
+                "delta",
+                POSITIVE,
+                Some(Val::Float(1.0)),
+                "Where the Huber loss turns from quadratic to linear.",
+            ),
+            &["huber"],
+        ),
     ],
     "The training objective.",
 );
@@ -683,20 +716,26 @@ pub const SCHEDULE: Section = section(
             "kind",
             Ty::Choice(ScheduleName::NAMES),
             Some(Val::Text(ScheduleName::Constant.as_str())),
-            "The shape of the learning-rate curve after warm-up.",
+            "The shape of the learning-rate curve after warm-up, each as PyTorch's scheduler of that name: `constant`; `step` (`StepLR`); `cosine` (`CosineAnnealingLR` to `min-lr`); `one-cycle` (`OneCycleLR`, cosine, the learning rate only); `linear` (`LinearLR` from the peak to `end-factor` × the peak); `exponential` (`ExponentialLR`); `polynomial` (`PolynomialLR`); `reduce-on-plateau` (`ReduceLROnPlateau`, at every validation, by `monitor`).",
         ),
         key(
             "warmup-epochs",
             int(0, MAX_EPOCHS),
             Some(Val::Int(0)),
-            "Epochs of linear warm-up from 0 to the peak learning rate.",
+            "Epochs of linear warm-up from 0 to the peak learning rate, before the curve (which then spans the remaining training).",
+        ),
+        key(
+            "interval",
+            Ty::Choice(Interval::NAMES),
+            None,
+            "What the curve counts, as a PyTorch scheduler stepped after every optimizer step or every epoch: `step` or `epoch`; default `epoch` for `step`, `step` for the others.",
         ),
         only(
             key(
                 "step-size",
-                int(1, MAX_EPOCHS),
+                int(1, MAX_STEPS),
                 Some(Val::Int(10)),
-                "Epochs between two decays.",
+                "Intervals between two decays (epochs, by default).",
             ),
             &["step"],
         ),
@@ -708,21 +747,121 @@ pub const SCHEDULE: Section = section(
                     max: Bound::Inclusive(1.0),
                 },
                 Some(Val::Float(0.1)),
-                "Factor applied to the learning rate at each decay.",
+                "Factor applied to the learning rate at each decay (`step`), or every interval (`exponential`).",
             ),
-            &["step"],
+            &["step", "exponential"],
         ),
         only(
             key(
                 "min-lr",
                 NON_NEGATIVE,
                 Some(Val::Float(0.0)),
-                "The learning rate at the end of the cosine curve.",
+                "The learning rate at the end of the cosine curve; the lowest `reduce-on-plateau` goes.",
             ),
-            &["cosine"],
+            &["cosine", "reduce-on-plateau"],
+        ),
+        only(
+            key(
+                "pct-start",
+                Ty::Float {
+                    min: Bound::Exclusive(0.0),
+                    max: Bound::Exclusive(1.0),
+                },
+                Some(Val::Float(0.3)),
+                "The fraction of the training spent rising to the peak.",
+            ),
+            &["one-cycle"],
+        ),
+        only(
+            key(
+                "div-factor",
+                POSITIVE,
+                Some(Val::Float(25.0)),
+                "The curve starts at the peak / `div-factor`.",
+            ),
+            &["one-cycle"],
+        ),
+        only(
+            key(
+                "final-div-factor",
+                POSITIVE,
+                Some(Val::Float(1e4)),
+                "… and ends at the start / `final-div-factor`.",
+            ),
+            &["one-cycle"],
+        ),
+        only(
+            key(
+                "end-factor",
+                NON_NEGATIVE,
+                Some(Val::Float(0.0)),
+                "The learning rate at the end, as a fraction of the peak.",
+            ),
+            &["linear"],
+        ),
+        only(
+            key(
+                "power",
+                POSITIVE,
+                Some(Val::Float(1.0)),
+                "The polynomial's power.",
+            ),
+            &["polynomial"],
+        ),
+        only(
+            key(
+                "monitor",
+                Ty::Text,
+                None,
+                "The value watched at every validation (required): as `train.early-stop`'s `monitor` (`pipeline explain train.early-stop`).",
+            ),
+            &["reduce-on-plateau"],
+        ),
+        only(
+            key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
+            &["reduce-on-plateau"],
+        ),
+        only(
+            key(
+                "factor",
+                Ty::Float {
+                    min: Bound::Exclusive(0.0),
+                    max: Bound::Exclusive(1.0),
+                },
+                Some(Val::Float(0.1)),
+                "What the learning rate is multiplied by on a plateau.",
+            ),
+            &["reduce-on-plateau"],
+        ),
+        only(
+            key(
+                "patience",
+                int(0, MAX_STEPS),
+                Some(Val::Int(10)),
+                "Validations without improvement tolerated; the next one reduces the learning rate.",
+            ),
+            &["reduce-on-plateau"],
+        ),
+        only(
+            key(
+                "threshold",
+                NON_NEGATIVE,
+                Some(Val::Float(1e-4)),
+                "An improvement beats the best by more than this fraction of it (PyTorch's `threshold_mode=\"rel\"`).",
+            ),
+            &["reduce-on-plateau"],
+        ),
+        only(
+            key(
+                "cooldown",
+                int(0, MAX_STEPS),
+                Some(Val::Int(0)),
+                "Validations after a reduction before counting again.",
+            ),
+            &["reduce-on-plateau"],
         ),
     ],
-    "How the learning rate changes during training (per optimizer step).",
+    "How the learning rate changes during training. The state of `reduce-on-plateau` (the best value, the validations waited, the learning rate) is in every snapshot.",
 );
 
 pub const ACCELERATOR: Section = section(

@@ -17,10 +17,11 @@ mod keep_best;
 mod max_steps;
 mod max_time;
 mod nan_stop;
+mod reduce_on_plateau;
 
 use crate::model::Model;
 use crate::observer::EpochRecord;
-use manifests::{Diagnostic, StageSpec, TrainSpec};
+use manifests::{Diagnostic, ScheduleSpec, StageSpec, TrainSpec};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -43,6 +44,9 @@ pub enum Control {
 pub struct Setup<'a> {
     pub stage: &'a StageSpec,
     pub spec: &'a TrainSpec,
+    /// The learning-rate schedule, and the peak learning rate.
+    pub schedule: &'a ScheduleSpec,
+    pub lr: f64,
     pub device: Device,
     /// Processes training together (1 without a group), and this one's rank.
     pub world: usize,
@@ -118,6 +122,10 @@ pub trait Callback {
     fn outputs(&self) -> Vec<Kept> {
         Vec::new()
     }
+    /// What it multiplies the schedule's learning rate by (`reduce-on-plateau`).
+    fn lr_scale(&self) -> f64 {
+        1.0
+    }
     /// What to save in a snapshot (`Value::Null`: nothing).
     fn state(&self) -> Value {
         Value::Null
@@ -138,6 +146,7 @@ pub const REGISTRY: &[Make] = &[
     max_time::make,
     early_stop::make,
     keep_best::make,
+    reduce_on_plateau::make,
 ];
 
 /// The callbacks of one `train` stage.
@@ -176,6 +185,11 @@ impl Callbacks {
         for c in &mut self.members {
             c.snapshot_saved();
         }
+    }
+
+    /// What the schedule's learning rate is multiplied by.
+    pub fn lr_scale(&self) -> f64 {
+        self.members.iter().map(|c| c.lr_scale()).product()
     }
 
     /// Every callback's output files.
