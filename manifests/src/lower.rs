@@ -1068,6 +1068,11 @@ mod tests {
             ("loss", "kind") => |m| m.loss.kind.as_str(),
             ("optimizer", "kind") => |m| m.optimizer.kind.as_str(),
             ("schedule", "kind") => |m| m.schedule.kind.name().as_str(),
+            ("schedule", "interval") => |m| m.schedule.interval.map_or("", Interval::as_str),
+            ("schedule", "mode") => |m| match &m.schedule.kind {
+                ScheduleKind::ReduceOnPlateau(p) => p.mode.map_or("", Mode::as_str),
+                other => panic!("not reduce-on-plateau: {other:?}"),
+            },
             ("accelerator", "precision") => |m| m.accelerator.precision.as_str(),
             ("accelerator", "loss-scale") => {
                 |m| m.accelerator.loss_scale.map_or("", LossScale::as_str)
@@ -1127,9 +1132,15 @@ mod tests {
                     let ov = Override::parse(&format!("{what}={name}")).unwrap();
                     // Images take their labels from the folder or the listing; only
                     // `.npy` data and images stream.
+                    // … and `reduce-on-plateau` needs its monitor, and alone has a mode.
+                    let plateau = "schedule \"reduce-on-plateau\" monitor=\"loss\"\n";
                     let base = match (name.starts_with("image-"), what.as_str()) {
                         (true, _) => BASE.replace(" labels=\"y.npy\"", ""),
                         (false, "data.load") => BASE.replace("d.csv", "d.npy"),
+                        (false, "schedule.mode") => format!("{BASE}{plateau}"),
+                        (false, "schedule.kind") if *name == "reduce-on-plateau" => {
+                            format!("{BASE}{plateau}")
+                        }
                         (false, _) => BASE.to_string(),
                     };
                     let out = lower(&base, "t", Path::new(""), &[ov]);
@@ -1149,7 +1160,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 15, "every choice key was tried");
+        assert_eq!(keys, 17, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.

@@ -350,7 +350,7 @@ fn keys_for_another_kind_are_warnings() {
 
 #[test]
 fn every_problem_is_reported_not_only_the_first() {
-    let src = "data { source \"d.csv\"; scale \"x\" }\nmodel { relu 1 }\nloss \"l1\"\noptimizer \"adam\" lr=0\ntrain epochs=0\n";
+    let src = "data { source \"d.csv\"; scale \"x\" }\nmodel { relu 1 }\nloss \"l0\"\noptimizer \"adam\" lr=0\ntrain epochs=0\n";
     let codes: Vec<_> = diags(src).into_iter().map(|d| d.0).collect();
     assert_eq!(
         codes,
