@@ -66,6 +66,9 @@ pub enum Command {
         #[arg(value_name = "KEY")]
         key: Option<String>,
     },
+    /// List past runs of a manifest; `show` one, or `diff` two: what changed, in words,
+    /// and the metrics' deltas.
+    Runs(RunsArgs),
     /// Inspect and tidy the stage cache.
     Cache {
         #[command(subcommand)]
@@ -112,6 +115,45 @@ pub struct RunArgs {
     pub master_port: Option<u16>,
     #[command(flatten)]
     pub cache: CacheDir,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: Option<RunsCommand>,
+    /// The manifest whose runs to list.
+    #[arg(default_value = "pipeline.kdl", value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print `{"runs": [...]}` on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum RunsCommand {
+    /// One run: its stages, their status, time, metrics and fingerprints.
+    Show {
+        /// A run's id (its directory under `.pipeline/runs/`), a unique prefix of one,
+        /// `last` or `last~N`.
+        #[arg(value_name = "RUN")]
+        run: String,
+        #[arg(long, default_value = "pipeline.kdl", value_name = "FILE")]
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What changed from one run to another: settings and inputs, and metrics.
+    Diff {
+        #[arg(value_name = "RUN")]
+        a: String,
+        #[arg(value_name = "RUN")]
+        b: String,
+        #[arg(long, default_value = "pipeline.kdl", value_name = "FILE")]
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Where the cache lives.

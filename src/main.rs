@@ -11,6 +11,7 @@ mod explain;
 mod graph;
 mod launch;
 mod run;
+mod runs;
 mod status;
 
 use clap::error::ErrorKind;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         } => status::run(&file, &set, json, &cache),
         Command::Cache { command, cache } => cache_cmd::run(&command, &cache),
         Command::Explain { key } => explain::run(key.as_deref()),
+        Command::Runs(args) => runs::run(&args),
     };
     if ok {
         ExitCode::SUCCESS

@@ -25,6 +25,7 @@ pub mod compat;
 pub mod finetune;
 pub mod fingerprint;
 pub mod freshness;
+pub mod history;
 pub mod image;
 pub mod image_listing;
 pub mod launch;

@@ -134,6 +134,16 @@ pub fn run(args: &RunArgs) -> bool {
         return report.ok();
     }
     prepared.memo.save();
+    // The run's record, for `pipeline runs`.
+    if let Some(run_dir) = &report.run_dir {
+        let record = pipeline_core::history::RunRecord::of(&report, &prepared.states, &args.file);
+        if let Err(e) = record.write(run_dir) {
+            eprintln!(
+                "warning: cannot write {}: {e}",
+                run_dir.join(pipeline_core::history::RECORD).display()
+            );
+        }
+    }
     if args.json {
         println!("{}", summary::json(&report, source));
     } else {

@@ -1,0 +1,201 @@
+//! `pipeline runs [FILE]`, `runs show RUN`, `runs diff RUN RUN`: the history of a
+//! manifest's runs, from the `run.json` each run directory holds
+//! (`pipeline_core::history`). Never loads libtorch, nor the manifest: the runs are those
+//! under `.pipeline/runs/` beside it that name it.
+
+use pipeline_cli::cli::{RunsArgs, RunsCommand};
+use pipeline_cli::summary::columns;
+use pipeline_core::history::{self, RunRecord};
+use serde_json::json;
+use std::path::Path;
+
+pub fn run(args: &RunsArgs) -> bool {
+    match &args.command {
+        None => list(&args.file, args.json),
+        Some(RunsCommand::Show { run, file, json }) => show(file, run, *json),
+        Some(RunsCommand::Diff { a, b, file, json }) => diff(file, a, b, *json),
+    }
+}
+
+/// The recorded runs of `file`, oldest first.
+fn runs_of(file: &Path) -> Vec<(String, RunRecord)> {
+    let base = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    history::list(base, file)
+}
+
+/// `ran 2, cached 1`: how many stages ended how.
+fn statuses(record: &RunRecord) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for s in &record.stages {
+        match counts.iter_mut().find(|(k, _)| *k == s.status) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((s.status.clone(), 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The metrics a run is read by: each eval stage's accuracy (or R², else loss), else the
+/// last train stage's loss.
+fn headline(record: &RunRecord) -> String {
+    let evals: Vec<String> = record
+        .stages
+        .iter()
+        .filter(|s| s.kind == "eval")
+        .filter_map(|s| {
+            let m = &s.metrics;
+            let (name, value) = ["accuracy", "r2", "loss"]
+                .into_iter()
+                .find_map(|k| Some((k, *m.get(k)?)))?;
+            Some(format!("{} {name} {value:.4}", s.name))
+        })
+        .collect();
+    if !evals.is_empty() {
+        return evals.join(", ");
+    }
+    record
+        .stages
+        .iter()
+        .rev()
+        .find(|s| s.kind == "train")
+        .and_then(|s| Some(format!("{} loss {:.4}", s.name, s.metrics.get("loss")?)))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn list(file: &Path, json: bool) -> bool {
+    let runs = runs_of(file);
+    if json {
+        let runs: Vec<_> = runs
+            .iter()
+            .map(|(id, r)| json!({"id": id, "run": r}))
+            .collect();
+        println!("{}", json!({ "runs": runs }));
+        return true;
+    }
+    if runs.is_empty() {
+        eprintln!(
+            "no recorded runs of {} yet: `pipeline run {}` records one",
+            file.display(),
+            file.display()
+        );
+        return true;
+    }
+    let mut rows = vec![["run", "ok", "stages", "seconds", "metrics", "fingerprint"]
+        .map(String::from)
+        .to_vec()];
+    for (id, r) in &runs {
+        let seconds: f64 = r.stages.iter().map(|s| s.seconds).sum();
+        let train = r.stages.iter().find(|s| s.kind == "train");
+        rows.push(vec![
+            id.clone(),
+            if r.ok { "yes" } else { "no" }.into(),
+            statuses(r),
+            format!("{seconds:.2}"),
+            headline(r),
+            train.map_or("-".into(), |s| s.fingerprint.chars().take(12).collect()),
+        ]);
+    }
+    print!("{}", columns(&rows));
+    true
+}
+
+/// The run `id` names, or a message on stderr.
+fn find(runs: &[(String, RunRecord)], file: &Path, id: &str) -> Option<(String, RunRecord)> {
+    match history::find(runs, id) {
+        Ok((id, r)) => Some((id.clone(), r.clone())),
+        Err(why) => {
+            eprintln!("error: {why}");
+            eprintln!("  help: `pipeline runs {}` lists them", file.display());
+            None
+        }
+    }
+}
+
+fn show(file: &Path, id: &str, json: bool) -> bool {
+    let runs = runs_of(file);
+    let Some((id, r)) = find(&runs, file, id) else {
+        return false;
+    };
+    if json {
+        println!("{}", json!({"id": id, "run": r}));
+        return true;
+    }
+    println!(
+        "run {id} of `{}` ({}) on {}: {}",
+        r.pipeline,
+        r.manifest.display(),
+        r.device,
+        if r.ok { "succeeded" } else { "failed" }
+    );
+    let mut rows = vec![[
+        "stage",
+        "kind",
+        "status",
+        "seconds",
+        "fingerprint",
+        "metrics",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in &r.stages {
+        let metrics: Vec<String> = s
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{k} {}", number(*v)))
+            .collect();
+        rows.push(vec![
+            s.name.clone(),
+            s.kind.clone(),
+            s.status.clone(),
+            format!("{:.2}", s.seconds),
+            s.fingerprint.chars().take(12).collect(),
+            metrics.join(", "),
+        ]);
+    }
+    print!("{}", columns(&rows));
+    true
+}
+
+/// A count as an integer, anything else to six decimals.
+fn number(v: f64) -> String {
+    match v.fract() == 0.0 && v.abs() < 1e15 {
+        true => format!("{v:.0}"),
+        false => format!("{v:.6}"),
+    }
+}
+
+fn diff(file: &Path, a: &str, b: &str, json: bool) -> bool {
+    let runs = runs_of(file);
+    let (Some((ia, ra)), Some((ib, rb))) = (find(&runs, file, a), find(&runs, file, b)) else {
+        return false;
+    };
+    let stages = history::diff(&ra, &rb);
+    if json {
+        println!("{}", json!({"from": ia, "to": ib, "stages": stages}));
+        return true;
+    }
+    println!("from run {ia} to run {ib}:");
+    for s in &stages {
+        println!("{}: {}", s.name, s.change);
+        for reason in &s.reasons {
+            println!("  {reason}");
+        }
+        for (metric, values) in &s.metrics {
+            let line = match values {
+                (Some(x), Some(y)) => format!("{metric} {x:.6} → {y:.6} ({:+.6})", y - x),
+                (Some(x), None) => format!("{metric} {x:.6} → none"),
+                (None, Some(y)) => format!("{metric} none → {y:.6}"),
+                (None, None) => continue,
+            };
+            println!("  {line}");
+        }
+    }
+    true
+}
