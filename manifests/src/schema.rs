@@ -1094,7 +1094,7 @@ pub const TRAIN: Section = section(
 
 const FROM_DOC: &str = "Which weights of the `train` stage it needs: `last` (those training ended with), or `best`, `best-2`, … (the best its `keep-best` kept, the best first).";
 
-const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `accuracy` of the training batches since the last validation, or `val.METRIC` over the validation split, where METRIC is `loss` or any metric of one value that `eval`'s `metrics` takes (`val.accuracy`, `val.f1-macro`, `val.auroc`, `val.r2`, …), computed at every validation without being listed in `validate`.";
+const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `accuracy` of the training batches of the epoch so far (the whole epoch at its end), or `val.METRIC` over the validation split, where METRIC is `loss` or any metric of one value that `eval`'s `metrics` takes (`val.accuracy`, `val.f1-macro`, `val.auroc`, `val.r2`, …), computed at every validation without being listed in `validate`.";
 
 const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
 
