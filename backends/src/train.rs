@@ -463,10 +463,7 @@ pub fn train(
                         values: &values,
                         model: &model,
                     });
-                    let control = match group {
-                        Some(g) => agree(g, control, name).map_err(at_batch)?,
-                        None => control,
-                    };
+                    let control = decide(group, control, name).map_err(at_batch)?;
                     match control {
                         Control::Continue => {}
                         Control::Finish(why) => {
@@ -483,10 +480,7 @@ pub fn train(
                 {
                     // Every process saves at the same steps: they agree here too.
                     let control = callbacks.before_snapshot();
-                    let control = match group {
-                        Some(g) => agree(g, control, name).map_err(at_batch)?,
-                        None => control,
-                    };
+                    let control = decide(group, control, name).map_err(at_batch)?;
                     match control {
                         Control::Continue => {}
                         Control::Finish(why) => {
@@ -581,10 +575,7 @@ pub fn train(
                 control = next;
             }
         }
-        let control = match group {
-            Some(g) => agree(g, control, name).map_err(|e| fail("ending the epoch", e))?,
-            None => control,
-        };
+        let control = decide(group, control, name).map_err(|e| fail("ending the epoch", e))?;
         if let Control::Fail(d) = control {
             return Err(*d);
         }
@@ -717,6 +708,18 @@ fn running(
         .transpose()?
         .map(|h| h as f64 / counted as f64);
     Ok((loss, accuracy))
+}
+
+/// `control`, agreed by every process of `group` when there is one.
+fn decide(
+    group: Option<&ProcessGroup>,
+    control: Control,
+    name: &str,
+) -> Result<Control, tch::TchError> {
+    match group {
+        Some(g) => agree(g, control, name),
+        None => Ok(control),
+    }
 }
 
 /// One decision for every process: any process's failure fails them all (the first

@@ -1098,17 +1098,21 @@ const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `ac
 
 const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
 
+/// `monitor` and `mode`, as `early-stop` and `keep-best` take them.
+const MONITOR: Key = key(
+    "monitor",
+    Ty::Text,
+    Some(Val::Text("val.loss")),
+    MONITOR_DOC,
+);
+const MODE: Key = key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC);
+
 pub const EARLY_STOP: Section = section(
     "early-stop",
     &[],
     &[
-        key(
-            "monitor",
-            Ty::Text,
-            Some(Val::Text("val.loss")),
-            MONITOR_DOC,
-        ),
-        key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
+        MONITOR,
+        MODE,
         key(
             "patience",
             int(1, MAX_EPOCHS),
@@ -1129,13 +1133,8 @@ pub const KEEP_BEST: Section = section(
     "keep-best",
     &[],
     &[
-        key(
-            "monitor",
-            Ty::Text,
-            Some(Val::Text("val.loss")),
-            MONITOR_DOC,
-        ),
-        key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
+        MONITOR,
+        MODE,
         key(
             "k",
             int(1, 100),
