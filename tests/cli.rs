@@ -231,6 +231,8 @@ fn digits_trains_evaluates_and_exports() {
         "what applying the model needs"
     );
     assert_eq!(meta["scaling"]["subtract"].as_array().unwrap().len(), 64);
+    assert_eq!(meta["precision"], "32");
+    assert_eq!(meta["loss"], "cross-entropy");
     let leftovers = std::fs::read_dir(&run_dir)
         .unwrap()
         .filter(|e| {

@@ -523,6 +523,11 @@ impl<'a> Context<'a> {
                     "step": m.get("steps").map(|s| *s as u64),
                     "metrics": source_metrics,
                     "dtype": format!("{:?}", Kind::Float).to_lowercase(),
+                    // How the model was evaluated (its autocast), and what its outputs
+                    // are: logits for a cross-entropy, log-probabilities for nll, values
+                    // for a regression.
+                    "precision": manifest.accelerator.precision.as_str(),
+                    "loss": manifest.loss.kind.as_str(),
                     "model": &manifest.model.nodes,
                     "input_shape": sample_shape,
                     "inputs": input_names,
