@@ -236,46 +236,52 @@ train {{
 "#
         )
     };
-    let text_ = manifest(
-        r#"schedule "reduce-on-plateau" monitor="val.loss" factor=0.5 patience=1 threshold=0.05"#,
-    );
-    std::fs::write(d.join("p.kdl"), &text_).unwrap();
-    let out = common::pipeline(d, &["run", "p.kdl", "--json"]);
-    assert!(out.status.success(), "{}", common::text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run_dir = d.join(report["run_dir"].as_str().unwrap());
-    let records: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let losses: Vec<f64> = records
-        .iter()
-        .map(|r| r["val_loss"].as_f64().unwrap())
-        .collect();
-    let lrs: Vec<f64> = records.iter().map(|r| r["lr"].as_f64().unwrap()).collect();
-    let expected: Vec<f64> = serde_json::from_str(&py(
-        d,
-        &format!(
-            "import json, torch\n\
-             p = torch.nn.Parameter(torch.zeros(1))\n\
-             opt = torch.optim.SGD([p], lr=0.5)\n\
-             s = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1, threshold=0.05)\n\
-             out = [0.5]\n\
-             for v in {losses:?}[:-1]:\n    s.step(v)\n    out.append(opt.param_groups[0]['lr'])\n\
-             print(json.dumps(out))\n"
-        ),
-    ))
-    .unwrap();
-    assert_eq!(lrs.len(), expected.len());
-    for (e, (ours, theirs)) in lrs.iter().zip(&expected).enumerate() {
-        assert!(
-            close(*ours, *theirs),
-            "epoch {}: {lrs:?} vs {expected:?}",
-            e + 1
-        );
+    // The validation loss, and a metric only the monitor asks for (computed for it).
+    for (monitor, key, mode) in [
+        ("val.loss", "val_loss", "min"),
+        ("val.f1-macro", "val_f1-macro", "max"),
+    ] {
+        let text_ = manifest(&format!(
+            r#"schedule "reduce-on-plateau" monitor="{monitor}" factor=0.5 patience=1 threshold=0.05"#
+        ));
+        std::fs::write(d.join("p.kdl"), &text_).unwrap();
+        let out = common::pipeline(d, &["run", "p.kdl", "--json"]);
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run_dir = d.join(report["run_dir"].as_str().unwrap());
+        let records: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let losses: Vec<f64> = records
+            .iter()
+            .map(|r| r[key].as_f64().unwrap_or_else(|| panic!("no {key} in {r}")))
+            .collect();
+        let lrs: Vec<f64> = records.iter().map(|r| r["lr"].as_f64().unwrap()).collect();
+        let expected: Vec<f64> = serde_json::from_str(&py(
+            d,
+            &format!(
+                "import json, torch\n\
+                 p = torch.nn.Parameter(torch.zeros(1))\n\
+                 opt = torch.optim.SGD([p], lr=0.5)\n\
+                 s = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode='{mode}', factor=0.5, patience=1, threshold=0.05)\n\
+                 out = [0.5]\n\
+                 for v in {losses:?}[:-1]:\n    s.step(v)\n    out.append(opt.param_groups[0]['lr'])\n\
+                 print(json.dumps(out))\n"
+            ),
+        ))
+        .unwrap();
+        assert_eq!(lrs.len(), expected.len());
+        for (e, (ours, theirs)) in lrs.iter().zip(&expected).enumerate() {
+            assert!(
+                close(*ours, *theirs),
+                "{monitor}, epoch {}: {lrs:?} vs {expected:?}",
+                e + 1
+            );
+        }
+        assert!(lrs.last() < lrs.first(), "no plateau in {losses:?}");
     }
-    assert!(lrs.last() < lrs.first(), "no plateau in {losses:?}");
     let no_monitor = manifest(r#"schedule "reduce-on-plateau" factor=0.5"#);
     std::fs::write(d.join("none.kdl"), no_monitor).unwrap();
     let out = common::pipeline(d, &["check", "none.kdl"]);

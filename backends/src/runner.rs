@@ -7,7 +7,6 @@
 //! While a stage runs, its fingerprint's lock is held, so two runs sharing a cache never
 //! compute the same stage twice: the second finds the first one's entry.
 
-use crate::callbacks::Kept;
 use crate::checkpoint;
 use crate::device;
 use crate::error::torch_error;
@@ -63,7 +62,7 @@ struct Produced {
     /// A `train` stage that stopped early: after which epoch, and why.
     stopped: Option<(u64, String)>,
     /// The weights a `train` stage's `keep-best` kept, the best first.
-    kept: Vec<Kept>,
+    kept: Vec<KeptWeights>,
 }
 
 impl Produced {
@@ -153,19 +152,8 @@ impl<'a> Context<'a> {
             .map_err(|e| write_failed(&scratch, e))
             .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
         let mut result = StageResult::new(manifest, state.index);
-        let ran = ran.and_then(|produced| {
-            let kept: Vec<KeptWeights> = produced
-                .kept
-                .iter()
-                .map(|k| KeptWeights {
-                    rank: k.rank,
-                    epoch: k.epoch,
-                    step: k.step,
-                    monitor: k.monitor.clone(),
-                    score: k.score,
-                    path: k.path.clone(),
-                })
-                .collect();
+        let ran = ran.and_then(|mut produced| {
+            let kept = std::mem::take(&mut produced.kept);
             let mut entry = None;
             if let Some(c) = cache {
                 let mut metrics = json!(produced.metrics);
@@ -297,7 +285,8 @@ impl<'a> Context<'a> {
         let key = (source, from);
         if !self.trained.contains_key(&key) {
             let manifest = self.session.manifest;
-            let (path, metrics) = self.weight_files.remove(&key).ok_or_else(|| {
+            // Left in place: a later stage's error counts what there is.
+            let (path, metrics) = self.weight_files.get(&key).cloned().ok_or_else(|| {
                 let kept = self
                     .weight_files
                     .keys()

@@ -14,7 +14,7 @@
 //! after that step, and the epoch's record covers the batches it trained on.
 
 use crate::callbacks::CHECK_EVERY;
-use crate::callbacks::{Callbacks, Control, Kept, Setup, StepEnd, Validation};
+use crate::callbacks::{Callbacks, Control, Setup, StepEnd, Validation};
 use crate::data::{Dataset, Loader};
 use crate::error::torch_error;
 use crate::evaluate::evaluate;
@@ -32,6 +32,7 @@ use manifests::{
 };
 use pipeline_core::finetune::InitMatch;
 use pipeline_core::metrics::{self, Metric, Score};
+use pipeline_core::report::KeptWeights;
 use pipeline_core::rng::Rng;
 use pipeline_core::sampler::{batches_per_epoch, Sampler};
 use pipeline_core::schedule::LrSchedule;
@@ -56,7 +57,7 @@ pub struct Trained {
     /// the epoch, and why.
     pub stopped: Option<(u64, String)>,
     /// The weights `keep-best` kept, the best first.
-    pub kept: Vec<Kept>,
+    pub kept: Vec<KeptWeights>,
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
@@ -158,7 +159,7 @@ pub fn train(
         dir: dir.to_path_buf(),
         snapshots: snapshots.is_some(),
     };
-    let val_metrics = validation_metrics(spec);
+    let val_metrics = validation_metrics(manifest, spec);
     let classification = manifest.loss.kind.is_classification();
     // What every validation gives, in order: under `ddp`, rank 0's values for all.
     let shared_keys = validation_keys(manifest, &val_metrics, !val_samples.is_empty());
@@ -629,14 +630,11 @@ pub fn train(
 
 /// The metrics of every validation: those `validate` lists and those a monitor watches
 /// on the validation split (besides its loss and accuracy, always measured), once each.
-fn validation_metrics(spec: &TrainSpec) -> Vec<Box<dyn Metric>> {
-    let monitors = [
-        spec.early_stop.as_ref().map(|e| &e.monitor.value),
-        spec.keep_best.as_ref().map(|k| &k.monitor.value),
-    ];
-    let watched = monitors
+fn validation_metrics(manifest: &Manifest, spec: &TrainSpec) -> Vec<Box<dyn Metric>> {
+    let watched = manifest
+        .monitors(spec)
         .into_iter()
-        .flatten()
+        .map(|(_, m)| &m.value)
         .filter(|m| m.validation && m.metric != "loss" && m.metric != "accuracy")
         .map(|m| m.metric.as_str());
     let mut names: Vec<&str> = spec

@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, Diagnostic, LossKind, Manifest, ScheduleKind, Spanned, StageConfig, StageKind,
-    StageSpec, TrainSpec, WeightsFrom,
+    suggest, Diagnostic, LossKind, Manifest, Spanned, StageConfig, StageKind, StageSpec, TrainSpec,
+    WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -307,25 +307,8 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         let StageConfig::Train(train) = &stage.config else {
             continue;
         };
-        let plateau = match &m.schedule.kind {
-            ScheduleKind::ReduceOnPlateau(p) => Some(&p.monitor),
-            _ => None,
-        };
-        let watched = [
-            (
-                "stops early on",
-                train.early_stop.as_ref().map(|e| &e.monitor),
-            ),
-            (
-                "keeps its best weights by",
-                train.keep_best.as_ref().map(|k| &k.monitor),
-            ),
-            ("reduces its learning rate on plateaus of", plateau),
-        ];
-        for (does, monitor) in watched {
-            let Some(monitor) = monitor else {
-                continue;
-            };
+        for (watcher, monitor) in m.monitors(train) {
+            let does = watcher.does();
             let name = monitor.value.to_string();
             let metric = &monitor.value.metric;
             if monitor.value.validation && m.data.split.val <= 0.0 {

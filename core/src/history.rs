@@ -118,9 +118,9 @@ pub fn find<'a>(
             None if back.is_empty() => 0,
             None => return Err(format!("`{id}`: write `last` or `last~N`")),
         };
-        return runs
-            .len()
-            .checked_sub(back + 1)
+        return back
+            .checked_add(1)
+            .and_then(|back| runs.len().checked_sub(back))
             .map(|i| &runs[i])
             .ok_or_else(|| format!("there are {} recorded runs: `{id}` is not one", runs.len()));
     }

@@ -45,6 +45,48 @@ impl Manifest {
     pub fn stage(&self, name: &str) -> Option<&StageSpec> {
         self.stages.iter().find(|s| s.name.value == name)
     }
+
+    /// What a `train` stage watches at every validation, each with what watches it:
+    /// its `early-stop`, its `keep-best`, the `reduce-on-plateau` schedule.
+    pub fn monitors<'a>(&'a self, train: &'a TrainSpec) -> Vec<(Watcher, &'a Spanned<Monitor>)> {
+        let plateau = match &self.schedule.kind {
+            ScheduleKind::ReduceOnPlateau(p) => Some(&p.monitor),
+            _ => None,
+        };
+        [
+            (
+                Watcher::EarlyStop,
+                train.early_stop.as_ref().map(|e| &e.monitor),
+            ),
+            (
+                Watcher::KeepBest,
+                train.keep_best.as_ref().map(|k| &k.monitor),
+            ),
+            (Watcher::ReduceOnPlateau, plateau),
+        ]
+        .into_iter()
+        .filter_map(|(w, m)| Some((w, m?)))
+        .collect()
+    }
+}
+
+/// What watches a [`Monitor`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watcher {
+    EarlyStop,
+    KeepBest,
+    ReduceOnPlateau,
+}
+
+impl Watcher {
+    /// What a train stage does with the monitor, for messages: "stops early on".
+    pub fn does(self) -> &'static str {
+        match self {
+            Watcher::EarlyStop => "stops early on",
+            Watcher::KeepBest => "keeps its best weights by",
+            Watcher::ReduceOnPlateau => "reduces its learning rate on plateaus of",
+        }
+    }
 }
 
 choice! {

@@ -11,9 +11,10 @@
 //!
 //! Only rank 0 validates, so only rank 0 keeps weights (every process holds the same).
 
-use super::{Callback, Control, Kept, Setup, Validation};
+use super::{Callback, Control, Setup, Validation};
 use crate::checkpoint;
 use manifests::{Diagnostic, KeepBestSpec, Mode};
+use pipeline_core::report::KeptWeights;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -141,11 +142,11 @@ impl Callback for KeepBest {
         }
     }
 
-    fn outputs(&self) -> Vec<Kept> {
+    fn outputs(&self) -> Vec<KeptWeights> {
         self.kept
             .iter()
             .enumerate()
-            .map(|(i, e)| Kept {
+            .map(|(i, e)| KeptWeights {
                 rank: i + 1,
                 epoch: e.epoch,
                 step: e.step,

@@ -22,7 +22,7 @@ mod reduce_on_plateau;
 use crate::model::Model;
 use crate::observer::EpochRecord;
 use manifests::{Diagnostic, ScheduleSpec, StageSpec, TrainSpec};
-use serde::Serialize;
+use pipeline_core::report::KeptWeights;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -68,19 +68,6 @@ pub struct Validation<'a> {
     pub model: &'a Model,
 }
 
-/// Weights a callback leaves as an output of the stage (`keep-best`): the `rank`-th best
-/// by `monitor`, from the validation at `epoch` and `step`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Kept {
-    pub rank: usize,
-    pub epoch: u64,
-    pub step: u64,
-    pub monitor: String,
-    pub score: f64,
-    #[serde(skip)]
-    pub path: PathBuf,
-}
-
 /// The end of one batch: where the loop is, and that batch's mean loss, on the device
 /// (reading it waits for the device: a callback that needs it reads it rarely).
 pub struct StepEnd<'a> {
@@ -118,8 +105,8 @@ pub trait Callback {
     }
     /// A snapshot was saved: what the one before needed may go.
     fn snapshot_saved(&mut self) {}
-    /// Files it leaves as outputs of the stage, once the training is over.
-    fn outputs(&self) -> Vec<Kept> {
+    /// Weights it leaves as outputs of the stage (`keep-best`), once the training is over.
+    fn outputs(&self) -> Vec<KeptWeights> {
         Vec::new()
     }
     /// What it multiplies the schedule's learning rate by (`reduce-on-plateau`).
@@ -193,7 +180,7 @@ impl Callbacks {
     }
 
     /// Every callback's output files.
-    pub fn outputs(&self) -> Vec<Kept> {
+    pub fn outputs(&self) -> Vec<KeptWeights> {
         self.members.iter().flat_map(|c| c.outputs()).collect()
     }
 
