@@ -105,13 +105,19 @@ impl Loss {
     /// batches, their ratio is the mean over all of them, as one batch would give it.
     pub fn summed(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor), TchError> {
         let mean = self.compute(output, target)?.f_to_kind(Kind::Double)?;
-        let samples = || Tensor::from(target.size()[0] as f64).f_to_device(output.device());
         match &self.class_weights {
             Some(w) => {
                 let weight = w.f_index_select(0, target)?.f_sum(Kind::Double)?;
                 Ok((mean.f_mul(&weight)?, weight))
             }
-            None => Ok((mean.f_mul(&samples()?)?, samples()?)),
+            // Made on the device: no copy from the host per batch.
+            None => {
+                let samples = target.size()[0] as f64;
+                Ok((
+                    mean.f_mul_scalar(samples)?,
+                    mean.f_ones_like()?.f_mul_scalar(samples)?,
+                ))
+            }
         }
     }
 }
