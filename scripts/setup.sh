@@ -159,6 +159,23 @@ with zipfile.ZipFile(wheel) as z:
 PY
 fi
 
+# --- the prediction example's samples ---------------------------------------------------
+# examples/breast-cancer.kdl's `predict` stage reads tumours without their class: the
+# features of every row of breast_cancer.csv, without its metadata line and class column.
+unlabelled="$root/examples/data/breast_cancer_unlabelled.csv"
+if [ ! -f "$unlabelled" ]; then
+  say "writing the prediction example's samples (examples/data/breast_cancer_unlabelled.csv)"
+  "$venv/bin/python" - "$root/examples/data/breast_cancer.csv" "$unlabelled" <<'PY'
+import os, sys
+source, out = sys.argv[1], sys.argv[2]
+rows = open(source).read().splitlines()[1:]
+tmp = out + ".tmp"
+with open(tmp, "w") as f:
+    f.writelines(",".join(row.split(",")[:-1]) + "\n" for row in rows)
+os.replace(tmp, out)
+PY
+fi
+
 # --- the sequence examples' data ---------------------------------------------------------
 # A synthetic task whose label is the order of three tokens (scripts/make-order-data.py).
 order="$root/examples/data/order.csv"

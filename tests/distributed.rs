@@ -553,3 +553,96 @@ fn processes_whose_caches_differ_train_together() {
         "the processes did not train as one"
     );
 }
+
+/// Two processes share an eval stage's samples: each evaluates its part, and the metrics
+/// come from every process's predictions gathered, equal to scikit-learn's on the
+/// predictions written (which are the whole split's, in its order); a `predict` stage
+/// writes once.
+#[test]
+fn eval_metrics_on_two_processes_are_the_whole_splits_and_match_scikit_learn() {
+    let dir = digits_project();
+    let d = dir.path();
+    let manifest = r#"seed 3
+data {
+    source "data/digits.csv.gz"
+    label "last"
+    scale "minmax"
+    split train=0.8 test=0.2
+}
+model {
+    linear 64
+    tanh
+    linear 10
+}
+loss "cross-entropy"
+optimizer "adamw" lr=0.003
+accelerator strategy="ddp"
+train epochs=2 batch-size=16
+eval "test" {
+    needs "train"
+    batch-size 50
+    metrics "accuracy" "f1-macro" "log-loss" "auroc" "top-3-accuracy"
+    output "test.csv"
+}
+predict "all" {
+    needs "train"
+    source "data/digits.csv.gz"
+    output "all.csv"
+}
+"#;
+    std::fs::write(d.join("shared.kdl"), manifest).unwrap();
+    let out = pipeline(
+        d,
+        &[
+            "run",
+            "shared.kdl",
+            "--json",
+            "--no-cache",
+            "--nproc-per-node",
+            "2",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let metrics = &report["stages"][1]["metrics"];
+    let run_dir = report["run_dir"].as_str().unwrap();
+    let checked = common::py(
+        d,
+        &format!(
+            r#"
+import csv, json, numpy as np
+from sklearn import metrics as m
+data = np.loadtxt("data/digits.csv.gz", delimiter=",")
+split = json.load(open("{run_dir}/split.json"))
+rows = list(csv.DictReader(open("test.csv")))
+assert [int(r["row"]) for r in rows] == split["test"], "not the test split's rows in order"
+y = data[[int(r["row"]) for r in rows], -1].astype(int)
+p = np.array([[float(r[f"prob_{{k}}"]) for k in range(10)] for r in rows])
+pred = np.array([int(r["class"]) for r in rows])
+assert (pred == p.argmax(1)).all()
+mine = json.loads('{metrics}')
+expected = {{
+    "accuracy": m.accuracy_score(y, pred),
+    "f1-macro": m.f1_score(y, pred, average="macro", zero_division=0),
+    "log-loss": m.log_loss(y, p, labels=list(range(10))),
+    "auroc": m.roc_auc_score(y, p, multi_class="ovr"),
+    "top-3-accuracy": m.top_k_accuracy_score(y, p, k=3, labels=list(range(10))),
+}}
+worst = max(abs(mine[k] - v) for k, v in expected.items())
+# The loss, summed over both processes' shares: the mean cross-entropy of the split.
+assert abs(mine["loss"] - m.log_loss(y, p, labels=list(range(10)))) < 1e-5, mine["loss"]
+assert worst < 1e-6, (worst, mine, expected)
+assert mine["samples"] == len(rows) == len(split["test"])
+everything = list(csv.DictReader(open("all.csv")))
+assert len(everything) == len(data)
+for r in rows:
+    a = everything[int(r["row"])]
+    assert a["class"] == r["class"]
+    assert max(abs(float(a[f"prob_{{k}}"]) - float(r[f"prob_{{k}}"])) for k in range(10)) < 1e-6
+print(worst)
+"#,
+            metrics = metrics
+        ),
+    );
+    assert!(!checked.is_empty());
+}

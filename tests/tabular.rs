@@ -70,11 +70,20 @@ test = np.array(split["test"])
 
 #[test]
 fn wine_and_breast_cancer_train_from_the_wheels_csvs_as_shipped() {
-    for (name, file, classes) in [
-        ("wine", "wine_data.csv", 3),
-        ("breast-cancer", "breast_cancer.csv", 2),
+    for (name, file, more, classes) in [
+        ("wine", "wine_data.csv", None, 3),
+        (
+            "breast-cancer",
+            "breast_cancer.csv",
+            // What its `predict` stage reads.
+            Some("breast_cancer_unlabelled.csv"),
+            2,
+        ),
     ] {
-        let dir = example(name, &[file]);
+        let dir = example(
+            name,
+            &[Some(file), more].into_iter().flatten().collect::<Vec<_>>(),
+        );
         let report = run(dir.path(), &format!("{name}.kdl"));
         let accuracy = report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
         assert!(accuracy >= 0.94, "{name}: {accuracy}");

@@ -6,6 +6,7 @@ use crate::data::{Dataset, Loader};
 use crate::loss::{self, Loss};
 use crate::model::Model;
 use crate::numerics::Numerics;
+use crate::process_group::ProcessGroup;
 use manifests::LossKind;
 use pipeline_core::metrics::Predictions;
 use tch::{Kind, TchError, Tensor};
@@ -18,6 +19,19 @@ pub struct Scores {
     /// Regression: 1 − Σ(y − ŷ)² / Σ(y − ȳ)² per target, averaged over the targets.
     pub r2: Option<f64>,
     pub samples: i64,
+    /// What the loss and accuracy are made of, which processes add up.
+    pub sums: Sums,
+}
+
+/// The sums behind [`Scores`]: the loss summed over the samples and their total weight
+/// (the loss is their ratio, PyTorch's weighted mean), and the samples predicted right
+/// of those counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sums {
+    pub loss: f64,
+    pub weight: f64,
+    pub hits: i64,
+    pub counted: i64,
 }
 
 /// Evaluates `model` on the samples `samples` in batches (assembled ahead by the data's
@@ -102,15 +116,18 @@ pub fn evaluate(
                 }
                 start += len;
             }
+            let sums = Sums {
+                loss: loss_sum.f_double_value(&[])?,
+                weight: weight_sum.f_double_value(&[])?,
+                hits: hits_sum.f_int64_value(&[])?,
+                counted,
+            };
             let loss = if n > 0 {
-                loss_sum.f_double_value(&[])? / weight_sum.f_double_value(&[])?
+                sums.loss / sums.weight
             } else {
                 f64::NAN
             };
-            let accuracy = (counted > 0)
-                .then(|| hits_sum.f_int64_value(&[]))
-                .transpose()?
-                .map(|h| h as f64 / counted as f64);
+            let accuracy = (counted > 0).then(|| sums.hits as f64 / counted as f64);
             let r2 = if regression && n > 1 {
                 let residual = Vec::<f64>::try_from(&residual)?;
                 let (sum, squares) = (Vec::<f64>::try_from(&sum)?, Vec::<f64>::try_from(&squares)?);
@@ -123,10 +140,79 @@ pub fn evaluate(
                 accuracy,
                 r2,
                 samples: n,
+                sums,
             };
             Ok((scores, predicted))
         })
     })
+}
+
+/// [`evaluate`] over `samples` shared by the processes of `group`: each evaluates its
+/// contiguous share (rank r the r-th of `world` nearly equal parts), then the loss sums
+/// and counts are summed over the group and the predictions gathered, so that every
+/// process returns the scores of all the samples, and (`collect`) their predictions in
+/// their order. R² then comes from the gathered predictions.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_shared(
+    model: &Model,
+    numerics: &Numerics,
+    objective: &Loss,
+    data: &Dataset,
+    samples: &[usize],
+    batch_size: i64,
+    collect: bool,
+    group: &ProcessGroup,
+) -> Result<(Scores, Option<Predicted>), TchError> {
+    let n = samples.len();
+    let share = |rank: usize| n * rank / group.world;
+    let (lo, hi) = (share(group.rank), share(group.rank + 1));
+    let (mine, predicted) = evaluate(
+        model,
+        numerics,
+        objective,
+        data,
+        &samples[lo..hi],
+        batch_size,
+        true,
+    )?;
+    let predicted = predicted.expect("asked for");
+    let mut sums = Tensor::from_slice(&[
+        mine.sums.loss,
+        mine.sums.weight,
+        mine.sums.hits as f64,
+        mine.sums.counted as f64,
+    ])
+    .f_to_device(group.device)?;
+    group.all_reduce_sum(std::slice::from_mut(&mut sums))?;
+    let sums = Vec::<f64>::try_from(&sums.f_to_device(tch::Device::Cpu)?)?;
+    let kind = objective.kind();
+    let counts: Vec<usize> = (0..group.world).map(|r| share(r + 1) - share(r)).collect();
+    let all = match n {
+        0 => predicted,
+        _ => predicted.gather(group, &counts, kind.is_classification())?,
+    };
+    let regression = kind.is_regression() && data.labels.dim() == 2;
+    let r2 = (regression && n > 1).then(|| {
+        let r2 = pipeline_core::metrics::parse("r2").expect("a metric");
+        match r2.compute(&all.as_predictions(false)) {
+            Ok(pipeline_core::metrics::Score::One(x)) => x,
+            _ => f64::NAN,
+        }
+    });
+    let (hits, counted) = (sums[2] as i64, sums[3] as i64);
+    let scores = Scores {
+        loss: if n > 0 { sums[0] / sums[1] } else { f64::NAN },
+        accuracy: (counted > 0).then(|| hits as f64 / counted as f64),
+        r2,
+        samples: n as i64,
+        sums: Sums {
+            loss: sums[0],
+            weight: sums[1],
+            hits,
+            counted,
+        },
+    };
+    Ok((scores, collect.then_some(all)))
 }
 
 /// R² from per-target sums over `n` samples (of the targets less any constant, and of
@@ -174,11 +260,9 @@ impl Predicted {
         classification: bool,
         kind: LossKind,
     ) -> Result<(), TchError> {
-        let out = out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
-        let out = match (classification, kind) {
-            (true, LossKind::Nll) => out.f_exp()?,
-            (true, _) => out.f_softmax(1, Kind::Double)?,
-            (false, _) => out,
+        let out = match classification {
+            true => crate::predict::scores(out, kind)?,
+            false => out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?,
         };
         self.width = out.size()[1] as usize;
         let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
@@ -190,6 +274,77 @@ impl Predicted {
                 .extend(Vec::<f64>::try_from(&host(&yb.f_to_kind(Kind::Double)?)?)?),
         }
         Ok(())
+    }
+
+    /// Every process's predictions in `group`, in rank order (rank r's are `counts[r]`
+    /// samples): padded to the largest share, gathered, and cut back. A sample travels as
+    /// one row of float64: its outputs, then its class index or its targets.
+    fn gather(
+        &self,
+        group: &ProcessGroup,
+        counts: &[usize],
+        classification: bool,
+    ) -> Result<Predicted, TchError> {
+        // A process with no sample has seen no output.
+        let width = group
+            .gather_values(self.width as f64)?
+            .into_iter()
+            .fold(0.0, f64::max) as usize;
+        let columns = width + if classification { 1 } else { width };
+        let most = counts.iter().copied().max().unwrap_or(0);
+        let mut rows = vec![0.0; most * columns];
+        for (i, row) in rows
+            .chunks_mut(columns)
+            .take(counts[group.rank])
+            .enumerate()
+        {
+            row[..width].copy_from_slice(&self.outputs[i * width..(i + 1) * width]);
+            match classification {
+                true => row[width] = self.classes[i] as f64,
+                false => row[width..].copy_from_slice(&self.targets[i * width..(i + 1) * width]),
+            }
+        }
+        let mut mine = Tensor::from_slice(&rows)
+            .f_reshape([most as i64, columns as i64])?
+            .f_to_device(group.device)?;
+        let mut all: Vec<Tensor> = (0..group.world).map(|_| mine.zeros_like()).collect();
+        group.all_gather(&mut mine, &mut all)?;
+        let mut gathered = Predicted {
+            outputs: Vec::new(),
+            width,
+            classes: Vec::new(),
+            targets: Vec::new(),
+        };
+        for (values, &count) in all.iter().zip(counts) {
+            let values =
+                Vec::<f64>::try_from(&values.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?;
+            for row in values.chunks(columns).take(count) {
+                gathered.outputs.extend_from_slice(&row[..width]);
+                match classification {
+                    true => gathered.classes.push(row[width] as i64),
+                    false => gathered.targets.extend_from_slice(&row[width..]),
+                }
+            }
+        }
+        Ok(gathered)
+    }
+
+    /// The predictions as a `predict` stage writes them, for samples at data `rows`:
+    /// `bce-with-logits` outputs become probabilities.
+    pub fn predictions(&self, kind: LossKind, rows: Vec<usize>) -> crate::predict::Predictions {
+        let values = match kind {
+            LossKind::BceWithLogits => self
+                .outputs
+                .iter()
+                .map(|&x| 1.0 / (1.0 + (-x).exp()))
+                .collect(),
+            _ => self.outputs.clone(),
+        };
+        crate::predict::Predictions {
+            values,
+            width: self.width,
+            rows,
+        }
     }
 
     /// The predictions as the metrics read them.

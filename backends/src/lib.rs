@@ -24,6 +24,7 @@ pub mod numerics;
 pub mod observer;
 mod ops;
 pub mod optimizer;
+pub mod predict;
 pub mod process_group;
 mod rng_state;
 pub mod runner;

@@ -8,19 +8,25 @@
 //! compute the same stage twice: the second finds the first one's entry.
 
 use crate::checkpoint;
+use crate::data::Dataset;
 use crate::device;
 use crate::error::torch_error;
-use crate::evaluate::{evaluate, Predicted};
+use crate::evaluate::{evaluate, evaluate_shared, Predicted};
 use crate::model::Model;
 use crate::observer::Observer;
+use crate::predict;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
-use manifests::{Diagnostic, EvalSpec, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
+use manifests::{
+    Diagnostic, EvalSpec, Manifest, PredictSpec, PredictionFormat, Spanned, StageConfig, StageKind,
+    StageSpec, WeightsFrom,
+};
 use pipeline_core::freshness::{
-    Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT, MODEL_OUTPUT,
+    predictions_output, Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT,
+    MODEL_OUTPUT,
 };
 use pipeline_core::metrics::{self, Score};
 use pipeline_core::report::{
@@ -200,10 +206,10 @@ impl<'a> Context<'a> {
         &self,
         stage: &StageSpec,
         spec: &EvalSpec,
+        data: &Dataset,
         predicted: &Predicted,
     ) -> Result<Vec<(String, f64)>, Diagnostic> {
         let manifest = self.session.manifest;
-        let data = &self.session.data;
         let predictions = predicted.as_predictions(manifest.loss.kind.is_classification());
         let class_name = |j: usize| match &data.classes {
             Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),
@@ -321,6 +327,122 @@ impl<'a> Context<'a> {
         Ok(&self.trained[&key])
     }
 
+    /// Another file's samples (an `eval`'s or a `predict`'s `source`), as the training
+    /// data's, on the device.
+    fn other_data(
+        &self,
+        file: &Spanned<PathBuf>,
+        skip_rows: u64,
+        labelled: bool,
+    ) -> Result<Dataset, Diagnostic> {
+        let session = &self.session;
+        let mut data =
+            Dataset::load_other(session.manifest, file, skip_rows, &session.data, labelled)?;
+        if labelled && session.manifest.loss.kind.is_classification() {
+            if let Err((i, label)) = data.check_classes(session.outputs) {
+                return Err(Diagnostic::error(
+                    "pipeline::data::label_out_of_range",
+                    format!(
+                        "{}: label {label} is out of range for the model's {} outputs",
+                        data.at(i),
+                        session.outputs
+                    ),
+                )
+                .label_opt(file.span, "labels from here")
+                .help("evaluate on samples of the classes the model was trained on"));
+            }
+        }
+        data.to_device(session.device);
+        Ok(data)
+    }
+
+    /// A `predict` stage: the model of `train` stage `source` applied to the samples of
+    /// its `source`, the predictions written where it says (and for the cache).
+    fn predict(
+        &mut self,
+        state: &StageState,
+        spec: &PredictSpec,
+        source: usize,
+    ) -> Result<Produced, Diagnostic> {
+        let manifest = self.session.manifest;
+        let stage = &manifest.stages[state.index];
+        let data = self.other_data(&spec.source, spec.skip_rows, false)?;
+        let kind = manifest.loss.kind;
+        self.model_of(source, spec.from.value)?;
+        let model = &self.trained[&(source, spec.from.value)].model;
+        let session = &self.session;
+        let samples = &data.splits.test;
+        let predictions = predict::predict(
+            model,
+            &session.numerics,
+            kind,
+            &data,
+            samples,
+            spec.batch_size as i64,
+        )
+        .map_err(|e| {
+            torch_error(
+                "pipeline::predict::failed",
+                &format!("stage `{}`", stage.name()),
+                &e,
+            )
+        })?;
+        let path = self.write_predictions(state.index, &spec.output, spec.format, &predictions)?;
+        let samples = samples.len();
+        append(
+            &mut self.log,
+            &json!({"stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
+        )?;
+        let store = vec![(predictions_output(spec.format).to_string(), path.clone())];
+        Ok(Produced::metrics(
+            BTreeMap::from([("samples".to_string(), samples as f64)]),
+            vec![path],
+            store,
+        ))
+    }
+
+    /// Writes the predictions of stage `index` to its `output`, or else (a `predict`
+    /// stage's) to `<name>.<format>` in the run directory; where they are.
+    fn write_predictions(
+        &self,
+        index: usize,
+        output: &Option<Spanned<PathBuf>>,
+        format: PredictionFormat,
+        predictions: &predict::Predictions,
+    ) -> Result<PathBuf, Diagnostic> {
+        let manifest = self.session.manifest;
+        let stage = &manifest.stages[index];
+        let kind = manifest.loss.kind;
+        let training = &self.session.data;
+        let class = |k: usize| match training.classes.as_ref().and_then(|c| c.get(k)) {
+            Some(name) => name.clone(),
+            None => k.to_string(),
+        };
+        let names = predict::Names {
+            labels: training.label_columns(kind.is_classification(), predictions.width),
+            classes: match kind.is_classification() {
+                true => (0..predictions.width).map(class).collect(),
+                false => Vec::new(),
+            },
+        };
+        let path = match output {
+            Some(p) => {
+                let path = manifest.resolve(&p.value);
+                pipeline_core::outputs::may_replace(manifest, index, &path)?;
+                path
+            }
+            None => self
+                .run_dir
+                .path
+                .join(format!("{}.{}", stage.name(), format.as_str())),
+        };
+        predict::write(&path, format, kind, predictions, &names)?;
+        if output.is_some() {
+            pipeline_core::outputs::record_written(manifest, &path)?;
+        }
+        Ok(path)
+    }
+
     fn run_stage(
         &mut self,
         state: &StageState,
@@ -389,17 +511,35 @@ impl<'a> Context<'a> {
             StageConfig::Eval(spec) => {
                 let source = source.expect("check ensures an eval stage needs a train stage");
                 self.model_of(source, spec.from.value)?;
+                // Another file, whole, or a split of the data.
+                let other = match &spec.source {
+                    Some(file) => Some(self.other_data(file, spec.skip_rows, true)?),
+                    None => None,
+                };
+                let (data, samples) = match &other {
+                    Some(other) => (other, other.splits.test.as_slice()),
+                    None => (
+                        &self.session.data,
+                        self.session.data.splits.get(spec.split.value),
+                    ),
+                };
                 let model = &self.trained[&(source, spec.from.value)].model;
-                let data = &self.session.data;
-                let (scores, predicted) = evaluate(
-                    model,
-                    &self.session.numerics,
-                    &self.session.loss,
-                    data,
-                    data.splits.get(spec.split.value),
-                    spec.batch_size as i64,
-                    !spec.metrics.is_empty(),
-                )
+                let session = &self.session;
+                let collect = !spec.metrics.is_empty() || spec.output.is_some();
+                let batch = spec.batch_size as i64;
+                // The processes share the samples, each evaluating its part, unless rank
+                // 0 alone holds the weights (kept best ones).
+                let shared = session
+                    .group
+                    .as_ref()
+                    .filter(|g| g.world > 1 && spec.from.value == WeightsFrom::Last);
+                let (numerics, objective) = (&session.numerics, &session.loss);
+                let (scores, predicted) = match shared {
+                    Some(group) => evaluate_shared(
+                        model, numerics, objective, data, samples, batch, collect, group,
+                    ),
+                    None => evaluate(model, numerics, objective, data, samples, batch, collect),
+                }
                 .map_err(|e| {
                     crate::numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
                         torch_error(
@@ -438,7 +578,12 @@ impl<'a> Context<'a> {
                     ("loss".to_string(), scores.loss),
                     ("samples".to_string(), scores.samples as f64),
                 ]);
-                let mut line = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "loss": scores.loss, "samples": scores.samples});
+                let mut line =
+                    json!({"stage": stage.name(), "loss": scores.loss, "samples": scores.samples});
+                match &spec.source {
+                    Some(file) => line["source"] = json!(file.value),
+                    None => line["split"] = json!(spec.split.value.as_str()),
+                }
                 if let Some(a) = scores.accuracy {
                     metrics.insert("accuracy".into(), a);
                     line["accuracy"] = json!(a);
@@ -448,7 +593,7 @@ impl<'a> Context<'a> {
                     line["r2"] = json!(r2);
                 }
                 if let Some(predicted) = &predicted {
-                    for (name, value) in self.measure(stage, spec, predicted)? {
+                    for (name, value) in self.measure(stage, spec, data, predicted)? {
                         line[&name] = json!(value);
                         metrics.insert(name, value);
                     }
@@ -456,8 +601,31 @@ impl<'a> Context<'a> {
                 if spec.from.value != WeightsFrom::Last {
                     line["from"] = json!(spec.from.value);
                 }
+                let (mut outputs, mut store) = (Vec::new(), Vec::new());
+                // Rank 0 alone writes files.
+                let writes = self.session.rank() == 0;
+                if let (Some(format), Some(predicted), true) =
+                    (spec.predictions, &predicted, writes)
+                {
+                    let predictions = predicted.predictions(
+                        manifest.loss.kind,
+                        samples.iter().map(|&i| data.rows[i]).collect(),
+                    );
+                    let path = self.write_predictions(index, &spec.output, format, &predictions)?;
+                    line["output"] = json!(path);
+                    store.push((predictions_output(format).to_string(), path.clone()));
+                    outputs.push(path);
+                }
                 append(&mut self.log, &line)?;
-                Ok(Produced::metrics(metrics, Vec::new(), Vec::new()))
+                Ok(Produced::metrics(metrics, outputs, store))
+            }
+            // Rank 0 alone writes files.
+            StageConfig::Predict(_) if self.session.rank() != 0 => {
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
+            }
+            StageConfig::Predict(spec) => {
+                let source = source.expect("check ensures a predict stage needs a train stage");
+                self.predict(state, spec, source)
             }
             StageConfig::Checkpoint(_) if self.session.rank() != 0 => {
                 Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))

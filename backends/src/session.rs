@@ -23,6 +23,8 @@ pub struct Session<'a> {
     pub parameters: (i64, i64),
     /// The loss, its weights resolved against the data and the model.
     pub loss: Loss,
+    /// The model's outputs per sample (classes, or targets).
+    pub outputs: i64,
 }
 
 impl<'a> Session<'a> {
@@ -53,7 +55,7 @@ impl<'a> Session<'a> {
         let numerics = Numerics::new(&manifest.accelerator, device);
         let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
         data.to_device(device);
-        let (parameters, loss) = dry_run(manifest, &data, &numerics)?;
+        let (parameters, loss, outputs) = dry_run(manifest, &data, &numerics)?;
         Ok(Session {
             manifest,
             data,
@@ -62,6 +64,7 @@ impl<'a> Session<'a> {
             group,
             parameters,
             loss,
+            outputs,
         })
     }
 }
@@ -96,12 +99,13 @@ fn dry_run_error(manifest: &Manifest, data: &Dataset, e: &tch::TchError) -> Diag
 
 /// Checks the model against the data before any training: shapes (by inference, then a
 /// forward pass on two samples), the loss on that output (its weights against the
-/// model's outputs), and the label range. The parameter counts and the loss.
+/// model's outputs), and the label range. The parameter counts, the loss and the
+/// outputs per sample.
 fn dry_run(
     manifest: &Manifest,
     data: &Dataset,
     numerics: &Numerics,
-) -> Result<((i64, i64), Loss), Diagnostic> {
+) -> Result<((i64, i64), Loss, i64), Diagnostic> {
     let model = Model::build(
         &manifest.model,
         &data.inputs(),
@@ -183,5 +187,5 @@ fn dry_run(
         .label_opt(manifest.loss.span, "this loss")
         .help("check the last layer's size and the kind of loss")
     })?;
-    Ok((model.parameter_counts(), loss))
+    Ok((model.parameter_counts(), loss, outputs))
 }

@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, Diagnostic, LossKind, Manifest, Spanned, StageConfig, StageKind, StageSpec, TrainSpec,
-    WeightsFrom,
+    suggest, DataFormat, Diagnostic, EvalSpec, LossKind, Manifest, Spanned, StageConfig, StageKind,
+    StageSpec, TrainSpec, WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -21,6 +21,7 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     cycles(manifest, &mut diags);
     model_sources(manifest, &mut diags);
     empty_eval_splits(manifest, &mut diags);
+    stage_sources(manifest, &mut diags);
     labels_and_loss(manifest, &mut diags);
     monitors(manifest, &mut diags);
     best_weights(manifest, &mut diags);
@@ -156,7 +157,7 @@ fn cycles(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// An `eval` or `checkpoint` stage takes its model from exactly one `train` stage it
+/// An `eval`, `checkpoint` or `predict` stage takes its model from exactly one `train` stage it
 /// needs; a `train` stage may start from at most one.
 fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     let trainers: Vec<&str> = m
@@ -179,7 +180,7 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             .collect();
         let kind = stage.kind().as_str();
         match (stage.kind(), sources.len()) {
-            (StageKind::Eval | StageKind::Checkpoint, 0) => {
+            (StageKind::Eval | StageKind::Checkpoint | StageKind::Predict, 0) => {
                 let help = match trainers.as_slice() {
                     [] => "add a `train` stage and `needs` it".to_string(),
                     [one] => format!("add `needs \"{one}\"`"),
@@ -273,6 +274,9 @@ fn labels_and_loss(m: &Manifest, diags: &mut Vec<Diagnostic>) {
 fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     for stage in &m.stages {
         if let StageConfig::Eval(eval) = &stage.config {
+            if eval.source.is_some() {
+                continue; // evaluates on the whole of another file
+            }
             let split = eval.split.value;
             if m.data.split.fraction(split) <= 0.0 {
                 diags.push(
@@ -294,6 +298,109 @@ fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                     )),
                 );
             }
+        }
+    }
+}
+
+/// A stage's own `source` (an `eval` on another file, a `predict`) is read as the data
+/// file is: a format that holds what the data holds (a text column, labels for an
+/// `eval`), and nothing that comes from other files (images, `data.inputs`, a labels
+/// file for an `eval`). An `eval` with a `source` evaluates all of it, not a split.
+fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    for stage in &m.stages {
+        let (source, labelled) = match &stage.config {
+            StageConfig::Eval(EvalSpec {
+                source: Some(source),
+                split,
+                ..
+            }) => {
+                if split.span.is_some() {
+                    diags.push(
+                        Diagnostic::error(
+                            "pipeline::stage::source_and_split",
+                            format!(
+                                "eval stage `{}` names a split and a `source`: it evaluates all of its source",
+                                stage.name()
+                            ),
+                        )
+                        .label_opt(split.span, "a split of the data file")
+                        .label_opt(source.span, "the whole of this file")
+                        .help("keep `source` to evaluate another file, or `split` to evaluate part of the data file"),
+                    );
+                }
+                (source, true)
+            }
+            // Without a `source` (reported as a missing key) there is nothing to check.
+            StageConfig::Predict(p) if p.source.value.as_os_str().is_empty() => continue,
+            StageConfig::Predict(p) => (&p.source, false),
+            _ => continue,
+        };
+        let kind = stage.kind().as_str();
+        let refuse = |code: &'static str, message: String, label: &str, help: &str| {
+            Diagnostic::error(code, format!("{kind} stage `{}`: {message}", stage.name()))
+                .label_opt(source.span.or(stage.name.span), label.to_string())
+                .help(help.to_string())
+        };
+        if m.data.format.is_images() {
+            diags.push(refuse(
+                "pipeline::stage::source_of_images",
+                "a `source` of images is not read yet: the data are images".into(),
+                "another file of samples",
+                "evaluate a split of the data (`split \"test\"`), or export the model with a `checkpoint` stage and apply it in Python",
+            ));
+            continue;
+        }
+        if !m.data.extra_inputs.is_empty() {
+            diags.push(refuse(
+                "pipeline::stage::source_and_inputs",
+                "the model takes `data.inputs` from files of their own, which a `source` cannot give".into(),
+                "one file of samples",
+                "evaluate a split of the data, or give the model its inputs from the data file",
+            ));
+            continue;
+        }
+        let format = DataFormat::of_name(&source.value);
+        let table = matches!(format, Some(DataFormat::Csv | DataFormat::Parquet));
+        let holds_labels =
+            table || matches!(format, Some(DataFormat::Npz | DataFormat::Safetensors));
+        if format.is_none() {
+            diags.push(refuse(
+                "pipeline::stage::bad_source",
+                format!("{} is not a data file this reads", source.value.display()),
+                "not .csv, .csv.gz, .parquet, .npy, .npz or .safetensors",
+                "name a file the data could be: .csv, .csv.gz, .parquet, .npy, .npz or .safetensors",
+            ));
+        } else if m.data.text.is_some() && !table {
+            diags.push(refuse(
+                "pipeline::stage::bad_source",
+                format!(
+                    "{} has no text column: the data are texts",
+                    source.value.display()
+                ),
+                "not a table",
+                "give the texts as a .csv, .csv.gz or .parquet file with the data's text column",
+            ));
+        } else if labelled && m.data.labels_file.is_some() {
+            diags.push(
+                refuse(
+                    "pipeline::stage::source_without_labels",
+                    "the data's labels come from a labels file, which a `source` cannot give"
+                        .into(),
+                    "its labels would be in another file",
+                    "evaluate a split of the data, or give the labels in the data file",
+                )
+                .label_opt(
+                    m.data.labels_file.as_ref().and_then(|l| l.span),
+                    "labels file",
+                ),
+            );
+        } else if labelled && !holds_labels {
+            diags.push(refuse(
+                "pipeline::stage::source_without_labels",
+                format!("{} holds no labels: an .npy file is features alone", source.value.display()),
+                "features without labels",
+                "evaluate on a .csv, .parquet, .npz or .safetensors file that holds the labels as the data file does",
+            ));
         }
     }
 }
@@ -419,10 +526,8 @@ fn not_one_value(
 /// `from "best"` takes weights that the `train` stage it needs keeps with `keep-best`.
 fn best_weights(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     for stage in &m.stages {
-        let from = match &stage.config {
-            StageConfig::Eval(e) => &e.from,
-            StageConfig::Checkpoint(c) => &c.from,
-            StageConfig::Train(_) => continue,
+        let Some(from) = stage.weights_from() else {
+            continue;
         };
         let WeightsFrom::Best(n) = from.value else {
             continue;

@@ -25,7 +25,7 @@
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
 
-use manifests::{Manifest, Missing, Scale, StageConfig};
+use manifests::{EvalSpec, Manifest, Missing, Scale, StageConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -103,6 +103,10 @@ pub fn input_role(name: &str) -> String {
     format!("input {name}")
 }
 
+/// The role of a stage's own `source` among its inputs (an `eval` on another file, a
+/// `predict`).
+pub const SOURCE_ROLE: &str = "source";
+
 /// The files a stage reads, by role, resolved against the manifest's directory.
 pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathBuf> {
     let mut files = BTreeMap::new();
@@ -132,6 +136,32 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             }
             if let Some(script) = &manifest.model.torchscript {
                 files.insert("model".to_string(), script.file.clone());
+            }
+        }
+        StageConfig::Eval(EvalSpec {
+            source: Some(source),
+            ..
+        }) => {
+            // Its own labelled file, read with the data's settings (`check` refuses a
+            // labels file or other inputs beside it).
+            files.insert(SOURCE_ROLE.to_string(), manifest.resolve(&source.value));
+            if let Some(text) = &manifest.data.text {
+                files.insert(
+                    "tokenizer".to_string(),
+                    manifest.resolve(&text.tokenizer.value),
+                );
+            }
+        }
+        StageConfig::Predict(predict) => {
+            files.insert(
+                SOURCE_ROLE.to_string(),
+                manifest.resolve(&predict.source.value),
+            );
+            if let Some(text) = &manifest.data.text {
+                files.insert(
+                    "tokenizer".to_string(),
+                    manifest.resolve(&text.tokenizer.value),
+                );
             }
         }
         StageConfig::Eval(_) => {
@@ -210,7 +240,7 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             "schedule": to_value(&manifest.schedule),
             "accelerator": accelerator,
         }),
-        StageConfig::Eval(_) => {
+        StageConfig::Eval(_) | StageConfig::Predict(_) => {
             json!({ "stage": stage, "data": data, "loss": to_value(&manifest.loss) })
         }
         StageConfig::Checkpoint(_) => json!({ "stage": stage }),

@@ -6,10 +6,12 @@
 //! forced. The reasons for a stale stage come from comparing its key with the key it had
 //! when it last ran (kept per manifest in [`LastKeys`]).
 
-use crate::fingerprint::{explain_change, fingerprints, stage_inputs, Environment, Fingerprint};
+use crate::fingerprint::{
+    explain_change, fingerprints, stage_inputs, Environment, Fingerprint, SOURCE_ROLE,
+};
 use crate::image_listing::ImageListing;
 use cache::{Entry, HashMemo, LastKeys, Lookup, Store};
-use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
+use manifests::{Diagnostic, Manifest, PredictionFormat, StageConfig};
 use miette::SourceSpan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -108,7 +110,7 @@ pub fn assess(
             Some(_) if forced.contains(&index) => Freshness::Stale(vec!["forced (--force)".into()]),
             Some(Cache { store, last }) => match store.get_requiring(
                 &fingerprint.hash,
-                required_outputs(manifest.stages[index].kind()),
+                required_outputs(&manifest.stages[index].config),
             ) {
                 Lookup::Hit(entry) => Freshness::Fresh(entry),
                 Lookup::Corrupt(why) => {
@@ -237,26 +239,39 @@ pub fn output_name(config: &StageConfig) -> &'static str {
         StageConfig::Train(_) => MODEL_OUTPUT,
         StageConfig::Eval(_) => "metrics",
         StageConfig::Checkpoint(_) => CHECKPOINT_OUTPUT,
+        StageConfig::Predict(p) => predictions_output(p.format),
     }
 }
 
-/// The outputs an entry of a stage of `kind` must hold to be served: an entry without
+/// The outputs an entry of a stage of `config` must hold to be served: an entry without
 /// one of them is corrupt (and rebuilt), whatever its `entry.json` says.
-pub fn required_outputs(kind: StageKind) -> &'static [&'static str] {
-    match kind {
-        StageKind::Train => &[MODEL_OUTPUT],
-        StageKind::Eval => &[],
-        StageKind::Checkpoint => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
+pub fn required_outputs(config: &StageConfig) -> &'static [&'static str] {
+    match config {
+        StageConfig::Train(_) => &[MODEL_OUTPUT],
+        StageConfig::Eval(e) => predictions_required(e.predictions),
+        StageConfig::Checkpoint(_) => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
+        StageConfig::Predict(p) => predictions_required(Some(p.format)),
     }
 }
 
-/// [`required_outputs`] for the stage kind a stored key is for (`spec.stage.kind`), for
+fn predictions_required(format: Option<PredictionFormat>) -> &'static [&'static str] {
+    match format {
+        Some(PredictionFormat::Csv) => &[PREDICTIONS_CSV],
+        Some(PredictionFormat::Npy) => &[PREDICTIONS_NPY],
+        None => &[],
+    }
+}
+
+/// [`required_outputs`] for the stage a stored key is for (`spec.stage`), for
 /// [`cache::Store::requiring`]: every lookup, by whichever crate, then needs them.
 pub fn required_outputs_of_key(key: &serde_json::Value) -> &'static [&'static str] {
-    match key["spec"]["stage"]["kind"].as_str() {
-        Some("train") => required_outputs(StageKind::Train),
-        Some("eval") => required_outputs(StageKind::Eval),
-        Some("checkpoint") => required_outputs(StageKind::Checkpoint),
+    let stage = &key["spec"]["stage"];
+    let format = |field: &str| stage[field].as_str().and_then(PredictionFormat::parse);
+    match stage["kind"].as_str() {
+        Some("train") => &[MODEL_OUTPUT],
+        Some("checkpoint") => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
+        Some("eval") => predictions_required(format("predictions")),
+        Some("predict") => predictions_required(format("format")),
         _ => &[],
     }
 }
@@ -266,6 +281,17 @@ pub const MODEL_OUTPUT: &str = "model.safetensors";
 /// The weights and metadata a `checkpoint` stage stores.
 pub const CHECKPOINT_OUTPUT: &str = "checkpoint.safetensors";
 pub const CHECKPOINT_METADATA: &str = "checkpoint.json";
+/// A `predict` stage's predictions, as a table or as an array.
+pub const PREDICTIONS_CSV: &str = "predictions.csv";
+pub const PREDICTIONS_NPY: &str = "predictions.npy";
+
+/// The name of a `predict` stage's predictions in the store.
+pub fn predictions_output(format: PredictionFormat) -> &'static str {
+    match format {
+        PredictionFormat::Csv => PREDICTIONS_CSV,
+        PredictionFormat::Npy => PREDICTIONS_NPY,
+    }
+}
 
 /// The input files of `manifest`'s stages that are not regular files (a FIFO, a device, a
 /// directory), found without opening them, each as the located diagnostic `run` and
@@ -297,6 +323,7 @@ pub fn input_key(role: &str) -> &'static str {
         "init" => "train.init",
         "model" => "model.torchscript",
         "tokenizer" => "data.text.tokenizer",
+        SOURCE_ROLE => "source",
         _ if role.starts_with("input ") => "data.inputs",
         _ => "data.source",
     }
@@ -309,11 +336,13 @@ fn unreadable_input(
     e: std::io::Error,
 ) -> Diagnostic {
     let path = &stage_inputs(manifest, index)[role];
-    let init_span = match &manifest.stages[index].config {
+    let stage_span = match &manifest.stages[index].config {
         StageConfig::Train(t) => t.init.as_ref().and_then(|i| i.span),
-        _ => None,
+        StageConfig::Eval(e) => e.source.as_ref().and_then(|s| s.span),
+        StageConfig::Predict(p) => p.source.span,
+        StageConfig::Checkpoint(_) => None,
     };
-    input_error(manifest, role, path, init_span, e)
+    input_error(manifest, role, path, stage_span, e)
 }
 
 /// `Ok` when the input file of `role` (as in [`stage_inputs`]) at `path` is a regular
@@ -341,7 +370,7 @@ fn input_error(
         return missing_input(manifest, role, path, init_span);
     }
     let span = match role {
-        "init" => init_span,
+        "init" | SOURCE_ROLE => init_span,
         "model" => script_span(manifest),
         "labels" => labels_span(manifest),
         "tokenizer" => tokenizer_span(manifest),
@@ -409,7 +438,8 @@ fn script_span(manifest: &Manifest) -> Option<SourceSpan> {
 }
 
 /// The diagnostic for an input file that does not exist; `role` is as in
-/// [`stage_inputs`] (`data`, `labels`, `init`, `model`), `init_span` points at a stage's `init`.
+/// [`stage_inputs`] (`data`, `labels`, `init`, `model`, `source`), `init_span` points at a
+/// stage's `init` or `source`.
 pub fn missing_input(
     manifest: &Manifest,
     role: &str,
@@ -446,6 +476,12 @@ pub fn missing_input(
         .help(format!(
             "{relative}; write it in Python with `torch.jit.script(model).save(\"…\")`"
         )),
+        SOURCE_ROLE => Diagnostic::error(
+            "pipeline::data::missing_file",
+            format!("the source {} does not exist", path.display()),
+        )
+        .label_opt(init_span, "file not found")
+        .help(relative),
         "tokenizer" => Diagnostic::error(
             "pipeline::data::missing_tokenizer",
             format!("the tokenizer {} does not exist", path.display()),

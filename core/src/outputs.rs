@@ -1,21 +1,25 @@
 //! The files a run writes where the manifest says (a `checkpoint` stage's `path`, and its
-//! metadata beside it: the same name with `.json`), and what keeps them from replacing
-//! anything that is not theirs.
+//! metadata beside it: the same name with `.json`; the predictions of a `predict` or
+//! `eval` stage's `output`), and
+//! what keeps them from replacing anything that is not theirs.
 //!
 //! - [`check`], at `pipeline check`: two outputs never share a path, an output is never an
 //!   input of the pipeline (the manifest itself, the data, an NPY labels file, a stage's
-//!   `init`), and never a file that is not a regular one (`/dev/null`, a FIFO, a
-//!   directory, a link): located diagnostics.
+//!   `init` or `source`), and never a file that is not a regular one (`/dev/null`, a FIFO,
+//!   a directory, a link): located diagnostics.
 //! - [`may_replace`], at run time, just before a file is written: a file already at an
 //!   output's path is replaced only if it is a regular file that `pipeline` wrote itself
 //!   and not an input reached under another name. Weights prove it by a marker in their
-//!   safetensors header ([`WRITTEN_BY`]), metadata by its `"tool"` field. Anything else
-//!   is refused, and nothing is written.
+//!   safetensors header ([`WRITTEN_BY`]), metadata by its `"tool"` field. Predictions
+//!   (CSV, NPY) have no room for a marker: [`record_written`] notes the content hash of
+//!   each one written in `.pipeline/written.json` beside the manifest, and a file is
+//!   `pipeline`'s while it still has that content. Anything else is refused, and nothing
+//!   is written.
 //!
-//! Honest limit: the proof is a marker, not a signature; a file that carries it was
-//! written by `pipeline` or made to look so on purpose.
+//! Honest limit: the proof is a marker or a note, not a signature; a file that carries
+//! it was written by `pipeline` or made to look so on purpose.
 
-use manifests::{Diagnostic, Manifest, StageConfig};
+use manifests::{CheckpointSpec, Diagnostic, EvalSpec, Manifest, PredictSpec, StageConfig};
 use miette::SourceSpan;
 use std::fs;
 use std::io::Read;
@@ -31,12 +35,36 @@ pub fn metadata_path(weights: &Path) -> PathBuf {
     weights.with_extension("json")
 }
 
-/// A file a checkpoint stage writes at a path the manifest names.
+/// A file a stage writes at a path the manifest names.
 struct Output<'a> {
     stage: &'a str,
     path: PathBuf,
     span: Option<SourceSpan>,
     what: &'static str,
+    /// What the diagnostics' codes and help call it: `checkpoint`, `predictions`.
+    kind: &'static str,
+}
+
+impl Output<'_> {
+    fn code(&self, problem: &str) -> &'static str {
+        match (self.kind, problem) {
+            ("predictions", "same_path") => "pipeline::predictions::same_path",
+            ("predictions", "overwrites_input") => "pipeline::predictions::overwrites_input",
+            ("predictions", _) => "pipeline::predictions::not_a_file",
+            (_, "same_path") => "pipeline::checkpoint::same_path",
+            (_, "overwrites_input") => "pipeline::checkpoint::overwrites_input",
+            _ => "pipeline::checkpoint::not_a_file",
+        }
+    }
+
+    fn help(&self) -> &'static str {
+        match self.kind {
+            "predictions" => {
+                "write the predictions to a path of their own, e.g. `output \"predictions.csv\"`"
+            }
+            _ => "write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`",
+        }
+    }
 }
 
 /// A file the pipeline reads.
@@ -105,14 +133,18 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
         });
     }
     for stage in &manifest.stages {
-        if let StageConfig::Train(train) = &stage.config {
-            if let Some(init) = &train.init {
-                all.push(Input {
-                    role: format!("the starting weights of stage `{}`", stage.name()),
-                    path: normal(base, &init.value),
-                    span: init.span,
-                });
-            }
+        let (role, file) = match &stage.config {
+            StageConfig::Train(train) => ("the starting weights", train.init.as_ref()),
+            StageConfig::Eval(eval) => ("the source", eval.source.as_ref()),
+            StageConfig::Predict(predict) => ("the source", Some(&predict.source)),
+            StageConfig::Checkpoint(_) => continue,
+        };
+        if let Some(file) = file {
+            all.push(Input {
+                role: format!("{role} of stage `{}`", stage.name()),
+                path: normal(base, &file.value),
+                span: file.span,
+            });
         }
     }
     all
@@ -121,8 +153,11 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
 fn outputs(manifest: &Manifest) -> Vec<Output<'_>> {
     let mut all = Vec::new();
     for stage in &manifest.stages {
-        if let StageConfig::Checkpoint(spec) = &stage.config {
-            if let Some(written) = &spec.path {
+        match &stage.config {
+            StageConfig::Checkpoint(CheckpointSpec {
+                path: Some(written),
+                ..
+            }) => {
                 let weights = normal(&manifest.base_dir, &written.value);
                 for (what, path) in [
                     ("its weights", weights.clone()),
@@ -133,9 +168,25 @@ fn outputs(manifest: &Manifest) -> Vec<Output<'_>> {
                         path,
                         span: path_span(stage, written.span),
                         what,
+                        kind: "checkpoint",
                     });
                 }
             }
+            StageConfig::Predict(PredictSpec {
+                output: Some(written),
+                ..
+            })
+            | StageConfig::Eval(EvalSpec {
+                output: Some(written),
+                ..
+            }) => all.push(Output {
+                stage: stage.name(),
+                path: normal(&manifest.base_dir, &written.value),
+                span: path_span(stage, written.span),
+                what: "its predictions",
+                kind: "predictions",
+            }),
+            _ => {}
         }
     }
     all
@@ -151,9 +202,9 @@ fn path_span(stage: &manifests::StageSpec, path: Option<SourceSpan>) -> Option<S
 pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
     let outputs = outputs(manifest);
-    for pair in outputs.chunks(2) {
+    for pair in outputs.windows(2) {
         if let [weights, metadata] = pair {
-            if weights.path == metadata.path {
+            if weights.stage == metadata.stage && weights.path == metadata.path {
                 diags.push(
                     Diagnostic::error(
                         "pipeline::checkpoint::path_is_metadata",
@@ -175,7 +226,7 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
             if same_file(&a.path, &b.path) && reported.insert((a.stage, b.stage)) {
                 diags.push(
                     Diagnostic::error(
-                        "pipeline::checkpoint::same_path",
+                        a.code("same_path"),
                         format!(
                             "stages `{}` and `{}` would write the same file {}",
                             a.stage,
@@ -185,7 +236,10 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
                     )
                     .label_opt(a.span, format!("{} go here", a.what))
                     .label_opt(b.span, format!("and {} too", b.what))
-                    .help("give each checkpoint a `path` of its own"),
+                    .help(match (a.kind, b.kind) {
+                        ("checkpoint", "checkpoint") => "give each checkpoint a `path` of its own",
+                        _ => "give each stage's output a path of its own",
+                    }),
                 );
             }
         }
@@ -194,7 +248,7 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
     for out in &outputs {
         if let Some(input) = inputs.iter().find(|i| same_file(&out.path, &i.path)) {
             let mut d = Diagnostic::error(
-                "pipeline::checkpoint::overwrites_input",
+                out.code("overwrites_input"),
                 format!(
                     "stage `{}` would overwrite {} with {}: {}",
                     out.stage,
@@ -207,13 +261,11 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
             if input.span != out.span {
                 d = d.label_opt(input.span, "read from here");
             }
-            diags.push(d.help(
-                "write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`",
-            ));
+            diags.push(d.help(out.help()));
         } else if let Some(kind) = not_regular(&out.path) {
             diags.push(
                 Diagnostic::error(
-                    "pipeline::checkpoint::not_a_file",
+                    out.code("not_a_file"),
                     format!(
                         "stage `{}` would write {} to {}, which is {kind}",
                         out.stage,
@@ -222,9 +274,7 @@ pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnosti
                     ),
                 )
                 .label_opt(out.span, "not a regular file")
-                .help(
-                    "write the checkpoint to a path of its own, e.g. `path \"model.safetensors\"`",
-                ),
+                .help(out.help()),
             );
         }
     }
@@ -280,17 +330,36 @@ fn metadata_written_by_pipeline(path: &Path) -> bool {
             .unwrap_or(false)
 }
 
-/// Whether the checkpoint files of stage `index` may be written at `weights` (and its
-/// metadata beside it): `Err` says why not, as a diagnostic on the stage's `path`.
-pub fn may_replace(manifest: &Manifest, index: usize, weights: &Path) -> Result<(), Diagnostic> {
+/// Whether stage `index` may write its files at `path`: a checkpoint's weights there and
+/// its metadata beside them, or a `predict` stage's predictions. `Err` says why not, as a
+/// diagnostic on the stage's path.
+pub fn may_replace(manifest: &Manifest, index: usize, path: &Path) -> Result<(), Diagnostic> {
     let stage = &manifest.stages[index];
-    let span = match &stage.config {
-        StageConfig::Checkpoint(spec) => path_span(stage, spec.path.as_ref().and_then(|p| p.span)),
-        _ => stage.name.span,
+    let predictions = match &stage.config {
+        StageConfig::Predict(spec) => Some(&spec.output),
+        StageConfig::Eval(spec) => Some(&spec.output),
+        _ => None,
+    };
+    let (span, code, help) = match (&stage.config, predictions) {
+        (_, Some(output)) => (
+            path_span(stage, output.as_ref().and_then(|p| p.span)),
+            "pipeline::predictions::refused",
+            "move that file away or remove it if you no longer need it, or give the predictions another `output`",
+        ),
+        (StageConfig::Checkpoint(spec), _) => (
+            path_span(stage, spec.path.as_ref().and_then(|p| p.span)),
+            "pipeline::checkpoint::refused",
+            "move that file away or remove it if you no longer need it, or give the checkpoint another `path`",
+        ),
+        (_, None) => (
+            stage.name.span,
+            "pipeline::checkpoint::refused",
+            "move that file away or remove it if you no longer need it",
+        ),
     };
     let refuse = |path: &Path, why: String| {
         Err(Diagnostic::error(
-            "pipeline::checkpoint::refused",
+            code,
             format!(
                 "stage `{}`: will not replace {}: {why}",
                 stage.name(),
@@ -298,16 +367,21 @@ pub fn may_replace(manifest: &Manifest, index: usize, weights: &Path) -> Result<
             ),
         )
         .label_opt(span, "written here")
-        .help(
-            "move that file away or remove it if you no longer need it, or give the checkpoint another `path`",
-        ))
+        .help(help))
     };
     let inputs = inputs(manifest, None);
-    let metadata = metadata_path(weights);
-    for (path, ours) in [
-        (weights, weights_written_by_pipeline as fn(&Path) -> bool),
-        (metadata.as_path(), metadata_written_by_pipeline),
-    ] {
+    let metadata = metadata_path(path);
+    // Each file, with what proves that `pipeline` wrote it.
+    let files = match predictions {
+        Some(_) => vec![(path, Proof::Noted)],
+        None => vec![(path, Proof::Marker), (metadata.as_path(), Proof::Tool)],
+    };
+    for (path, proof) in files {
+        let ours = |path: &Path| match proof {
+            Proof::Marker => weights_written_by_pipeline(path),
+            Proof::Tool => metadata_written_by_pipeline(path),
+            Proof::Noted => written_here(manifest, path),
+        };
         if fs::symlink_metadata(path).is_err() {
             continue; // nothing there
         }
@@ -322,6 +396,79 @@ pub fn may_replace(manifest: &Manifest, index: usize, weights: &Path) -> Result<
         }
     }
     Ok(())
+}
+
+/// What proves that `pipeline` wrote a file.
+enum Proof {
+    /// Weights: [`WRITTEN_BY`] in their safetensors header.
+    Marker,
+    /// Checkpoint metadata: its `"tool"` field.
+    Tool,
+    /// Predictions: [`record_written`]'s note of their content.
+    Noted,
+}
+
+/// The note of the files without a marker that `pipeline` wrote for this manifest's
+/// stages: `.pipeline/written.json` beside it, a JSON object of path → blake3.
+fn written_notes(manifest: &Manifest) -> PathBuf {
+    let base = match manifest.base_dir.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => manifest.base_dir.as_path(),
+    };
+    base.join(".pipeline").join("written.json")
+}
+
+/// How a file is named in the note: its absolute path with links resolved.
+fn noted_name(path: &Path) -> Option<String> {
+    Some(fs::canonicalize(path).ok()?.to_string_lossy().into_owned())
+}
+
+fn read_notes(manifest: &Manifest) -> serde_json::Map<String, serde_json::Value> {
+    fs::read(written_notes(manifest))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Whether `path` holds what `pipeline` last wrote there ([`record_written`]).
+fn written_here(manifest: &Manifest, path: &Path) -> bool {
+    let Some(name) = noted_name(path) else {
+        return false;
+    };
+    let noted = read_notes(manifest);
+    let Some(hash) = noted.get(&name).and_then(|h| h.as_str()) else {
+        return false;
+    };
+    cache::hash_file(path).is_ok_and(|h| h == hash)
+}
+
+/// Notes that `pipeline` wrote `path` (as it is now), so that a later run may replace it.
+/// Two runs noting at once may lose one note: the file is then refused, never lost.
+pub fn record_written(manifest: &Manifest, path: &Path) -> Result<(), Diagnostic> {
+    let notes = written_notes(manifest);
+    let failed = |e: std::io::Error| {
+        Diagnostic::error(
+            "pipeline::run::write_failed",
+            format!("cannot write {}: {e}", notes.display()),
+        )
+        .help("check that the directory is writable and the disk is not full")
+    };
+    let name = noted_name(path).ok_or_else(|| {
+        failed(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} is gone", path.display()),
+        ))
+    })?;
+    let hash = cache::hash_file(path).map_err(failed)?;
+    let mut noted = read_notes(manifest);
+    // Files since removed are forgotten.
+    noted.retain(|p, _| Path::new(p).exists());
+    noted.insert(name, serde_json::Value::from(hash));
+    if let Some(dir) = notes.parent() {
+        fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let text = serde_json::to_string_pretty(&noted).expect("json");
+    cache::write_atomic(&notes, text.as_bytes()).map_err(failed)
 }
 
 #[cfg(test)]

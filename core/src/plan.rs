@@ -121,6 +121,7 @@ impl Plan {
                         manifests::StageKind::Train => "box",
                         manifests::StageKind::Eval => "ellipse",
                         manifests::StageKind::Checkpoint => "cylinder",
+                        manifests::StageKind::Predict => "note",
                     };
                     let _ = writeln!(
                         out,
@@ -148,6 +149,7 @@ impl Plan {
                         manifests::StageKind::Train => ("[", "]"),
                         manifests::StageKind::Eval => ("([", "])"),
                         manifests::StageKind::Checkpoint => ("[(", ")]"),
+                        manifests::StageKind::Predict => ("[/", "/]"),
                     };
                     let _ = writeln!(out, "    {}{open}\"{}\"{close}", id(i), label(i));
                 }

@@ -2,7 +2,7 @@
 //! the cache get their result here, without libtorch, so a fully cached run never needs
 //! to load it.
 
-use crate::freshness::{CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
+use crate::freshness::{predictions_output, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use cache::Entry;
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
 use serde::{Deserialize, Serialize};
@@ -133,8 +133,8 @@ pub fn stored_metrics(entry: &Entry) -> BTreeMap<String, f64> {
 }
 
 /// The result of stage `index` taken from its cache entry. A checkpoint with a declared
-/// `path` is copied there when the file is missing or differs; otherwise its outputs are
-/// the files in the cache.
+/// `path`, or predictions with a declared `output`, are copied there when the file is
+/// missing or differs; otherwise its outputs are the files in the cache.
 pub fn cached_result(
     manifest: &Manifest,
     index: usize,
@@ -154,12 +154,32 @@ pub fn cached_result(
             result.best.push(k);
         }
     }
-    if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
-        let stored = |name| {
-            entry
-                .output(name)
-                .ok_or_else(|| incomplete(entry, &format!("no {name}")))
+    let stored = |name| {
+        entry
+            .output(name)
+            .ok_or_else(|| incomplete(entry, &format!("no {name}")))
+    };
+    let predictions = match &manifest.stages[index].config {
+        StageConfig::Predict(spec) => Some((&spec.output, spec.format)),
+        StageConfig::Eval(spec) => spec.predictions.map(|f| (&spec.output, f)),
+        _ => None,
+    };
+    if let Some((output, format)) = predictions {
+        let predictions = stored(predictions_output(format))?;
+        result.outputs = match output {
+            Some(path) => {
+                let path = manifest.resolve(&path.value);
+                if !same_content(predictions, &path) {
+                    crate::outputs::may_replace(manifest, index, &path)?;
+                    restore(predictions, &path)?;
+                    crate::outputs::record_written(manifest, &path)?;
+                }
+                vec![path]
+            }
+            None => vec![predictions.to_path_buf()],
         };
+    }
+    if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
         let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
         result.outputs = match &spec.path {
             Some(path) => {

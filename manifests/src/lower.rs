@@ -987,6 +987,44 @@ impl<'a> Reader<'a> {
         Spanned { value, span }
     }
 
+    /// How the predictions written to `output` are written, by its name.
+    fn prediction_format(&mut self, out: &Spanned<PathBuf>) -> PredictionFormat {
+        PredictionFormat::of_name(&out.value).unwrap_or_else(|| {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::predictions::bad_output",
+                    format!(
+                        "predictions are written as .csv or .npy, not as {}",
+                        out.value.display()
+                    ),
+                )
+                .label_opt(out.span, "not .csv or .npy")
+                .help("name the output `….csv` (a table with a header) or `….npy` (one array)"),
+            );
+            PredictionFormat::Csv
+        })
+    }
+
+    fn predict(&mut self, f: &Fields) -> PredictSpec {
+        let output = path(f, "output");
+        let format = match &output {
+            Some(out) => self.prediction_format(out),
+            None => PredictionFormat::Csv,
+        };
+        PredictSpec {
+            // Not reached without `source`: it is required.
+            source: path(f, "source").unwrap_or(Spanned {
+                value: PathBuf::new(),
+                span: f.span,
+            }),
+            output,
+            format,
+            skip_rows: f.int("skip-rows") as u64,
+            from: self.weights_from(f),
+            batch_size: f.int("batch-size") as u64,
+        }
+    }
+
     fn stage(&mut self, f: &Fields, kind: StageKind) -> StageSpec {
         let name = f.text("name");
         let name_span = f.span("name").or(f.name_span);
@@ -1008,17 +1046,19 @@ impl<'a> Reader<'a> {
                     value: SplitName::parse(&f.text("split")).unwrap_or(SplitName::Test),
                     span: f.span("split"),
                 },
+                source: path(f, "source"),
+                skip_rows: f.int("skip-rows") as u64,
+                predictions: path(f, "output").map(|out| self.prediction_format(&out)),
+                output: path(f, "output"),
                 batch_size: f.int("batch-size") as u64,
                 metrics: f.texts("metrics"),
                 from: self.weights_from(f),
             }),
             StageKind::Checkpoint => StageConfig::Checkpoint(CheckpointSpec {
-                path: f.opt_text("path").map(|p| Spanned {
-                    value: PathBuf::from(p),
-                    span: f.span("path"),
-                }),
+                path: path(f, "path"),
                 from: self.weights_from(f),
             }),
+            StageKind::Predict => StageConfig::Predict(self.predict(f)),
         };
         StageSpec {
             name: Spanned {
@@ -1030,6 +1070,14 @@ impl<'a> Reader<'a> {
             span: f.span,
         }
     }
+}
+
+/// A file path key, located.
+fn path(f: &Fields, key: &str) -> Option<Spanned<PathBuf>> {
+    f.opt_text(key).map(|p| Spanned {
+        value: PathBuf::from(p),
+        span: f.span(key),
+    })
 }
 
 /// The `monitor` of an `early-stop` or `keep-best` block, located.

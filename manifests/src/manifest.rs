@@ -998,6 +998,7 @@ choice! {
         Train = "train",
         Eval = "eval",
         Checkpoint = "checkpoint",
+        Predict = "predict",
     }
 }
 
@@ -1176,9 +1177,30 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalSpec {
+    /// The split of the data file to evaluate on; ignored with `source`.
     pub split: Spanned<SplitName>,
+    /// Another labelled file to evaluate on, whole, read as the data file is (its
+    /// features scaled and filled with the training split's statistics). Its path is not
+    /// in the cache key (its content is, as the stage input `source`).
+    #[serde(skip)]
+    pub source: Option<Spanned<PathBuf>>,
+    /// Lines skipped at the top of `source` (the data's `skip-rows` is the data file's).
+    /// Left out when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skip_rows: u64,
+    /// Where the predictions of the samples evaluated go, as a `predict` stage writes
+    /// them. Not in the cache key: the predictions are the same wherever they are written.
+    #[serde(skip)]
+    pub output: Option<Spanned<PathBuf>>,
+    /// How they are written, by the output's name. Left out without an `output`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<PredictionFormat>,
     /// Which weights of the train stage it needs. Left out when `last`.
     #[serde(skip_serializing_if = "WeightsFrom::is_last")]
     pub from: Spanned<WeightsFrom>,
@@ -1195,6 +1217,56 @@ pub struct CheckpointSpec {
     /// Which weights of the train stage it exports. Left out when `last`.
     #[serde(skip_serializing_if = "WeightsFrom::is_last")]
     pub from: Spanned<WeightsFrom>,
+}
+
+/// `predict "scores" { needs "train"; source "new.csv"; output "predictions.csv" }`:
+/// the trained model applied to a file without labels, with what training used (the
+/// columns by name, the training split's scaling and filling, the class names, the
+/// precision), one row of predictions per sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictSpec {
+    /// The samples, read as the data file is (its format by its name). Not in the cache
+    /// key (its content is, as the stage input `source`).
+    #[serde(skip)]
+    pub source: Spanned<PathBuf>,
+    /// Where the predictions go (default: `<name>.csv` in the run directory). Not in the
+    /// cache key: the predictions are the same wherever they are written.
+    #[serde(skip)]
+    pub output: Option<Spanned<PathBuf>>,
+    /// How they are written, by the output's name.
+    pub format: PredictionFormat,
+    /// Lines skipped at the top of `source` (the data's `skip-rows` is the data file's).
+    /// Left out when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skip_rows: u64,
+    /// Which weights of the train stage it applies. Left out when `last`.
+    #[serde(skip_serializing_if = "WeightsFrom::is_last")]
+    pub from: Spanned<WeightsFrom>,
+    pub batch_size: u64,
+}
+
+choice! {
+    /// How a `predict` stage writes its predictions.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum PredictionFormat {
+        /// A table with a header: the row, the predicted class (by name) and each class's
+        /// probability, or the outputs.
+        Csv = "csv",
+        /// One float64 array, samples × outputs: the class probabilities, or the outputs.
+        Npy = "npy",
+    }
+}
+
+impl PredictionFormat {
+    /// The format a file's name says (`.csv`, `.npy`; any case).
+    pub fn of_name(path: &Path) -> Option<PredictionFormat> {
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        PredictionFormat::ALL
+            .iter()
+            .copied()
+            .find(|f| name.ends_with(&format!(".{}", f.as_str())))
+    }
 }
 
 /// `from "last"` (the weights a `train` stage ended with) or `from "best"`, `"best-2"`, …
@@ -1250,6 +1322,7 @@ pub enum StageConfig {
     Train(TrainSpec),
     Eval(EvalSpec),
     Checkpoint(CheckpointSpec),
+    Predict(PredictSpec),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1268,6 +1341,18 @@ impl StageSpec {
             StageConfig::Train(_) => StageKind::Train,
             StageConfig::Eval(_) => StageKind::Eval,
             StageConfig::Checkpoint(_) => StageKind::Checkpoint,
+            StageConfig::Predict(_) => StageKind::Predict,
+        }
+    }
+
+    /// Which weights of the `train` stage it needs a stage takes (`None`: a `train`
+    /// stage, which starts from its source's last weights).
+    pub fn weights_from(&self) -> Option<&Spanned<WeightsFrom>> {
+        match &self.config {
+            StageConfig::Train(_) => None,
+            StageConfig::Eval(e) => Some(&e.from),
+            StageConfig::Checkpoint(c) => Some(&c.from),
+            StageConfig::Predict(p) => Some(&p.from),
         }
     }
 
@@ -1304,6 +1389,7 @@ mod tests {
         check(Strategy::ALL, Strategy::as_str);
         check(CommBackend::ALL, CommBackend::as_str);
         check(StageKind::ALL, StageKind::as_str);
+        check(PredictionFormat::ALL, PredictionFormat::as_str);
         for name in ScheduleName::ALL {
             let kind = match name {
                 ScheduleName::Constant => ScheduleKind::Constant,

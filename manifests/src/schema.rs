@@ -986,7 +986,7 @@ pub const ACCELERATOR: Section = section(
     "The hardware and numerics the run uses.",
 );
 
-const NEEDS_DOC: &str = "The stages that must finish first; an `eval` or `checkpoint` stage takes its model from the `train` stage it needs.";
+const NEEDS_DOC: &str = "The stages that must finish first; an `eval`, `checkpoint` or `predict` stage takes its model from the `train` stage it needs.";
 
 pub const TRAIN: Section = section(
     "train",
@@ -1186,13 +1186,31 @@ pub const EVAL: Section = section(
             "split",
             Ty::Choice(SplitName::NAMES),
             Some(Val::Text(SplitName::Test.as_str())),
-            "The split to evaluate on.",
+            "The split to evaluate on (not with `source`).",
+        ),
+        key(
+            "source",
+            Ty::Path,
+            None,
+            "Another file to evaluate on, whole: labelled and laid out as the data file (columns matched by name when it has a header; others ignored), read with the data's settings, its features filled and scaled with the training split's statistics, text labels mapped to the training's classes. Its content is in the cache key.",
+        ),
+        key(
+            "skip-rows",
+            int(0, MAX_SKIP_ROWS),
+            Some(Val::Int(0)),
+            "Lines skipped at the top of `source`, before its header or first row (the data's `skip-rows` is the data file's own).",
         ),
         key(
             "batch-size",
             int(1, MAX_BATCH),
             Some(Val::Int(256)),
             "Samples per forward pass.",
+        ),
+        key(
+            "output",
+            Ty::Path,
+            None,
+            "Where to write the predictions of the samples evaluated, as a `predict` stage writes them (`.csv` or `.npy`), `row` naming each sample's data row in the file: none are written without it. Only a file `pipeline` wrote is ever replaced.",
         ),
         key(
             "metrics",
@@ -1225,6 +1243,45 @@ pub const CHECKPOINT: Section = section(
         key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
     "A stage that exports a trained model's weights as safetensors plus a JSON of metadata.",
+);
+
+pub const PREDICT: Section = section(
+    "predict",
+    &["name"],
+    &[
+        key(
+            "name",
+            Ty::Text,
+            Some(Val::Text("predict")),
+            "The stage's name (letters, digits, `-` and `_`).",
+        ),
+        key("needs", Ty::Texts, None, NEEDS_DOC),
+        required(
+            "source",
+            Ty::Path,
+            "The samples to predict, without labels (a label column, when there, is ignored): read as the data file is (`.csv`, `.csv.gz`, `.parquet`, `.npy`, `.npz` or `.safetensors`, by its name), with the training's columns matched by name when it has a header (others, such as an id, ignored), by position otherwise (the training's features alone, or laid out as the data file, its labels ignored); missing values filled and features scaled with the training split's statistics. Its content is in the cache key.",
+        ),
+        key(
+            "skip-rows",
+            int(0, MAX_SKIP_ROWS),
+            Some(Val::Int(0)),
+            "Lines skipped at the top of `source`, before its header or first row (the data's `skip-rows` is the data file's own).",
+        ),
+        key(
+            "output",
+            Ty::Path,
+            None,
+            "Where the predictions go (default: `<name>.csv` in the run directory), one row per sample in the source's order. `.csv`: `row`, then the predicted class (by its name when the labels were text) under the label column's name and `prob_CLASS` for each class; for `bce-with-logits` each output's 0/1 and `prob_LABEL`; for a regression the outputs under the label columns' names. `.npy`: one float64 array, samples × outputs (the class probabilities, or the outputs). Only a file `pipeline` wrote is ever replaced.",
+        ),
+        key(
+            "batch-size",
+            int(1, MAX_BATCH),
+            Some(Val::Int(256)),
+            "Samples per forward pass.",
+        ),
+        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
+    ],
+    "A stage that applies a trained model to new samples, as training saw them (scaling, filling, class names, precision), and writes the predictions.",
 );
 
 pub const MODEL: Section = Section {
@@ -1342,6 +1399,7 @@ pub const fn stage(kind: StageKind) -> &'static Section {
         StageKind::Train => &TRAIN,
         StageKind::Eval => &EVAL,
         StageKind::Checkpoint => &CHECKPOINT,
+        StageKind::Predict => &PREDICT,
     }
 }
 

@@ -16,6 +16,7 @@
 mod images;
 mod inputs;
 mod loader;
+mod other;
 mod read;
 mod stream;
 
@@ -25,6 +26,8 @@ pub use stream::NpyStream;
 
 use manifests::layers::{Embedding, Layer};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, TextSpec};
+use other::{feature_columns, has_header};
+use pipeline_core::fingerprint::SOURCE_ROLE;
 use pipeline_core::freshness::regular_input;
 use pipeline_core::network::{Input, Network, Op};
 use pipeline_core::split::Splits;
@@ -78,6 +81,12 @@ pub struct Dataset {
     pub scaling: Option<Scaling>,
     /// The class names of text labels, in the order of their indices (sorted).
     pub classes: Option<Vec<String>>,
+    /// Tables with a header: the feature columns' names, by which another file's columns
+    /// are matched (`predict`).
+    pub feature_columns: Option<Vec<String>>,
+    /// The label columns' names (a table's; `class` or `target` for arrays), for the
+    /// predictions' header.
+    pub label_names: Vec<String>,
     /// The values `missing "mean"` or `"median"` filled each feature with (fitted on the
     /// training split), for checkpoints.
     pub filled: Option<Vec<f64>>,
@@ -108,6 +117,16 @@ impl Host<'_> {
     }
 }
 
+/// Whose statistics a held data set is split, filled and scaled with.
+#[derive(Clone, Copy)]
+enum Fit<'a> {
+    /// Its own training split's: the data file.
+    Own,
+    /// Another file's samples, all of them, as `data` (the training data) was: for an
+    /// `eval` on it (`labelled`) or a `predict` (no labels read).
+    Training { data: &'a Dataset, labelled: bool },
+}
+
 /// What scaling subtracted from each value of a sample, and what it divided it by.
 pub type Scaling = (Vec<f64>, Vec<f64>);
 
@@ -133,7 +152,7 @@ impl Dataset {
         } else if pipeline_core::load::streams(manifest) {
             Dataset::load_stream(manifest, classification)?
         } else {
-            Dataset::load_held(manifest, classification)?
+            Dataset::load_held(manifest, classification, Fit::Own)?
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let workers = manifest.data.workers.map_or(cores, |w| w as usize);
@@ -177,6 +196,8 @@ impl Dataset {
             path: manifest.resolve(&spec.source.value),
             scaling: None,
             classes: None,
+            feature_columns: None,
+            label_names: Vec::new(),
             filled: None,
             rows: (0..n).collect(),
             origin,
@@ -187,11 +208,19 @@ impl Dataset {
         }
     }
 
-    /// Features read whole into memory.
-    fn load_held(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
+    /// Features read whole into memory, split, filled and scaled as `fit` says.
+    fn load_held(
+        manifest: &Manifest,
+        classification: bool,
+        fit: Fit<'_>,
+    ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        input_files(manifest, "data", &spec.source)?;
+        let role = match fit {
+            Fit::Own => "data",
+            Fit::Training { .. } => SOURCE_ROLE,
+        };
+        input_files(manifest, role, &spec.source)?;
         let tokenizer = match &spec.text {
             Some(text) => Some(open_tokenizer(manifest, text)?),
             None => None,
@@ -221,34 +250,65 @@ impl Dataset {
                 "store one row per sample",
             ));
         }
-        let labels = match labels {
-            Some(labels) => labels_of_count(manifest, labels, n)?,
-            None => labels_of_file(manifest, n)?,
+        let labels = match (labels, fit) {
+            (
+                _,
+                Fit::Training {
+                    labelled: false, ..
+                },
+            ) => Labels::Array(Tensor::zeros([n], (Kind::Double, Device::Cpu))),
+            (Some(labels), _) => labels_of_count(manifest, labels, n)?,
+            (None, _) => labels_of_file(manifest, n)?,
         };
         let features = features.to_kind(Kind::Float);
         let mut dataset = Dataset::skeleton(manifest, origin, n as usize);
         dataset.sample_shape = features.size()[1..].to_vec();
+        if let Fit::Training { data, .. } = fit {
+            dataset.same_samples_as(data, spec)?;
+        }
         dataset.features = features;
         dataset.mask = mask;
         dataset.read_extra_inputs(manifest, n as usize)?;
+        if let (Labels::Cells { names, .. }, true) = (&labels, has_header(spec)) {
+            dataset.label_names = names.clone();
+        }
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;
         dataset.labels = labels;
         dataset.classes = classes;
+        if let Fit::Training { data, labelled } = fit {
+            dataset.classes_of(data, labelled, spec)?;
+        }
+        dataset.feature_columns = feature_columns(spec, &feature_names);
         let missing = dataset.features.isnan().flatten(1, -1).any_dim(1, false);
+        if let Fit::Training {
+            labelled: false, ..
+        } = fit
+        {
+            dataset.nothing_missing(spec, &feature_names, &missing)?;
+        }
         dataset.missing_values(spec, &feature_names, &missing, |d, i| {
             first_index(&d.features.get(i as i64).flatten(0, -1).isnan()).unwrap_or(0)
         })?;
         dataset.every_sample_has_a_token(spec)?;
         dataset.ids_fit(manifest)?;
         let n = dataset.rows.len();
-        dataset.splits = if spec.split.stratify && classification {
-            let classes =
-                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
-            Splits::stratified(&classes, &spec.split)
-        } else {
-            Splits::new(n, &spec.split)
+        dataset.splits = match fit {
+            Fit::Training { .. } => Splits {
+                train: Vec::new(),
+                val: Vec::new(),
+                test: (0..n).collect(),
+            },
+            Fit::Own if spec.split.stratify && classification => {
+                let classes = Vec::<i64>::try_from(&dataset.labels)
+                    .expect("class labels are an int64 vector");
+                Splits::stratified(&classes, &spec.split)
+            }
+            Fit::Own => Splits::new(n, &spec.split),
         };
-        dataset.fill(spec, &feature_names)?;
+        match fit {
+            Fit::Own => dataset.fill(spec, &feature_names)?,
+            Fit::Training { data, .. } => dataset.fill_as(data),
+        }
         // A finite sum means every feature is finite; only otherwise pay for a mask as
         // large as the data to find the first culprit (an f32 sum that merely overflows
         // finds none). Summing in f64 would first copy the data into f64.
@@ -275,8 +335,13 @@ impl Dataset {
             ));
         }
         dataset.check_extra_masks(manifest)?;
-        dataset.scale(spec.scale);
-        dataset.scale_extra_inputs(manifest);
+        match fit {
+            Fit::Own => {
+                dataset.scale(spec.scale);
+                dataset.scale_extra_inputs(manifest);
+            }
+            Fit::Training { data, .. } => dataset.scale_as(data),
+        }
         Ok(dataset)
     }
 
@@ -603,9 +668,8 @@ impl Dataset {
             return Ok(());
         }
         let flat = self.features.flatten(1, -1);
-        if !bool::try_from(flat.isnan().any()).unwrap_or(false) {
-            return Ok(());
-        }
+        // Fitted whether or not this file misses a value: another file applied the model
+        // to (`predict`, an `eval`'s `source`) may.
         let train = flat.index_select(0, &index_tensor(&self.splits.train));
         let stat = match spec.missing {
             Missing::Mean => train.nanmean(0, false, Kind::Float),
