@@ -1,6 +1,6 @@
 //! Every metric of `pipeline_core::metrics` against scikit-learn's own value on the same
-//! predictions (in the project's torch venv), to 1e-6: a binary, a multiclass and a
-//! two-output regression set, fixed by their seeds.
+//! predictions (in the project's torch venv), to 1e-6: a binary, a multiclass, a
+//! multi-label and a two-output regression set, fixed by their seeds.
 
 mod common;
 
@@ -34,6 +34,17 @@ for name, n, c in [("binary", 200, 2), ("multiclass", 300, 4)]:
             e[f"{f}-{avg}"] = fn(y, pred, average=avg, zero_division=0)
         e[f"{f}-per-class"] = fn(y, pred, average=None, labels=list(range(c)), zero_division=0).tolist()
     out[name] = {"probabilities": p.ravel().tolist(), "labels": y.tolist(), "classes": c, "expected": e}
+# Multi-label: three labels, one rare, with tied scores.
+y = (r.random((120, 3)) < [0.5, 0.3, 0.1]).astype(int)
+p = 1 / (1 + np.exp(-(r.standard_normal((120, 3)) + 1.5 * (2 * y - 1))))
+p[:4] = p[0]
+pred = (p > 0.5).astype(int)
+e = {"auroc": m.roc_auc_score(y, p)}
+for f, fn in [("precision", m.precision_score), ("recall", m.recall_score), ("f1", m.f1_score)]:
+    for avg in ["macro", "micro", "weighted"]:
+        e[f"{f}-{avg}"] = fn(y, pred, average=avg, zero_division=0)
+    e[f"{f}-per-class"] = fn(y, pred, average=None, zero_division=0).tolist()
+out["multilabel"] = {"probabilities": p.ravel().tolist(), "truth": y.ravel().astype(float).tolist(), "labels": 3, "expected": e}
 t = r.standard_normal((150, 2)) * [1.0, 10.0]
 o = t + r.standard_normal((150, 2)) * [0.5, 4.0]
 out["regression"] = {"outputs": o.ravel().tolist(), "targets": t.ravel().tolist(), "width": 2, "expected": {
@@ -52,9 +63,18 @@ fn every_metric_is_scikit_learns() {
     let sets: Value = serde_json::from_str(&py(dir.path(), SETS)).unwrap();
     let mut checked = 0;
     for (name, set) in sets.as_object().unwrap() {
-        let (probabilities, labels, outputs, targets);
-        let predictions = match set.get("classes") {
-            Some(classes) => {
+        let (probabilities, labels, outputs, targets, truth);
+        let predictions = match (set.get("classes"), set.get("labels")) {
+            (_, Some(width)) if width.is_u64() => {
+                probabilities = floats(&set["probabilities"]);
+                truth = floats(&set["truth"]);
+                Predictions::Labels {
+                    probabilities: &probabilities,
+                    truth: &truth,
+                    labels: width.as_u64().unwrap() as usize,
+                }
+            }
+            (Some(classes), _) => {
                 probabilities = floats(&set["probabilities"]);
                 labels = serde_json::from_value::<Vec<i64>>(set["labels"].clone()).unwrap();
                 Predictions::Classes {
@@ -63,7 +83,7 @@ fn every_metric_is_scikit_learns() {
                     classes: classes.as_u64().unwrap() as usize,
                 }
             }
-            None => {
+            _ => {
                 outputs = floats(&set["outputs"]);
                 targets = floats(&set["targets"]);
                 Predictions::Values {
@@ -89,7 +109,7 @@ fn every_metric_is_scikit_learns() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 16 + 17 + 4, "every metric of every set");
+    assert_eq!(checked, 16 + 17 + 13 + 4, "every metric of every set");
 }
 
 #[test]
@@ -167,4 +187,11 @@ fn an_eval_stage_reports_its_metrics_and_writes_its_confusion_matrix() {
     let out = pipeline(d, &["check", "task.kdl"]);
     assert!(!out.status.success());
     assert_fixture("metrics-other-task.check.stderr", &text(&out.stderr));
+    // Multi-label outputs take per-label metrics, not single-label ones.
+    let multi_label = with(r#""f1-micro" "auroc" "accuracy" "log-loss""#)
+        .replace(r#"loss "cross-entropy""#, r#"loss "bce-with-logits""#);
+    std::fs::write(d.join("labels.kdl"), multi_label).unwrap();
+    let out = pipeline(d, &["check", "labels.kdl"]);
+    assert!(!out.status.success());
+    assert_fixture("metrics-multi-label.check.stderr", &text(&out.stderr));
 }

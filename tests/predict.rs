@@ -357,7 +357,7 @@ fn a_source_without_the_trainings_columns_or_with_a_missing_value_is_an_error_na
 }
 
 #[test]
-fn regression_and_multi_label_predictions_are_named_by_their_label_columns() {
+fn regression_and_multi_label_predictions_and_metrics_are_named_by_their_label_columns() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut rows = String::from("a,b,y1,y2\n");
@@ -374,7 +374,7 @@ fn regression_and_multi_label_predictions_are_named_by_their_label_columns() {
     std::fs::write(d.join("values.csv"), rows).unwrap();
     std::fs::write(d.join("bits.csv"), bits).unwrap();
     std::fs::write(d.join("new.csv"), "b,a\n0.5,1.5\n1.8,0.1\n").unwrap();
-    let manifest = |source: &str, labels: &str, loss: &str| {
+    let manifest = |source: &str, labels: &str, loss: &str, more: &str| {
         format!(
             r#"pipeline "{loss}"
 seed 1
@@ -397,17 +397,23 @@ predict "new" {{
     source "new.csv"
     output "{loss}.csv"
 }}
+{more}
 "#
         )
     };
     std::fs::write(
         d.join("values.kdl"),
-        manifest("values.csv", r#""y1" "y2""#, "mse"),
+        manifest("values.csv", r#""y1" "y2""#, "mse", ""),
     )
     .unwrap();
     std::fs::write(
         d.join("bits.kdl"),
-        manifest("bits.csv", r#""left" "right""#, "bce-with-logits"),
+        manifest(
+            "bits.csv",
+            r#""left" "right""#,
+            "bce-with-logits",
+            r#"eval "test" needs="train" { metrics "f1-macro" "recall-per-class" "auroc"; }"#,
+        ),
     )
     .unwrap();
     run(d, "values.kdl");
@@ -423,7 +429,20 @@ predict "new" {{
         close(&values[&1][0], -1.6) && close(&values[&1][1], 1.9),
         "{values:?}"
     );
-    run(d, "bits.kdl");
+    let report = run(d, "bits.kdl");
+    // Multi-label metrics, per label by its name (scikit-learn's: `tests/metrics.rs`).
+    let metrics = &stage(&report, "test")["metrics"];
+    for name in [
+        "f1-macro",
+        "recall-per-class.left",
+        "recall-per-class.right",
+        "auroc",
+    ] {
+        let value = metrics[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name}: {metrics}"));
+        assert!(value > 0.8 && value <= 1.0, "{name}: {metrics}");
+    }
     let (header, bits) = table(&d.join("bce-with-logits.csv"));
     assert_eq!(header, ["row", "left", "right", "prob_left", "prob_right"]);
     assert_eq!(bits[&0][..2], ["1", "0"], "{bits:?}");

@@ -194,7 +194,7 @@ pub fn evaluate_shared(
     let regression = kind.is_regression() && data.labels.dim() == 2;
     let r2 = (regression && n > 1).then(|| {
         let r2 = pipeline_core::metrics::parse("r2").expect("a metric");
-        match r2.compute(&all.as_predictions(false)) {
+        match r2.compute(&all.as_predictions(kind)) {
             Ok(pipeline_core::metrics::Score::One(x)) => x,
             _ => f64::NAN,
         }
@@ -239,7 +239,8 @@ pub fn r2_score(residual: &[f64], sum: &[f64], squares: &[f64], n: f64) -> f64 {
 
 /// What a model predicted for some samples, in their order, on the host: for
 /// classification, the class probabilities (the softmax of the logits; for `nll`, of its
-/// log-probabilities) and the class indices; else the outputs and the targets. For
+/// log-probabilities) and the class indices; for `bce-with-logits` each label's
+/// probability (the sigmoid) and the 0/1 targets; else the outputs and the targets. For
 /// `pipeline_core::metrics`.
 pub struct Predicted {
     /// Samples × `width`, float64.
@@ -260,10 +261,8 @@ impl Predicted {
         classification: bool,
         kind: LossKind,
     ) -> Result<(), TchError> {
-        let out = match classification {
-            true => crate::predict::scores(out, kind)?,
-            false => out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?,
-        };
+        // Probabilities (of the classes, of each label), or the regression's outputs.
+        let out = crate::predict::scores(out, kind)?;
         self.width = out.size()[1] as usize;
         let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
         self.outputs.extend(Vec::<f64>::try_from(&host(&out)?)?);
@@ -329,33 +328,29 @@ impl Predicted {
         Ok(gathered)
     }
 
-    /// The predictions as a `predict` stage writes them, for samples at data `rows`:
-    /// `bce-with-logits` outputs become probabilities.
-    pub fn predictions(&self, kind: LossKind, rows: Vec<usize>) -> crate::predict::Predictions {
-        let values = match kind {
-            LossKind::BceWithLogits => self
-                .outputs
-                .iter()
-                .map(|&x| 1.0 / (1.0 + (-x).exp()))
-                .collect(),
-            _ => self.outputs.clone(),
-        };
+    /// The predictions as a `predict` stage writes them, for samples at data `rows`.
+    pub fn predictions(&self, rows: Vec<usize>) -> crate::predict::Predictions {
         crate::predict::Predictions {
-            values,
+            values: self.outputs.clone(),
             width: self.width,
             rows,
         }
     }
 
-    /// The predictions as the metrics read them.
-    pub fn as_predictions(&self, classification: bool) -> Predictions<'_> {
-        match classification {
-            true => Predictions::Classes {
+    /// The predictions as the metrics read them, for a model trained with `kind`.
+    pub fn as_predictions(&self, kind: LossKind) -> Predictions<'_> {
+        match kind {
+            LossKind::CrossEntropy | LossKind::Nll => Predictions::Classes {
                 probabilities: &self.outputs,
                 labels: &self.classes,
                 classes: self.width,
             },
-            false => Predictions::Values {
+            LossKind::BceWithLogits => Predictions::Labels {
+                probabilities: &self.outputs,
+                truth: &self.targets,
+                labels: self.width,
+            },
+            LossKind::Mse | LossKind::L1 | LossKind::Huber => Predictions::Values {
                 outputs: &self.outputs,
                 targets: &self.targets,
                 width: self.width,

@@ -150,7 +150,7 @@ fn table(kind: LossKind, predictions: &Predictions, names: &Names) -> Vec<Vec<St
         table.push(header);
         for (values, row) in rows {
             let mut record = vec![row.to_string()];
-            record.extend(values.iter().map(|&p| u8::from(p >= 0.5).to_string()));
+            record.extend(values.iter().map(|&p| u8::from(p > 0.5).to_string()));
             record.extend(values.iter().map(number));
             table.push(record);
         }

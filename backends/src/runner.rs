@@ -21,8 +21,8 @@ use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{
-    Diagnostic, EvalSpec, Manifest, PredictSpec, PredictionFormat, Spanned, StageConfig, StageKind,
-    StageSpec, WeightsFrom,
+    Diagnostic, EvalSpec, LossKind, Manifest, PredictSpec, PredictionFormat, Spanned, StageConfig,
+    StageKind, StageSpec, WeightsFrom,
 };
 use pipeline_core::freshness::{
     predictions_output, Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT,
@@ -210,8 +210,15 @@ impl<'a> Context<'a> {
         predicted: &Predicted,
     ) -> Result<Vec<(String, f64)>, Diagnostic> {
         let manifest = self.session.manifest;
-        let predictions = predicted.as_predictions(manifest.loss.kind.is_classification());
-        let class_name = |j: usize| match &data.classes {
+        let predictions = predicted.as_predictions(manifest.loss.kind);
+        // Per-class values are named by the class, or for multi-label outputs the label.
+        let names = match manifest.loss.kind {
+            LossKind::BceWithLogits => {
+                Some(self.session.data.label_columns(false, predicted.width))
+            }
+            _ => data.classes.clone(),
+        };
+        let class_name = |j: usize| match &names {
             Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),
             None => j.to_string(),
         };
@@ -607,10 +614,8 @@ impl<'a> Context<'a> {
                 if let (Some(format), Some(predicted), true) =
                     (spec.predictions, &predicted, writes)
                 {
-                    let predictions = predicted.predictions(
-                        manifest.loss.kind,
-                        samples.iter().map(|&i| data.rows[i]).collect(),
-                    );
+                    let predictions =
+                        predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect());
                     let path = self.write_predictions(index, &spec.output, format, &predictions)?;
                     line["output"] = json!(path);
                     store.push((predictions_output(format).to_string(), path.clone()));

@@ -160,7 +160,6 @@ pub fn train(
         snapshots: snapshots.is_some(),
     };
     let val_metrics = validation_metrics(manifest, spec);
-    let classification = manifest.loss.kind.is_classification();
     // What every validation gives, in order: under `ddp`, rank 0's values for all.
     let shared_keys = validation_keys(manifest, &val_metrics, !val_samples.is_empty());
     // The training batches' loss and accuracy so far, with (on rank 0) the validation
@@ -194,7 +193,7 @@ pub fn train(
         let Some(predicted) = predicted else {
             return Ok(values);
         };
-        let predictions = predicted.as_predictions(classification);
+        let predictions = predicted.as_predictions(manifest.loss.kind);
         for metric in &val_metrics {
             let undefined = |why: String| {
                 Diagnostic::error(

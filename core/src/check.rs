@@ -592,17 +592,20 @@ fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic>
             .help(format!("the metrics are {}", crate::metrics::names())),
         );
     };
-    // Class metrics read class indices; regression ones, the outputs of `mse`.
-    let fits = match metric.classification() {
-        true => loss.is_classification(),
-        false => loss.is_regression(),
+    // Class metrics read class indices; regression ones, the outputs of `mse`; some
+    // class metrics also read multi-label outputs.
+    let fits = match (loss, metric.classification()) {
+        (LossKind::BceWithLogits, _) => metric.multi_label(),
+        (_, true) => loss.is_classification(),
+        (_, false) => loss.is_regression(),
     };
     if fits {
         return None;
     }
-    let what = match metric.classification() {
-        true => "classification (class indices)",
-        false => "regression (`mse`, `l1`, `huber`)",
+    let what = match (loss, metric.classification()) {
+        (LossKind::BceWithLogits, true) => "single-label classification (one class per sample)",
+        (_, true) => "classification (class indices)",
+        (_, false) => "regression (`mse`, `l1`, `huber`)",
     };
     let help = match loss {
         LossKind::Mse | LossKind::L1 | LossKind::Huber => {
@@ -612,7 +615,7 @@ fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic>
             "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
         }
         LossKind::BceWithLogits => {
-            "multi-label metrics for `bce-with-logits` are not there yet: remove `metrics`"
+            "measure multi-label outputs with `precision-`, `recall-` or `f1-` (per label, averaged) or `auroc`; every eval reports `accuracy`, each label's"
         }
     };
     Some(

@@ -1216,7 +1216,7 @@ pub const EVAL: Section = section(
             "metrics",
             Ty::Texts,
             None,
-            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions: `accuracy`, `top-K-accuracy`, `precision-`, `recall-` and `f1-` followed by `macro`, `micro`, `weighted` or `per-class` (one value per class, named by the class), `auroc` (binary, or one-vs-rest macro), `log-loss`, `confusion-matrix` (written to the run directory as `STAGE-confusion-matrix.json`) for classification; `mse`, `rmse`, `mae`, `r2` for regression (averaged over the outputs). In the cache key.",
+            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions: `accuracy`, `top-K-accuracy`, `precision-`, `recall-` and `f1-` followed by `macro`, `micro`, `weighted` or `per-class` (one value per class, named by the class), `auroc` (binary, or one-vs-rest macro), `log-loss`, `confusion-matrix` (written to the run directory as `STAGE-confusion-matrix.json`) for classification; `mse`, `rmse`, `mae`, `r2` for regression (averaged over the outputs); for `bce-with-logits` (multi-label), `precision-`, `recall-`, `f1-` and `auroc` per label, as scikit-learn computes them on the indicator matrices. In the cache key.",
         ),
         key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
@@ -1271,7 +1271,7 @@ pub const PREDICT: Section = section(
             "output",
             Ty::Path,
             None,
-            "Where the predictions go (default: `<name>.csv` in the run directory), one row per sample in the source's order. `.csv`: `row`, then the predicted class (by its name when the labels were text) under the label column's name and `prob_CLASS` for each class; for `bce-with-logits` each output's 0/1 and `prob_LABEL`; for a regression the outputs under the label columns' names. `.npy`: one float64 array, samples × outputs (the class probabilities, or the outputs). Only a file `pipeline` wrote is ever replaced.",
+            "Where the predictions go (default: `<name>.csv` in the run directory), one row per sample in the source's order. `.csv`: `row`, then the predicted class (by its name when the labels were text) under the label column's name and `prob_CLASS` for each class; for `bce-with-logits` each output's 0/1 (1 above a probability of 0.5) and `prob_LABEL`; for a regression the outputs under the label columns' names. `.npy`: one float64 array, samples × outputs (the class probabilities, or the outputs). Only a file `pipeline` wrote is ever replaced.",
         ),
         key(
             "batch-size",

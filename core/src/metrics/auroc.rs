@@ -1,6 +1,8 @@
 //! `auroc`: the area under the ROC curve (`sklearn.metrics.roc_auc_score`): for two
 //! classes, of the second class's probability; for more, one class against the rest,
-//! averaged over the classes (`multi_class="ovr"`, `average="macro"`). Computed as the
+//! averaged over the classes (`multi_class="ovr"`, `average="macro"`); for multi-label
+//! outputs, of each label's probability, averaged over the labels (`average="macro"` on
+//! the indicator matrix). Computed as the
 //! Mann–Whitney statistic with tied scores counting half, which is the trapezoidal area
 //! scikit-learn integrates.
 
@@ -46,7 +48,24 @@ impl Metric for Auroc {
         true
     }
 
+    fn multi_label(&self) -> bool {
+        true
+    }
+
     fn compute(&self, p: &Predictions) -> Result<Score, String> {
+        if let Predictions::Labels { probabilities, .. } = *p {
+            let (truth, _, labels) = super::multi_label(p)?;
+            let mut total = 0.0;
+            for j in 0..labels {
+                let column = |v: &[f64]| v.iter().skip(j).step_by(labels).copied().collect();
+                let scores: Vec<f64> = column(probabilities);
+                let positive: Vec<bool> = truth.iter().skip(j).step_by(labels).copied().collect();
+                total += binary(&scores, &positive).map_err(|_| {
+                    format!("label {j} is the same for every sample, so it has no area")
+                })?;
+            }
+            return Ok(Score::One(total / labels as f64));
+        }
         let (probabilities, labels, classes) = classes(p)?;
         let column = |c: usize| -> Vec<f64> {
             probabilities

@@ -1,8 +1,8 @@
 //! Per-class counts of a classification (true positives, false positives, false
-//! negatives, support) from the argmax of each sample's probabilities: what precision,
-//! recall and F1 are made of.
+//! negatives, support) from the argmax of each sample's probabilities, or per label of
+//! multi-label outputs: what precision, recall and F1 are made of.
 
-use super::{classes, ratio, Average, Metric, Predictions, Score};
+use super::{classes, multi_label, ratio, Average, Metric, Predictions, Score};
 
 /// The counts of every class of the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +35,9 @@ pub fn predicted(probabilities: &[f64], classes: usize) -> Vec<i64> {
 
 impl Counts {
     pub fn of(p: &Predictions) -> Result<Counts, String> {
+        if let Predictions::Labels { .. } = p {
+            return Counts::of_labels(p);
+        }
         let (probabilities, labels, n_classes) = classes(p)?;
         let mut c = Counts {
             true_positives: vec![0; n_classes],
@@ -53,6 +56,30 @@ impl Counts {
             } else {
                 c.false_positives[g] += 1;
                 c.false_negatives[t] += 1;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Each label's counts, its own positives against its negatives. Every label
+    /// counts in the averages, as scikit-learn takes every column of an indicator matrix.
+    fn of_labels(p: &Predictions) -> Result<Counts, String> {
+        let (truth, predicted, labels) = multi_label(p)?;
+        let mut c = Counts {
+            true_positives: vec![0; labels],
+            false_positives: vec![0; labels],
+            false_negatives: vec![0; labels],
+            support: vec![0; labels],
+            present: vec![true; labels],
+        };
+        for (i, (&t, &g)) in truth.iter().zip(&predicted).enumerate() {
+            let j = i % labels;
+            c.support[j] += u64::from(t);
+            match (t, g) {
+                (true, true) => c.true_positives[j] += 1,
+                (false, true) => c.false_positives[j] += 1,
+                (true, false) => c.false_negatives[j] += 1,
+                (false, false) => {}
             }
         }
         Ok(c)
@@ -132,6 +159,10 @@ impl Metric for CountsMetric {
 
     fn one_value(&self) -> bool {
         self.average != Average::PerClass
+    }
+
+    fn multi_label(&self) -> bool {
+        true
     }
 
     fn compute(&self, p: &Predictions) -> Result<Score, String> {

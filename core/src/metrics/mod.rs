@@ -43,6 +43,14 @@ pub enum Predictions<'a> {
         targets: &'a [f64],
         width: usize,
     },
+    /// Multi-label (`bce-with-logits`): `probabilities` (each output's sigmoid) and
+    /// `truth` (0 or 1) are samples × `labels`; a label is predicted where its
+    /// probability is above 0.5 (its logit above 0).
+    Labels {
+        probabilities: &'a [f64],
+        truth: &'a [f64],
+        labels: usize,
+    },
 }
 
 /// What a metric gives.
@@ -63,6 +71,11 @@ pub trait Metric: std::fmt::Debug {
     fn classification(&self) -> bool;
     /// Its value on the predictions (`Err` when it is undefined there, saying why).
     fn compute(&self, predictions: &Predictions) -> Result<Score, String>;
+    /// Whether it also measures multi-label outputs ([`Predictions::Labels`]), as
+    /// scikit-learn does given the indicator matrices.
+    fn multi_label(&self) -> bool {
+        false
+    }
     /// Whether it gives one value ([`Score::One`]), which a monitor may watch.
     fn one_value(&self) -> bool {
         true
@@ -186,6 +199,33 @@ pub(crate) fn classes<'a>(p: &Predictions<'a>) -> Result<(&'a [f64], &'a [i64], 
         return Err(format!("label {bad} is not one of the {classes} classes"));
     }
     Ok((probabilities, labels, classes))
+}
+
+/// Multi-label predictions, checked: at least one sample, `labels` probabilities and
+/// truths per sample. The truths and the predicted labels (probability above 0.5), as
+/// booleans, row by row.
+pub(crate) fn multi_label(p: &Predictions) -> Result<(Vec<bool>, Vec<bool>, usize), String> {
+    let Predictions::Labels {
+        probabilities,
+        truth,
+        labels,
+    } = *p
+    else {
+        return Err("it measures multi-label outputs".into());
+    };
+    if truth.is_empty() || labels == 0 {
+        return Err("there are no samples".into());
+    }
+    if probabilities.len() != truth.len() || truth.len() % labels != 0 {
+        return Err(format!(
+            "{} probabilities for {} truths of {labels} labels",
+            probabilities.len(),
+            truth.len()
+        ));
+    }
+    let truths = truth.iter().map(|&t| t > 0.5).collect();
+    let predicted = probabilities.iter().map(|&p| p > 0.5).collect();
+    Ok((truths, predicted, labels))
 }
 
 /// A regression metric's predictions, checked: as many outputs as targets, rows of
