@@ -133,4 +133,35 @@ fn runs_are_listed_shown_and_compared() {
         text(&out.stderr),
         "error: there are 2 recorded runs: `last~5` is not one\n  help: `pipeline runs digits.kdl` lists them\n"
     );
+    // A changed input file is named: an eval stage's own labelled file.
+    let holdout = |shift: usize| -> String {
+        (0..20)
+            .map(|i| {
+                let pixels: Vec<String> = (0..64)
+                    .map(|j| ((i + j + shift) % 17).to_string())
+                    .collect();
+                format!("{},{}\n", pixels.join(","), i % 10)
+            })
+            .collect()
+    };
+    let manifest = std::fs::read_to_string(d.join("digits.kdl")).unwrap();
+    std::fs::write(
+        d.join("digits.kdl"),
+        manifest + "eval \"holdout\" {\n    needs \"train\"\n    source \"holdout.csv\"\n}\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("holdout.csv"), holdout(0)).unwrap();
+    run(&["--set", "optimizer.lr=0.001"]);
+    std::fs::write(d.join("holdout.csv"), holdout(1)).unwrap();
+    run(&["--set", "optimizer.lr=0.001"]);
+    let out = pipeline(
+        d,
+        &["runs", "diff", "last~1", "last", "--file", "digits.kdl"],
+    );
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("holdout: changed\n  source file holdout.csv changed\n"),
+        "{said}"
+    );
+    assert!(said.contains("train: same\n"), "{said}");
 }

@@ -4,9 +4,10 @@
 //! runs` lists them, shows one, and says what changed between two, in the words `pipeline
 //! status` uses (the keys' differences) with the metrics' deltas.
 
-use crate::fingerprint::{explain_change, StageKey};
+use crate::fingerprint::{explain_change, stage_inputs, StageKey};
 use crate::freshness::StageState;
 use crate::report::RunReport;
+use manifests::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,18 +38,27 @@ pub struct StageRecord {
     pub metrics: BTreeMap<String, f64>,
     pub fingerprint: String,
     pub key: StageKey,
+    /// The input files its key hashes, by role (`data`, `source`, …), so that a change
+    /// of one is said by its name. (Absent from records before it.)
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, PathBuf>,
 }
 
 impl RunRecord {
-    /// The record of a finished run: `states` are the stages as planned (in the
-    /// report's order).
-    pub fn of(report: &RunReport, states: &[StageState], manifest: &Path) -> RunRecord {
+    /// The record of a finished run of `manifest` (written at `path`): `states` are the
+    /// stages as planned (in the report's order).
+    pub fn of(
+        report: &RunReport,
+        states: &[StageState],
+        manifest: &Manifest,
+        path: &Path,
+    ) -> RunRecord {
         let finished = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         RunRecord {
             pipeline: report.pipeline.clone(),
-            manifest: manifest.to_path_buf(),
+            manifest: path.to_path_buf(),
             finished,
             device: report.device.clone(),
             ok: report.ok(),
@@ -64,6 +74,7 @@ impl RunRecord {
                     metrics: s.metrics.clone(),
                     fingerprint: state.fingerprint.hash.clone(),
                     key: state.fingerprint.key.clone(),
+                    files: stage_inputs(manifest, state.index),
                 })
                 .collect(),
         }
@@ -167,7 +178,7 @@ pub fn diff(a: &RunRecord, b: &RunRecord) -> Vec<StageDiff> {
             });
             continue;
         };
-        let mut reasons = explain_change(&sa.key, &sb.key, &BTreeMap::new());
+        let mut reasons = explain_change(&sa.key, &sb.key, &sb.files);
         if reasons.is_empty() && sa.key.upstream != sb.key.upstream {
             reasons.push("a stage it needs changed".into());
         }

@@ -136,7 +136,8 @@ pub fn run(args: &RunArgs) -> bool {
     prepared.memo.save();
     // The run's record, for `pipeline runs`.
     if let Some(run_dir) = &report.run_dir {
-        let record = pipeline_core::history::RunRecord::of(&report, &prepared.states, &args.file);
+        let record =
+            pipeline_core::history::RunRecord::of(&report, &prepared.states, manifest, &args.file);
         if let Err(e) = record.write(run_dir) {
             eprintln!(
                 "warning: cannot write {}: {e}",
