@@ -293,6 +293,7 @@ impl Dataset {
         dataset.ids_fit(manifest)?;
         let n = dataset.rows.len();
         dataset.splits = match fit {
+            // Another file is applied to whole: all of it is its `test` split.
             Fit::Training { .. } => Splits {
                 train: Vec::new(),
                 val: Vec::new(),

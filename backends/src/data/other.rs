@@ -13,7 +13,8 @@ use tch::{Kind, Tensor};
 
 impl Dataset {
     /// The samples of `source` (below its first `skip_rows` lines) for a model trained on
-    /// `training`: with their labels (`labelled`, an `eval`) or without (a `predict`). `check` has made sure the
+    /// `training`: with their labels (`labelled`, an `eval`) or without (a `predict`).
+    /// All of them are its `test` split, in the file's order. `check` has made sure the
     /// source's format suits the data (`pipeline_core::check`).
     pub fn load_other(
         manifest: &Manifest,

@@ -7,28 +7,21 @@
 //! While a stage runs, its fingerprint's lock is held, so two runs sharing a cache never
 //! compute the same stage twice: the second finds the first one's entry.
 
-use crate::checkpoint;
-use crate::data::Dataset;
+mod checkpoint;
+mod eval;
+mod predict;
+
 use crate::device;
 use crate::error::torch_error;
-use crate::evaluate::{evaluate, evaluate_shared, Predicted};
 use crate::model::Model;
 use crate::observer::Observer;
-use crate::predict;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::Snapshots;
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
-use manifests::{
-    Diagnostic, EvalSpec, LossKind, Manifest, PredictSpec, PredictionFormat, Spanned, StageConfig,
-    StageKind, StageSpec, WeightsFrom,
-};
-use pipeline_core::freshness::{
-    predictions_output, Cache, Freshness, StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT,
-    MODEL_OUTPUT,
-};
-use pipeline_core::metrics::{self, Score};
+use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
+use pipeline_core::freshness::{Cache, Freshness, StageState, MODEL_OUTPUT};
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
 };
@@ -36,7 +29,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 /// A trained model that later stages of the run can use, with its training metrics (for
 /// kept weights: their epoch, step and score).
@@ -199,66 +192,6 @@ impl<'a> Context<'a> {
         result
     }
 
-    /// The eval stage's `metrics` on its split, from its predictions: scalars by name (a
-    /// per-class metric as `NAME.CLASS`); a confusion matrix is written to the run
-    /// directory instead.
-    fn measure(
-        &self,
-        stage: &StageSpec,
-        spec: &EvalSpec,
-        data: &Dataset,
-        predicted: &Predicted,
-    ) -> Result<Vec<(String, f64)>, Diagnostic> {
-        let manifest = self.session.manifest;
-        let predictions = predicted.as_predictions(manifest.loss.kind);
-        // Per-class values are named by the class, or for multi-label outputs the label.
-        let names = match manifest.loss.kind {
-            LossKind::BceWithLogits => {
-                Some(self.session.data.label_columns(false, predicted.width))
-            }
-            _ => data.classes.clone(),
-        };
-        let class_name = |j: usize| match &names {
-            Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),
-            None => j.to_string(),
-        };
-        let mut values = Vec::new();
-        for written in &spec.metrics {
-            let metric = metrics::parse(&written.value).expect("check refuses unknown metrics");
-            let undefined = |why: String| {
-                Diagnostic::error(
-                    "pipeline::eval::undefined_metric",
-                    format!(
-                        "stage `{}`: `{}` is undefined on the `{}` split: {why}",
-                        stage.name(),
-                        written.value,
-                        spec.split.value.as_str()
-                    ),
-                )
-                .label_opt(written.span, "this metric")
-            };
-            match metric.compute(&predictions).map_err(undefined)? {
-                Score::One(x) => values.push((metric.name(), x)),
-                Score::PerClass(xs) => values.extend(
-                    xs.into_iter()
-                        .enumerate()
-                        .map(|(j, x)| (format!("{}.{}", metric.name(), class_name(j)), x)),
-                ),
-                Score::Matrix(rows) => {
-                    let path = self
-                        .run_dir
-                        .path
-                        .join(format!("{}-confusion-matrix.json", stage.name()));
-                    let classes: Vec<String> = (0..rows.len()).map(class_name).collect();
-                    let text = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "classes": classes, "rows": "true class", "columns": "predicted class", "matrix": rows});
-                    cache::write_atomic(&path, text.to_string().as_bytes())
-                        .map_err(|e| write_failed(&path, e))?;
-                }
-            }
-        }
-        Ok(values)
-    }
-
     /// Makes the weights a `train` stage kept available to later stages: the cache's
     /// copies, or, without a cache, copies in the run directory (`STAGE-best-N`). The
     /// report of each, with where it is.
@@ -334,122 +267,6 @@ impl<'a> Context<'a> {
         Ok(&self.trained[&key])
     }
 
-    /// Another file's samples (an `eval`'s or a `predict`'s `source`), as the training
-    /// data's, on the device.
-    fn other_data(
-        &self,
-        file: &Spanned<PathBuf>,
-        skip_rows: u64,
-        labelled: bool,
-    ) -> Result<Dataset, Diagnostic> {
-        let session = &self.session;
-        let mut data =
-            Dataset::load_other(session.manifest, file, skip_rows, &session.data, labelled)?;
-        if labelled && session.manifest.loss.kind.is_classification() {
-            if let Err((i, label)) = data.check_classes(session.outputs) {
-                return Err(Diagnostic::error(
-                    "pipeline::data::label_out_of_range",
-                    format!(
-                        "{}: label {label} is out of range for the model's {} outputs",
-                        data.at(i),
-                        session.outputs
-                    ),
-                )
-                .label_opt(file.span, "labels from here")
-                .help("evaluate on samples of the classes the model was trained on"));
-            }
-        }
-        data.to_device(session.device);
-        Ok(data)
-    }
-
-    /// A `predict` stage: the model of `train` stage `source` applied to the samples of
-    /// its `source`, the predictions written where it says (and for the cache).
-    fn predict(
-        &mut self,
-        state: &StageState,
-        spec: &PredictSpec,
-        source: usize,
-    ) -> Result<Produced, Diagnostic> {
-        let manifest = self.session.manifest;
-        let stage = &manifest.stages[state.index];
-        let data = self.other_data(&spec.source, spec.skip_rows, false)?;
-        let kind = manifest.loss.kind;
-        self.model_of(source, spec.from.value)?;
-        let model = &self.trained[&(source, spec.from.value)].model;
-        let session = &self.session;
-        let samples = &data.splits.test;
-        let predictions = predict::predict(
-            model,
-            &session.numerics,
-            kind,
-            &data,
-            samples,
-            spec.batch_size as i64,
-        )
-        .map_err(|e| {
-            torch_error(
-                "pipeline::predict::failed",
-                &format!("stage `{}`", stage.name()),
-                &e,
-            )
-        })?;
-        let path = self.write_predictions(state.index, &spec.output, spec.format, &predictions)?;
-        let samples = samples.len();
-        append(
-            &mut self.log,
-            &json!({"stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
-        )?;
-        let store = vec![(predictions_output(spec.format).to_string(), path.clone())];
-        Ok(Produced::metrics(
-            BTreeMap::from([("samples".to_string(), samples as f64)]),
-            vec![path],
-            store,
-        ))
-    }
-
-    /// Writes the predictions of stage `index` to its `output`, or else (a `predict`
-    /// stage's) to `<name>.<format>` in the run directory; where they are.
-    fn write_predictions(
-        &self,
-        index: usize,
-        output: &Option<Spanned<PathBuf>>,
-        format: PredictionFormat,
-        predictions: &predict::Predictions,
-    ) -> Result<PathBuf, Diagnostic> {
-        let manifest = self.session.manifest;
-        let stage = &manifest.stages[index];
-        let kind = manifest.loss.kind;
-        let training = &self.session.data;
-        let class = |k: usize| match training.classes.as_ref().and_then(|c| c.get(k)) {
-            Some(name) => name.clone(),
-            None => k.to_string(),
-        };
-        let names = predict::Names {
-            labels: training.label_columns(kind.is_classification(), predictions.width),
-            classes: match kind.is_classification() {
-                true => (0..predictions.width).map(class).collect(),
-                false => Vec::new(),
-            },
-        };
-        let path = match output {
-            Some(p) => {
-                let path = manifest.resolve(&p.value);
-                pipeline_core::outputs::may_replace(manifest, index, &path)?;
-                path
-            }
-            None => self
-                .run_dir
-                .path
-                .join(format!("{}.{}", stage.name(), format.as_str())),
-        };
-        predict::write(&path, format, kind, predictions, &names)?;
-        if output.is_some() {
-            pipeline_core::outputs::record_written(manifest, &path)?;
-        }
-        Ok(path)
-    }
-
     fn run_stage(
         &mut self,
         state: &StageState,
@@ -487,7 +304,7 @@ impl<'a> Context<'a> {
                 let mut store = Vec::new();
                 if self.session.rank() == 0 {
                     let weights = scratch.join(MODEL_OUTPUT);
-                    checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
+                    crate::checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
                     store.push((MODEL_OUTPUT.into(), weights));
                     for k in &trained.kept {
                         store.push((best_output(k.rank), k.path.clone()));
@@ -515,115 +332,7 @@ impl<'a> Context<'a> {
             {
                 Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
             }
-            StageConfig::Eval(spec) => {
-                let source = source.expect("check ensures an eval stage needs a train stage");
-                self.model_of(source, spec.from.value)?;
-                // Another file, whole, or a split of the data.
-                let other = match &spec.source {
-                    Some(file) => Some(self.other_data(file, spec.skip_rows, true)?),
-                    None => None,
-                };
-                let (data, samples) = match &other {
-                    Some(other) => (other, other.splits.test.as_slice()),
-                    None => (
-                        &self.session.data,
-                        self.session.data.splits.get(spec.split.value),
-                    ),
-                };
-                let model = &self.trained[&(source, spec.from.value)].model;
-                let session = &self.session;
-                let collect = !spec.metrics.is_empty() || spec.output.is_some();
-                let batch = spec.batch_size as i64;
-                // The processes share the samples, each evaluating its part, unless rank
-                // 0 alone holds the weights (kept best ones).
-                let shared = session
-                    .group
-                    .as_ref()
-                    .filter(|g| g.world > 1 && spec.from.value == WeightsFrom::Last);
-                let (numerics, objective) = (&session.numerics, &session.loss);
-                let (scores, predicted) = match shared {
-                    Some(group) => evaluate_shared(
-                        model, numerics, objective, data, samples, batch, collect, group,
-                    ),
-                    None => evaluate(model, numerics, objective, data, samples, batch, collect),
-                }
-                .map_err(|e| {
-                    crate::numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
-                        torch_error(
-                            "pipeline::eval::failed",
-                            &format!("stage `{}`", stage.name()),
-                            &e,
-                        )
-                    })
-                })?;
-                if scores.samples == 0 {
-                    return Err(Diagnostic::error(
-                        "pipeline::eval::empty_split",
-                        format!(
-                            "stage `{}`: the `{}` split has no samples ({} in all)",
-                            stage.name(),
-                            spec.split.value.as_str(),
-                            data.splits.train.len() + data.splits.val.len() + data.splits.test.len()
-                        ),
-                    )
-                    .label_opt(spec.split.span.or(stage.name.span), "evaluates on no sample")
-                    .help(format!(
-                        "give the `{}` split a larger fraction in `data` (`split … {}=0.2`), or evaluate on another split",
-                        spec.split.value.as_str(),
-                        spec.split.value.as_str()
-                    )));
-                }
-                if !scores.loss.is_finite() {
-                    return Err(Diagnostic::error(
-                        "pipeline::eval::not_finite",
-                        format!("stage `{}`: the loss on the `{}` split is {}", stage.name(), spec.split.value.as_str(), scores.loss),
-                    )
-                    .label_opt(stage.name.span, "this evaluation")
-                    .help("the trained weights are not finite: lower `optimizer.lr` or check the data"));
-                }
-                let mut metrics = BTreeMap::from([
-                    ("loss".to_string(), scores.loss),
-                    ("samples".to_string(), scores.samples as f64),
-                ]);
-                let mut line =
-                    json!({"stage": stage.name(), "loss": scores.loss, "samples": scores.samples});
-                match &spec.source {
-                    Some(file) => line["source"] = json!(file.value),
-                    None => line["split"] = json!(spec.split.value.as_str()),
-                }
-                if let Some(a) = scores.accuracy {
-                    metrics.insert("accuracy".into(), a);
-                    line["accuracy"] = json!(a);
-                }
-                if let Some(r2) = scores.r2 {
-                    metrics.insert("r2".into(), r2);
-                    line["r2"] = json!(r2);
-                }
-                if let Some(predicted) = &predicted {
-                    for (name, value) in self.measure(stage, spec, data, predicted)? {
-                        line[&name] = json!(value);
-                        metrics.insert(name, value);
-                    }
-                }
-                if spec.from.value != WeightsFrom::Last {
-                    line["from"] = json!(spec.from.value);
-                }
-                let (mut outputs, mut store) = (Vec::new(), Vec::new());
-                // Rank 0 alone writes files.
-                let writes = self.session.rank() == 0;
-                if let (Some(format), Some(predicted), true) =
-                    (spec.predictions, &predicted, writes)
-                {
-                    let predictions =
-                        predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect());
-                    let path = self.write_predictions(index, &spec.output, format, &predictions)?;
-                    line["output"] = json!(path);
-                    store.push((predictions_output(format).to_string(), path.clone()));
-                    outputs.push(path);
-                }
-                append(&mut self.log, &line)?;
-                Ok(Produced::metrics(metrics, outputs, store))
-            }
+            StageConfig::Eval(spec) => self.eval(index, spec, source),
             // Rank 0 alone writes files.
             StageConfig::Predict(_) if self.session.rank() != 0 => {
                 Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
@@ -635,95 +344,7 @@ impl<'a> Context<'a> {
             StageConfig::Checkpoint(_) if self.session.rank() != 0 => {
                 Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
             }
-            StageConfig::Checkpoint(spec) => {
-                let source = source.expect("check ensures a checkpoint stage needs a train stage");
-                let path = match &spec.path {
-                    Some(p) => {
-                        let path = manifest.resolve(&p.value);
-                        pipeline_core::outputs::may_replace(manifest, index, &path)?;
-                        path
-                    }
-                    None => self
-                        .run_dir
-                        .path
-                        .join(format!("{}.safetensors", stage.name())),
-                };
-                let (sample_shape, scaling) =
-                    (&self.session.data.sample_shape, &self.session.data.scaling);
-                let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
-                let sample_shape = sample_shape.clone();
-                let input_names = self.session.data.input_names.clone();
-                let input_scaling: BTreeMap<String, serde_json::Value> = self
-                    .session
-                    .data
-                    .extra_scaling
-                    .iter()
-                    .map(|(name, (shift, divide))| {
-                        (name.clone(), json!({"subtract": shift, "divide": divide}))
-                    })
-                    .collect();
-                let (classes, filled) = (
-                    self.session.data.classes.clone(),
-                    self.session.data.filled.clone(),
-                );
-                let trained = self.model_of(source, spec.from.value)?;
-                let m = &trained.metrics;
-                // The metrics of the weights exported (counts and positions aside).
-                let source_metrics: BTreeMap<&str, f64> = m
-                    .iter()
-                    .filter(|(k, _)| {
-                        !["epochs", "steps", "skipped_steps", "stopped_epoch"].contains(&k.as_str())
-                    })
-                    .map(|(k, v)| (k.as_str(), *v))
-                    .collect();
-                let mut metadata = json!({
-                    "pipeline": manifest.name,
-                    "stage": stage.name(),
-                    "from_stage": manifest.stages[source].name(),
-                    "fingerprint": state.fingerprint.hash,
-                    "epoch": m.get("epochs").map(|e| *e as u64),
-                    "step": m.get("steps").map(|s| *s as u64),
-                    "metrics": source_metrics,
-                    "dtype": format!("{:?}", Kind::Float).to_lowercase(),
-                    // How the model was evaluated (its autocast), and what its outputs
-                    // are: logits for a cross-entropy, log-probabilities for nll, values
-                    // for a regression.
-                    "precision": manifest.accelerator.precision.as_str(),
-                    "loss": manifest.loss.kind.as_str(),
-                    "model": &manifest.model.nodes,
-                    "input_shape": sample_shape,
-                    "inputs": input_names,
-                    "input_scaling": input_scaling,
-                    "scaling": scaling,
-                    "tool": concat!("pipeline ", env!("CARGO_PKG_VERSION")),
-                });
-                if let WeightsFrom::Best(_) = spec.from.value {
-                    // Which of the kept weights, by what.
-                    metadata["weights"] = json!(spec.from.value);
-                }
-                if let Some(script) = &manifest.model.torchscript {
-                    // The module the weights belong to, as the manifest names it.
-                    metadata["torchscript"] = json!(script.path.value);
-                }
-                if let Some(classes) = classes {
-                    // Output k is the class named `classes[k]`.
-                    metadata["classes"] = json!(classes);
-                }
-                if let Some(images) = &manifest.data.images {
-                    // How an image becomes the input (the transforms' evaluation form).
-                    metadata["images"] = json!(images);
-                }
-                if let Some(filled) = filled {
-                    // What a missing feature was filled with (before scaling).
-                    metadata["missing"] = json!({"kind": manifest.data.missing, "fill": filled});
-                }
-                let outputs = checkpoint::save(&trained.model, &path, &metadata)?;
-                let store = vec![
-                    (CHECKPOINT_OUTPUT.to_string(), outputs[0].clone()),
-                    (CHECKPOINT_METADATA.to_string(), outputs[1].clone()),
-                ];
-                Ok(Produced::metrics(BTreeMap::new(), outputs, store))
-            }
+            StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source),
         }
     }
 }

@@ -1,0 +1,130 @@
+//! Applying a model to another file: a `predict` stage, and the predictions an `eval`
+//! stage writes (`crate::predict` computes and writes them).
+
+use super::{append, Context, Produced};
+use crate::data::Dataset;
+use crate::error::torch_error;
+use crate::predict;
+use manifests::{Diagnostic, PredictSpec, PredictionFormat, Spanned};
+use pipeline_core::freshness::{predictions_output, StageState};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+impl Context<'_> {
+    /// Another file's samples (an `eval`'s or a `predict`'s `source`), as the training
+    /// data's, on the device.
+    pub(super) fn other_data(
+        &self,
+        file: &Spanned<PathBuf>,
+        skip_rows: u64,
+        labelled: bool,
+    ) -> Result<Dataset, Diagnostic> {
+        let session = &self.session;
+        let mut data =
+            Dataset::load_other(session.manifest, file, skip_rows, &session.data, labelled)?;
+        if labelled && session.manifest.loss.kind.is_classification() {
+            if let Err((i, label)) = data.check_classes(session.outputs) {
+                return Err(Diagnostic::error(
+                    "pipeline::data::label_out_of_range",
+                    format!(
+                        "{}: label {label} is out of range for the model's {} outputs",
+                        data.at(i),
+                        session.outputs
+                    ),
+                )
+                .label_opt(file.span, "labels from here")
+                .help("evaluate on samples of the classes the model was trained on"));
+            }
+        }
+        data.to_device(session.device);
+        Ok(data)
+    }
+
+    /// A `predict` stage: the model of `train` stage `source` applied to the samples of
+    /// its `source`, the predictions written where it says (and for the cache).
+    pub(super) fn predict(
+        &mut self,
+        state: &StageState,
+        spec: &PredictSpec,
+        source: usize,
+    ) -> Result<Produced, Diagnostic> {
+        let manifest = self.session.manifest;
+        let stage = &manifest.stages[state.index];
+        let data = self.other_data(&spec.source, spec.skip_rows, false)?;
+        let kind = manifest.loss.kind;
+        self.model_of(source, spec.from.value)?;
+        let model = &self.trained[&(source, spec.from.value)].model;
+        let session = &self.session;
+        let samples = &data.splits.test;
+        let predictions = predict::predict(
+            model,
+            &session.numerics,
+            kind,
+            &data,
+            samples,
+            spec.batch_size as i64,
+        )
+        .map_err(|e| {
+            torch_error(
+                "pipeline::predict::failed",
+                &format!("stage `{}`", stage.name()),
+                &e,
+            )
+        })?;
+        let path = self.write_predictions(state.index, &spec.output, spec.format, &predictions)?;
+        let samples = samples.len();
+        append(
+            &mut self.log,
+            &json!({"stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
+        )?;
+        let store = vec![(predictions_output(spec.format).to_string(), path.clone())];
+        Ok(Produced::metrics(
+            BTreeMap::from([("samples".to_string(), samples as f64)]),
+            vec![path],
+            store,
+        ))
+    }
+
+    /// Writes the predictions of stage `index` to its `output`, or else (a `predict`
+    /// stage's) to `<name>.<format>` in the run directory; where they are.
+    pub(super) fn write_predictions(
+        &self,
+        index: usize,
+        output: &Option<Spanned<PathBuf>>,
+        format: PredictionFormat,
+        predictions: &predict::Predictions,
+    ) -> Result<PathBuf, Diagnostic> {
+        let manifest = self.session.manifest;
+        let stage = &manifest.stages[index];
+        let kind = manifest.loss.kind;
+        let training = &self.session.data;
+        let class = |k: usize| match training.classes.as_ref().and_then(|c| c.get(k)) {
+            Some(name) => name.clone(),
+            None => k.to_string(),
+        };
+        let names = predict::Names {
+            labels: training.label_columns(kind.is_classification(), predictions.width),
+            classes: match kind.is_classification() {
+                true => (0..predictions.width).map(class).collect(),
+                false => Vec::new(),
+            },
+        };
+        let path = match output {
+            Some(p) => {
+                let path = manifest.resolve(&p.value);
+                pipeline_core::outputs::may_replace(manifest, index, &path)?;
+                path
+            }
+            None => self
+                .run_dir
+                .path
+                .join(format!("{}.{}", stage.name(), format.as_str())),
+        };
+        predict::write(&path, format, kind, predictions, &names)?;
+        if output.is_some() {
+            pipeline_core::outputs::record_written(manifest, &path)?;
+        }
+        Ok(path)
+    }
+}
