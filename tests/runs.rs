@@ -59,18 +59,17 @@ fn runs_are_listed_shown_and_compared() {
         table.contains(&format!("test accuracy {accuracy:.4}")),
         "{table}"
     );
-    // `show` by id prefix or `last`, the same run.
+    // `show` by id prefix or `last`, the same run. (Two runs in one second may share all
+    // but the last digits of their ids: the prefix is the shortest the other lacks.)
     let id = second["id"].as_str().unwrap();
+    let other = first["id"].as_str().unwrap();
+    let prefix = (1..=id.len())
+        .map(|n| &id[..n])
+        .find(|p| !other.starts_with(p))
+        .unwrap();
     let by_id = pipeline(
         d,
-        &[
-            "runs",
-            "show",
-            &id[..id.len() - 1],
-            "--file",
-            "digits.kdl",
-            "--json",
-        ],
+        &["runs", "show", prefix, "--file", "digits.kdl", "--json"],
     );
     let by_last = pipeline(
         d,
