@@ -116,7 +116,7 @@ impl Dataset {
                 values(&self.sample_shape),
                 values(&training.sample_shape)
             ),
-            match self.feature_columns.is_some() || spec.dialect.header {
+            match has_header(spec) {
                 true => "give it the training's feature columns, by the same names",
                 false => "give it the training's features in the same order (and no label column for a prediction)",
             },

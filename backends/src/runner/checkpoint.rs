@@ -20,17 +20,7 @@ impl Context<'_> {
         let (index, manifest) = (state.index, self.session.manifest);
         let stage = &manifest.stages[index];
         let source = source.expect("check ensures a checkpoint stage needs a train stage");
-        let path = match &spec.path {
-            Some(p) => {
-                let path = manifest.resolve(&p.value);
-                pipeline_core::outputs::may_replace(manifest, index, &path)?;
-                path
-            }
-            None => self
-                .run_dir
-                .path
-                .join(format!("{}.safetensors", stage.name())),
-        };
+        let path = self.output_path(index, spec.path.as_ref(), "safetensors")?;
         let (sample_shape, scaling) = (&self.session.data.sample_shape, &self.session.data.scaling);
         let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
         let sample_shape = sample_shape.clone();

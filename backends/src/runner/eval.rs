@@ -82,12 +82,15 @@ impl Context<'_> {
             )));
         }
         if !scores.loss.is_finite() {
+            let on = match &spec.source {
+                Some(file) => file.value.display().to_string(),
+                None => format!("the `{}` split", spec.split.value.as_str()),
+            };
             return Err(Diagnostic::error(
                 "pipeline::eval::not_finite",
                 format!(
-                    "stage `{}`: the loss on the `{}` split is {}",
+                    "stage `{}`: the loss on {on} is {}",
                     stage.name(),
-                    spec.split.value.as_str(),
                     scores.loss
                 ),
             )

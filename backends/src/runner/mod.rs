@@ -267,6 +267,28 @@ impl<'a> Context<'a> {
         Ok(&self.trained[&key])
     }
 
+    /// Where stage `index` writes its file: the `declared` path (resolved, once
+    /// `outputs::may_replace` allows it), else `<name>.<extension>` in the run directory.
+    fn output_path(
+        &self,
+        index: usize,
+        declared: Option<&manifests::Spanned<PathBuf>>,
+        extension: &str,
+    ) -> Result<PathBuf, Diagnostic> {
+        let manifest = self.session.manifest;
+        match declared {
+            Some(p) => {
+                let path = manifest.resolve(&p.value);
+                pipeline_core::outputs::may_replace(manifest, index, &path)?;
+                Ok(path)
+            }
+            None => Ok(self
+                .run_dir
+                .path
+                .join(format!("{}.{extension}", manifest.stages[index].name()))),
+        }
+    }
+
     fn run_stage(
         &mut self,
         state: &StageState,

@@ -96,7 +96,6 @@ impl Context<'_> {
         predictions: &predict::Predictions,
     ) -> Result<PathBuf, Diagnostic> {
         let manifest = self.session.manifest;
-        let stage = &manifest.stages[index];
         let kind = manifest.loss.kind;
         let training = &self.session.data;
         let class = |k: usize| match training.classes.as_ref().and_then(|c| c.get(k)) {
@@ -110,17 +109,7 @@ impl Context<'_> {
                 false => Vec::new(),
             },
         };
-        let path = match output {
-            Some(p) => {
-                let path = manifest.resolve(&p.value);
-                pipeline_core::outputs::may_replace(manifest, index, &path)?;
-                path
-            }
-            None => self
-                .run_dir
-                .path
-                .join(format!("{}.{}", stage.name(), format.as_str())),
-        };
+        let path = self.output_path(index, output.as_ref(), format.as_str())?;
         predict::write(&path, format, kind, predictions, &names)?;
         if output.is_some() {
             pipeline_core::outputs::record_written(manifest, &path)?;
