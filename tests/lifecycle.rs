@@ -303,7 +303,9 @@ fn max_time_stops_at_the_first_step_after_it() {
     let report = run(
         d,
         "time.kdl",
-        &manifest("    epochs 50\n    batch-size 64\n    max-time 0.001"),
+        // One microsecond: less than any optimizer step takes (a millisecond was not, on
+        // a fast CI machine).
+        &manifest("    epochs 50\n    batch-size 64\n    max-time 0.000001"),
         &[],
     );
     let train = &report["stages"][0];
@@ -311,7 +313,7 @@ fn max_time_stops_at_the_first_step_after_it() {
     assert_eq!(train["metrics"]["steps"], 1.0);
     let reason = train["stopped"]["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("it reached `max-time 0.001` ("),
+        reason.starts_with("it reached `max-time 0.000001` ("),
         "{reason}"
     );
 }
