@@ -2,8 +2,8 @@
 //! resumes bit for bit after kill -9 with its patience counter and best value; the best
 //! weights are kept, stored and taken by later stages, and resume bit for bit too;
 //! validation within epochs, `max-steps` and `max-time` stop where they say; a loss that
-//! stops being finite stops the run at its batch; monitors the run does not compute are
-//! `check` errors.
+//! stops being finite stops the run at its batch, and in a terminal its progress bar stays
+//! where it failed; monitors the run does not compute are `check` errors.
 
 mod common;
 
@@ -335,6 +335,71 @@ fn a_loss_that_is_not_finite_stops_the_run_at_its_batch() {
         "{err}"
     );
     assert!(!err.contains("epoch 2"), "{err}");
+    // The failed epoch is not recorded: `metrics.jsonl` has no line of it.
+    let runs: Vec<_> = std::fs::read_dir(d.join(".pipeline/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let log = std::fs::read_to_string(runs[0].join("metrics.jsonl")).unwrap();
+    assert_eq!(log, "", "{log}");
+}
+
+/// What a terminal shows after `pipeline ARGS` ran in it (tmux, 120 × 40), with the exit
+/// code on the last line as `EXIT=N`.
+fn in_a_terminal(dir: &Path, args: &str) -> String {
+    let socket = format!("pipeline-test-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("tmux runs (Debian's `tmux` package)")
+    };
+    let command = format!(
+        "NO_COLOR=1 {} {args}; echo EXIT=$?; sleep 600",
+        env!("CARGO_BIN_EXE_pipeline")
+    );
+    let started = tmux(&["new-session", "-d", "-x", "120", "-y", "40", &command]);
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let screen = loop {
+        let shown = text(&tmux(&["capture-pane", "-p"]).stdout);
+        if shown.contains("EXIT=") || std::time::Instant::now() > deadline {
+            break shown;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    tmux(&["kill-server"]);
+    screen
+}
+
+#[test]
+fn a_failed_training_leaves_its_progress_bar_above_the_error_in_a_terminal() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let text_ = manifest("    epochs 5\n    batch-size 64")
+        .replace("optimizer \"adam\" lr=3e-3", "optimizer \"sgd\" lr=1e12");
+    std::fs::write(d.join("nan.kdl"), text_).unwrap();
+    let screen = in_a_terminal(d, "run nan.kdl");
+    let lines: Vec<&str> = screen.lines().collect();
+    let bar = lines
+        .iter()
+        .position(|l| l.starts_with("train (train) ["))
+        .unwrap_or_else(|| panic!("no progress bar:\n{screen}"));
+    // The bar stopped after the second step (the third failed), saying so.
+    assert!(lines[bar].contains("] 2/"), "{screen}");
+    assert!(
+        lines[bar].contains(" steps  epoch 1/5 · failed"),
+        "{screen}"
+    );
+    let error = lines
+        .iter()
+        .position(|l| l.contains("the training loss became NaN at epoch 1, batch 3"))
+        .unwrap_or_else(|| panic!("no error:\n{screen}"));
+    assert!(error > bar, "{screen}");
+    assert!(screen.contains("EXIT=1"), "{screen}");
 }
 
 #[test]

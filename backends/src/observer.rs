@@ -82,6 +82,8 @@ pub trait Observer {
     /// `done` optimizer steps of the current epoch have been queued.
     fn step(&mut self, _done: u64) {}
     fn epoch_finished(&mut self, _record: &EpochRecord) {}
+    /// The stage failed with `error`, which the run reports after this.
+    fn stage_failed(&mut self, _stage: &str, _error: &Diagnostic) {}
     fn stage_finished(&mut self, _result: &StageResult) {}
 }
 

@@ -4,13 +4,12 @@
 //! pytorch-accelerated's `EarlyStoppingCallback`). Its state, the best value, where it
 //! was measured and the validations waited, is in every snapshot.
 
-use super::{Callback, Control, Setup, Validation};
+use super::{Callback, Control, Made, Out, Setup, Validation};
 use manifests::{EarlyStopSpec, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tch::TchError;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     Ok(setup.spec.early_stop.clone().map(|spec| {
         Box::new(EarlyStop {
             mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
@@ -25,7 +24,7 @@ pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
             },
             spec,
             state: State::default(),
-        }) as Box<dyn Callback>
+        }) as Box<dyn Callback + 'a>
     }))
 }
 
@@ -54,7 +53,7 @@ impl Callback for EarlyStop {
         "early-stop"
     }
 
-    fn validated(&mut self, v: &Validation) -> Control {
+    fn validated(&mut self, v: &Validation, _out: &mut Out) -> Control {
         let monitor = &self.spec.monitor.value;
         // Absent where this process does not measure it: validation is rank 0's.
         let Some(&value) = v.values.get(&self.key) else {

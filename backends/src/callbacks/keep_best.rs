@@ -11,16 +11,15 @@
 //!
 //! Only rank 0 validates, so only rank 0 keeps weights (every process holds the same).
 
-use super::{Callback, Control, Setup, Validation};
+use super::{Callback, Control, Made, Out, Setup, Validation};
 use crate::checkpoint;
 use manifests::{Diagnostic, KeepBestSpec, Mode};
 use pipeline_core::report::KeptWeights;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
-use tch::TchError;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     let Some(spec) = setup.spec.keep_best.clone().filter(|_| setup.rank == 0) else {
         return Ok(None);
     };
@@ -28,7 +27,7 @@ pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
         mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
         key: spec.monitor.value.record_key(),
         dir: setup.dir.join("best"),
-        snapshots: setup.snapshots,
+        snapshots: setup.snapshots.is_some(),
         stage: setup.stage.name().to_string(),
         spec,
         kept: Vec::new(),
@@ -117,7 +116,7 @@ impl Callback for KeepBest {
         "keep-best"
     }
 
-    fn validated(&mut self, v: &Validation) -> Control {
+    fn validated(&mut self, v: &Validation, _out: &mut Out) -> Control {
         let Some(&score) = v.values.get(&self.key) else {
             return Control::Continue;
         };

@@ -2,14 +2,14 @@
 //! epoch in progress (Lightning's `max_steps`). Every process counts the same steps, so
 //! they stop together without agreeing.
 
-use super::{Callback, Control, Setup, StepEnd};
+use super::{Callback, Control, Made, Out, Setup, StepEnd};
 use tch::TchError;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     Ok(setup
         .spec
         .max_steps
-        .map(|max| Box::new(MaxSteps { max }) as Box<dyn Callback>))
+        .map(|max| Box::new(MaxSteps { max }) as Box<dyn Callback + 'a>))
 }
 
 struct MaxSteps {
@@ -21,7 +21,7 @@ impl Callback for MaxSteps {
         "max-steps"
     }
 
-    fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
+    fn step_ended(&mut self, step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         Ok(match step.boundary && step.step >= self.max {
             true => Control::Finish(format!("it reached `max-steps {}`", self.max)),
             false => Control::Continue,

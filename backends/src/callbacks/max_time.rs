@@ -4,12 +4,12 @@
 //! is read every [`CHECK_EVERY`] steps, where the processes agree (rank 0's clock
 //! decides).
 
-use super::{Callback, Control, Setup, StepEnd, CHECK_EVERY};
+use super::{Callback, Control, Made, Out, Setup, StepEnd, CHECK_EVERY};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tch::TchError;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     Ok(setup.spec.max_time.map(|max| {
         Box::new(MaxTime {
             max,
@@ -19,7 +19,7 @@ pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
                 true => CHECK_EVERY,
                 false => 1,
             },
-        }) as Box<dyn Callback>
+        }) as Box<dyn Callback + 'a>
     }))
 }
 
@@ -42,7 +42,7 @@ impl Callback for MaxTime {
         "max-time"
     }
 
-    fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
+    fn step_ended(&mut self, step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         let due = step.boundary && step.step.is_multiple_of(self.every);
         Ok(match due && self.seconds() >= self.max {
             true => Control::Finish(format!(

@@ -1,26 +1,37 @@
-//! Callbacks: what reacts to the events of a `train` stage's loop (epoch start, step end,
-//! validation end, epoch end, a snapshot about to be saved and saved), as
-//! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry, [`REGISTRY`]: one file
-//! per member, each built from the stage's spec when the stage asks for it.
+//! Callbacks: everything that reacts to the events of a `train` stage's loop (run start,
+//! epoch start, step end, validation, epoch end, snapshot, run end, error), as
+//! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry,
+//! [`REGISTRY`]: one file per member, each built from the stage's spec when the stage asks
+//! for it. What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
+//! the progress shown (`progress`), the learning rate in the records (`lr_monitor`) and
+//! the resumable snapshots (`snapshots`).
 //!
 //! A callback may end the training: successfully ([`Control::Finish`], early stopping,
 //! `max-steps`, `max-time`) or with an error ([`Control::Fail`], a loss that is not
-//! finite). A callback may also leave files as outputs of the stage (`keep-best`). Its state (a patience
-//! counter, the best value so far) goes into every snapshot under its name and comes back
-//! on resume, so a killed run makes the same decisions as one that was never stopped.
+//! finite). A callback may also leave files as outputs of the stage (`keep-best`). Its
+//! state (a patience counter, the best value so far) goes into every snapshot under its
+//! name and comes back on resume, so a killed run makes the same decisions as one that was
+//! never stopped.
 //!
 //! Under `ddp` every process runs the same callbacks; what they decide from values only
 //! rank 0 has (validation) is rank 0's decision, shared by the training loop.
 
 mod early_stop;
 mod keep_best;
+mod lr_monitor;
 mod max_steps;
 mod max_time;
+mod metrics_log;
 mod nan_stop;
+mod progress;
 mod reduce_on_plateau;
+mod snapshots;
 
 use crate::model::Model;
-use crate::observer::EpochRecord;
+use crate::numerics::Scaler;
+use crate::observer::{EpochRecord, Observer};
+use crate::optimizer::Optimizer;
+use crate::snapshot::{Position, Snapshots, Sums};
 use manifests::{Diagnostic, ScheduleSpec, StageSpec, TrainSpec};
 use pipeline_core::report::KeptWeights;
 use serde_json::Value;
@@ -51,10 +62,31 @@ pub struct Setup<'a> {
     /// Processes training together (1 without a group), and this one's rank.
     pub world: usize,
     pub rank: usize,
+    /// Batches per epoch (of this process's share).
+    pub batches: u64,
     /// Where a callback keeps files that outlive a kill (with snapshots: beside them).
     pub dir: PathBuf,
-    /// Whether snapshots are saved (a file a snapshot names must stay until the next).
-    pub snapshots: bool,
+    /// Where snapshots go, when the stage takes them (a file a snapshot names must stay
+    /// until the next).
+    pub snapshots: Option<&'a Snapshots>,
+}
+
+/// Where callbacks report to: the run's `metrics.jsonl`, one JSON line at a time, and
+/// whoever shows the run's progress.
+pub struct Out<'o> {
+    pub log: &'o mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
+    pub obs: &'o mut dyn Observer,
+}
+
+/// The training is about to take its first step (or its first since a snapshot).
+pub struct RunStart<'a> {
+    /// Samples per batch, batches accumulated per optimizer step, and optimizer steps per
+    /// epoch.
+    pub batch: u64,
+    pub accumulate: u64,
+    pub steps: u64,
+    /// Where it resumes, when it resumes from a snapshot.
+    pub resumed: Option<&'a Position>,
 }
 
 /// A validation: where the loop is and what was measured. `values` holds the training
@@ -64,6 +96,9 @@ pub struct Validation<'a> {
     pub epoch: u64,
     /// Optimizer steps taken so far.
     pub step: u64,
+    /// Whether it was measured within the epoch (`validate every-steps=N`), rather than
+    /// at its end (where the epoch's record carries it).
+    pub within_epoch: bool,
     pub values: &'a BTreeMap<String, f64>,
     pub model: &'a Model,
 }
@@ -78,33 +113,78 @@ pub struct StepEnd<'a> {
     pub step: u64,
     /// Whether the batch ended an optimizer step (the last of an accumulation window).
     pub boundary: bool,
+    /// The learning rate of the last optimizer step.
+    pub lr: f64,
     pub loss: &'a Tensor,
 }
 
-/// A reaction to the training loop's events, with state that survives a resume.
+/// Where a snapshot could be taken: after an optimizer step within an epoch (counted over
+/// all epochs), or at the end of an epoch.
+#[derive(Debug, Clone, Copy)]
+pub enum At {
+    Step(u64),
+    EpochEnd(u64),
+}
+
+/// Everything a snapshot holds: the position (with every callback's state), the weights,
+/// the optimizer's and the loss scaler's state, and the epoch's sums so far.
+pub struct Snapshot<'a> {
+    pub position: &'a Position,
+    pub model: &'a Model,
+    pub opt: &'a Optimizer,
+    pub scaler: Option<&'a Scaler>,
+    pub sums: Sums<'a>,
+    pub device: Device,
+}
+
+/// How the training ended.
+pub struct RunEnd<'a> {
+    /// Optimizer steps taken in all.
+    pub step: u64,
+    /// Ended before its last step: the epoch, why, and whether within that epoch.
+    pub stopped: Option<(u64, &'a str, bool)>,
+}
+
+/// A reaction to the training loop's events, with state that survives a resume. Every
+/// event also hands it [`Out`], where it may report.
 pub trait Callback {
     /// The name its state is saved under in a snapshot (stable across versions).
     fn name(&self) -> &'static str;
-    fn epoch_started(&mut self, _epoch: u64) {}
-    fn step_ended(&mut self, _step: &StepEnd) -> Result<Control, TchError> {
+    fn run_started(&mut self, _start: &RunStart, _out: &mut Out) {}
+    fn epoch_started(&mut self, _epoch: u64, _out: &mut Out) {}
+    fn step_ended(&mut self, _step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         Ok(Control::Continue)
     }
-    /// The validation split was measured (or, without one, the epoch's training
-    /// metrics are in).
-    fn validated(&mut self, _validation: &Validation) -> Control {
+    /// The validation split was measured (or, without one, the training metrics so far
+    /// are in).
+    fn validated(&mut self, _validation: &Validation, _out: &mut Out) -> Control {
         Control::Continue
     }
+    /// Adds what it follows to the epoch's record, before any callback sees it.
+    fn record(&mut self, _record: &mut EpochRecord) {}
     /// The epoch is over: its record holds the training metrics, and the validation
     /// metrics when it was validated (on rank 0 only).
-    fn epoch_ended(&mut self, _record: &EpochRecord) -> Control {
+    fn epoch_ended(&mut self, _record: &EpochRecord, _out: &mut Out) -> Control {
         Control::Continue
     }
-    /// A snapshot is about to be saved mid-epoch (the epoch's end has `epoch_ended`).
+    /// Whether it wants a snapshot taken at `at`.
+    fn snapshot_due(&self, _at: At) -> bool {
+        false
+    }
+    /// A snapshot is about to be taken mid-epoch (the epoch's end has `epoch_ended`).
     fn before_snapshot(&mut self) -> Control {
         Control::Continue
     }
+    /// Saves the snapshot it asked for at `at`.
+    fn save(&mut self, _at: At, _snapshot: &Snapshot) -> Result<(), Diagnostic> {
+        Ok(())
+    }
     /// A snapshot was saved: what the one before needed may go.
     fn snapshot_saved(&mut self) {}
+    /// The training is over (stopped early or not); not after an error.
+    fn run_ended(&mut self, _end: &RunEnd, _out: &mut Out) {}
+    /// The training failed with `error` (which the run reports).
+    fn failed(&mut self, _error: &Diagnostic, _out: &mut Out) {}
     /// Weights it leaves as outputs of the stage (`keep-best`), once the training is over.
     fn outputs(&self) -> Vec<KeptWeights> {
         Vec::new()
@@ -123,10 +203,14 @@ pub trait Callback {
     }
 }
 
-/// Builds a callback for the stage, or `None` when the stage does not ask for it.
-type Make = fn(&Setup) -> Result<Option<Box<dyn Callback>>, TchError>;
+/// What building a callback gives: `None` when the stage does not ask for it.
+pub type Made<'a> = Result<Option<Box<dyn Callback + 'a>>, TchError>;
 
-/// Every callback, in the order they see each event.
+/// Builds a callback for the stage.
+type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
+
+/// Every callback, in the order they see each event: those that decide first, then
+/// those that report what was decided.
 pub const REGISTRY: &[Make] = &[
     nan_stop::make,
     max_steps::make,
@@ -134,15 +218,19 @@ pub const REGISTRY: &[Make] = &[
     early_stop::make,
     keep_best::make,
     reduce_on_plateau::make,
+    lr_monitor::make,
+    snapshots::make,
+    metrics_log::make,
+    progress::make,
 ];
 
 /// The callbacks of one `train` stage.
-pub struct Callbacks {
-    members: Vec<Box<dyn Callback>>,
+pub struct Callbacks<'a> {
+    members: Vec<Box<dyn Callback + 'a>>,
 }
 
-impl Callbacks {
-    pub fn for_stage(setup: &Setup) -> Result<Callbacks, TchError> {
+impl<'a> Callbacks<'a> {
+    pub fn for_stage(setup: &Setup<'a>) -> Result<Callbacks<'a>, TchError> {
         let mut members = Vec::new();
         for make in REGISTRY {
             members.extend(make(setup)?);
@@ -150,27 +238,80 @@ impl Callbacks {
         Ok(Callbacks { members })
     }
 
-    pub fn epoch_started(&mut self, epoch: u64) {
+    pub fn run_started(&mut self, start: &RunStart, out: &mut Out) {
         for c in &mut self.members {
-            c.epoch_started(epoch);
+            c.run_started(start, out);
         }
     }
 
-    /// Every callback sees the step (unless one fails to read the device); the first
-    /// that ends the training decides.
-    pub fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
-        self.each(|c| c.step_ended(step))
+    pub fn epoch_started(&mut self, epoch: u64, out: &mut Out) {
+        for c in &mut self.members {
+            c.epoch_started(epoch, out);
+        }
     }
 
-    /// Every callback sees the validation; the first that ends the training decides.
-    pub fn validated(&mut self, validation: &Validation) -> Control {
-        self.each(|c| Ok(c.validated(validation)))
+    /// Every callback sees the step, until one fails; the first that ends the training
+    /// decides.
+    pub fn step_ended(&mut self, step: &StepEnd, out: &mut Out) -> Result<Control, TchError> {
+        self.each(|c| c.step_ended(step, out))
+    }
+
+    /// Every callback sees the validation, until one fails; the first that ends the
+    /// training decides.
+    pub fn validated(&mut self, validation: &Validation, out: &mut Out) -> Control {
+        self.each(|c| Ok(c.validated(validation, out)))
             .expect("validated cannot fail")
     }
 
-    pub fn snapshot_saved(&mut self) {
+    /// Every callback sees the epoch, until one fails (a failed epoch is not recorded);
+    /// the first that ends the training decides.
+    pub fn epoch_ended(&mut self, record: &EpochRecord, out: &mut Out) -> Control {
+        self.each(|c| Ok(c.epoch_ended(record, out)))
+            .expect("epoch_ended cannot fail")
+    }
+
+    /// The epoch's record, as the callbacks complete it.
+    pub fn record(&mut self, mut record: EpochRecord) -> EpochRecord {
+        for c in &mut self.members {
+            c.record(&mut record);
+        }
+        record
+    }
+
+    pub fn snapshot_due(&self, at: At) -> bool {
+        self.members.iter().any(|c| c.snapshot_due(at))
+    }
+
+    /// Every callback before a mid-epoch snapshot, until one fails; the first that ends
+    /// the training decides.
+    pub fn before_snapshot(&mut self) -> Control {
+        self.each(|c| Ok(c.before_snapshot()))
+            .expect("before_snapshot cannot fail")
+    }
+
+    /// Each callback that asked for a snapshot at `at` saves it; then every callback
+    /// hears that it was saved.
+    pub fn save(&mut self, at: At, snapshot: &Snapshot) -> Result<(), Diagnostic> {
+        for c in &mut self.members {
+            if c.snapshot_due(at) {
+                c.save(at, snapshot)?;
+            }
+        }
         for c in &mut self.members {
             c.snapshot_saved();
+        }
+        Ok(())
+    }
+
+    pub fn run_ended(&mut self, end: &RunEnd, out: &mut Out) {
+        for c in &mut self.members {
+            c.run_ended(end, out);
+        }
+    }
+
+    pub fn failed(&mut self, error: &Diagnostic, out: &mut Out) {
+        for c in &mut self.members {
+            c.failed(error, out);
         }
     }
 
@@ -184,20 +325,8 @@ impl Callbacks {
         self.members.iter().flat_map(|c| c.outputs()).collect()
     }
 
-    /// Every callback sees the epoch; the first that ends the training decides.
-    pub fn epoch_ended(&mut self, record: &EpochRecord) -> Control {
-        self.each(|c| Ok(c.epoch_ended(record)))
-            .expect("epoch_ended cannot fail")
-    }
-
-    /// Every callback before a mid-epoch snapshot; the first that ends the training
-    /// decides.
-    pub fn before_snapshot(&mut self) -> Control {
-        self.each(|c| Ok(c.before_snapshot()))
-            .expect("before_snapshot cannot fail")
-    }
-
-    /// `event` for every callback in order; the first answer that is not `Continue`.
+    /// `event` for every callback in order until one fails; the first answer that is not
+    /// `Continue`.
     fn each(
         &mut self,
         mut event: impl FnMut(&mut dyn Callback) -> Result<Control, TchError>,
@@ -207,6 +336,9 @@ impl Callbacks {
             let mine = event(c.as_mut())?;
             if matches!(control, Control::Continue) {
                 control = mine;
+            }
+            if matches!(control, Control::Fail(_)) {
+                break;
             }
         }
         Ok(control)

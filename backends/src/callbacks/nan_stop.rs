@@ -8,14 +8,14 @@
 //! snapshot on a GPU or with several processes. Whenever it is read, the step it names
 //! is the first bad one.
 
-use super::{Callback, Control, Setup, StepEnd};
+use super::{Callback, Control, Made, Out, Setup, StepEnd};
 use manifests::{Diagnostic, StageSpec};
 use tch::{Kind, TchError, Tensor};
 
 /// Steps between reads where a read waits (a GPU, or several processes).
 pub const CHECK_EVERY: u64 = 50;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     let every = match setup.device != tch::Device::Cpu || setup.world > 1 {
         true => CHECK_EVERY,
         false => 1,
@@ -76,7 +76,7 @@ impl Callback for NanStop {
         "nan-stop"
     }
 
-    fn step_ended(&mut self, step: &StepEnd) -> Result<Control, TchError> {
+    fn step_ended(&mut self, step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         self.batches.push((step.epoch, step.batch));
         self.follow(step.loss)?;
         let due = step.boundary && step.step.is_multiple_of(self.every);
@@ -86,7 +86,7 @@ impl Callback for NanStop {
         Ok(self.read())
     }
 
-    fn epoch_ended(&mut self, _record: &crate::observer::EpochRecord) -> Control {
+    fn epoch_ended(&mut self, _record: &crate::observer::EpochRecord, _out: &mut Out) -> Control {
         self.read()
     }
 

@@ -4,13 +4,12 @@
 //! Its state, the learning rate included, is in every snapshot. Under `ddp` every process
 //! sees rank 0's values, so all of them reduce together.
 
-use super::{Callback, Control, Setup, Validation};
+use super::{Callback, Control, Made, Out, Setup, Validation};
 use manifests::{Mode, PlateauSpec, ScheduleKind};
 use pipeline_core::schedule::Plateau;
 use serde_json::Value;
-use tch::TchError;
 
-pub fn make(setup: &Setup) -> Result<Option<Box<dyn Callback>>, TchError> {
+pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     let ScheduleKind::ReduceOnPlateau(spec) = &setup.schedule.kind else {
         return Ok(None);
     };
@@ -37,7 +36,7 @@ impl Callback for ReduceOnPlateau {
         "reduce-on-plateau"
     }
 
-    fn validated(&mut self, v: &Validation) -> Control {
+    fn validated(&mut self, v: &Validation, _out: &mut Out) -> Control {
         if let Some(&value) = v.values.get(&self.key) {
             self.plateau.step(&self.spec, self.mode, value);
         }

@@ -3,7 +3,7 @@
 
 use backends::{EpochRecord, Observer, StageResult};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use manifests::StageKind;
+use manifests::{Diagnostic, StageKind};
 use pipeline_cli::summary::{percent, stage_line};
 use std::io::IsTerminal;
 
@@ -92,6 +92,13 @@ impl Observer for Bar {
                 msg += &format!(" acc {}", percent(a));
             }
             bar.set_message(msg);
+        }
+    }
+    /// The bar stays where the stage failed, above the error.
+    fn stage_failed(&mut self, _stage: &str, _error: &Diagnostic) {
+        if let Some(bar) = self.bar.take() {
+            let message = format!("{} · failed", bar.message());
+            bar.abandon_with_message(message);
         }
     }
     fn stage_finished(&mut self, result: &StageResult) {

@@ -1,0 +1,103 @@
+//! What the processes of a distributed training agree on: a decision to go on, finish or
+//! fail, which snapshot to resume from, and an epoch's sums.
+
+use crate::callbacks::Control;
+use crate::observer::Observer;
+use crate::process_group::ProcessGroup;
+use crate::snapshot::Restored;
+use manifests::Diagnostic;
+use tch::{Device, Tensor};
+
+/// `control`, agreed by every process of `group` when there is one.
+pub(super) fn decide(
+    group: Option<&ProcessGroup>,
+    control: Control,
+    name: &str,
+) -> Result<Control, tch::TchError> {
+    match group {
+        Some(g) => agree(g, control, name),
+        None => Ok(control),
+    }
+}
+
+/// One decision for every process: any process's failure fails them all (the first
+/// process's own diagnostic where it has one), else rank 0's decision to finish (rank 0
+/// alone validates) or to go on.
+pub(super) fn agree(
+    group: &ProcessGroup,
+    control: Control,
+    name: &str,
+) -> Result<Control, tch::TchError> {
+    let code = match &control {
+        Control::Continue => 0.0,
+        Control::Finish(_) => 1.0,
+        Control::Fail(_) => 2.0,
+    };
+    let codes = group.gather_values(code)?;
+    Ok(match (control, codes.contains(&2.0), codes[0] == 1.0) {
+        (Control::Fail(d), _, _) => Control::Fail(d),
+        (_, true, _) => Control::Fail(Box::new(Diagnostic::error(
+            "pipeline::train::diverged",
+            format!("stage `{name}`: another process's training loss stopped being finite"),
+        ))),
+        (Control::Finish(why), false, true) => Control::Finish(why),
+        (_, false, true) => Control::Finish("rank 0 stopped the training".into()),
+        (_, false, false) => Control::Continue,
+    })
+}
+
+/// `restored` if every process of `group` holds a snapshot of the same step, else none:
+/// a process killed while saving leaves its snapshot one step behind the others'.
+pub(super) fn agree_on_snapshots(
+    group: &ProcessGroup,
+    restored: Option<Result<Restored, String>>,
+    name: &str,
+    obs: &mut dyn Observer,
+) -> Result<Option<Result<Restored, String>>, tch::TchError> {
+    let mine = match &restored {
+        Some(Ok(r)) => r.position.step as f64,
+        _ => -1.0,
+    };
+    let steps = group.gather_values(mine)?;
+    if steps.iter().all(|s| *s == steps[0]) {
+        return Ok(restored);
+    }
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|s| match *s < 0.0 {
+            true => "none".into(),
+            false => format!("step {s}"),
+        })
+        .collect();
+    obs.notice(&format!(
+        "warning: the processes' snapshots of `{name}` differ ({}); training from the start",
+        steps.join(", ")
+    ));
+    Ok(None)
+}
+
+/// The epoch's loss and hit sums and sample counts over every process's shard.
+pub(super) fn sum_over_processes(
+    group: &ProcessGroup,
+    device: Device,
+    loss_sum: &Tensor,
+    hits_sum: &Tensor,
+    seen: i64,
+    counted: i64,
+) -> Result<(Tensor, Tensor, i64, i64), tch::TchError> {
+    let totals = [
+        loss_sum.f_double_value(&[])?,
+        hits_sum.f_int64_value(&[])? as f64,
+        seen as f64,
+        counted as f64,
+    ];
+    let mut t = [Tensor::f_from_slice(&totals)?.f_to_device(group.device)?];
+    group.all_reduce_sum(&mut t)?;
+    let totals = Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)?;
+    Ok((
+        Tensor::from(totals[0]).f_to_device(device)?,
+        Tensor::from(totals[1] as i64).f_to_device(device)?,
+        totals[2] as i64,
+        totals[3] as i64,
+    ))
+}

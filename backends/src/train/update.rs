@@ -1,0 +1,55 @@
+//! The optimizer step of a `train` stage, on the gradients accumulated since the last one.
+
+use crate::numerics::{self, Scaler};
+use crate::optimizer::Optimizer;
+use crate::process_group::ProcessGroup;
+use manifests::Clipping;
+use std::time::{Duration, Instant};
+use tch::{TchError, Tensor};
+
+/// One optimizer step: the gradients averaged over the processes, unscaled (`16-mixed`:
+/// the step is skipped when they are not finite) and clipped, the only reasons to touch
+/// them between backward and the step; under `zero1`, each process's `shards` sent to
+/// the others by their owner. Then the loss scaler updates and the gradients are zeroed.
+/// Gives the time spent communicating.
+pub(super) fn optimizer_step(
+    opt: &mut Optimizer,
+    mut scaler: Option<&mut Scaler>,
+    shards: &mut [Vec<Tensor>],
+    group: Option<&ProcessGroup>,
+    clipping: Option<&Clipping>,
+    bucket_bytes: usize,
+) -> Result<Duration, TchError> {
+    let mut comm = Duration::ZERO;
+    let mut grads = match group.is_some() || scaler.is_some() || clipping.is_some() {
+        true => opt.grads(),
+        false => Vec::new(),
+    };
+    if let Some(g) = group {
+        let started = Instant::now();
+        g.average(&mut grads, bucket_bytes)?;
+        comm += started.elapsed();
+    }
+    let finite = match scaler.as_deref_mut() {
+        Some(scaler) => scaler.unscale(&mut grads)?,
+        None => true,
+    };
+    if finite {
+        if let Some(clipping) = clipping {
+            numerics::clip(&mut grads, clipping)?;
+        }
+        opt.step()?;
+        if let (false, Some(g)) = (shards.is_empty(), group) {
+            let started = Instant::now();
+            for (owner, mine) in shards.iter_mut().enumerate() {
+                g.broadcast_all(mine, owner)?;
+            }
+            comm += started.elapsed();
+        }
+    }
+    if let Some(scaler) = scaler {
+        scaler.update()?;
+    }
+    opt.zero_grad()?;
+    Ok(comm)
+}
