@@ -14,6 +14,8 @@
 #   - tokenizers (PyPI, Hugging Face's Python binding of the same release as the Rust
 #     crate pipeline tokenizes with), with which scripts/make-text-data.py trains the
 #     text example's tokenizer;
+#   - tensorboard (PyPI, without TensorFlow), whose event reader the TensorBoard tests
+#     read pipeline's event files with;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
@@ -102,6 +104,19 @@ if [ ! -f "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
     --constraint "$venv/.pipeline-constraints.txt" "tokenizers==$TOKENIZERS_VERSION" >&2
   touch "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION"
+fi
+
+# --- what the TensorBoard tests read with: TensorBoard's own event reader -----------------
+# tests/tensorboard.rs reads the event files pipeline writes with EventAccumulator, the
+# reader TensorBoard's scalar dashboards are built on (no TensorFlow needed); the
+# constraint keeps pip from replacing torch.
+TENSORBOARD_VERSION=2.21.0
+if [ ! -f "$venv/.pipeline-tensorboard-$TENSORBOARD_VERSION" ]; then
+  say "installing tensorboard==$TENSORBOARD_VERSION into $venv (the TensorBoard tests read with it)"
+  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    --constraint "$venv/.pipeline-constraints.txt" "tensorboard==$TENSORBOARD_VERSION" >&2
+  touch "$venv/.pipeline-tensorboard-$TENSORBOARD_VERSION"
 fi
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------

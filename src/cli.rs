@@ -97,6 +97,11 @@ pub struct RunArgs {
     /// Neither read nor write the cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Write TensorBoard's event files to DIR/PIPELINE/RUN/STAGE/ rather than into the
+    /// run directory, so that `tensorboard --logdir DIR` compares the runs of every
+    /// manifest (unless `logging { tensorboard #false }`).
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard_dir: Option<PathBuf>,
     /// Start this many worker processes on this machine (like `torchrun --nproc-per-node`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub nproc_per_node: u32,

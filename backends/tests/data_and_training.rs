@@ -35,6 +35,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         None,
         backends::device::resolve(&m.accelerator)?,
         None,
+        None,
         &mut Silent,
     )
 }

@@ -35,6 +35,13 @@ fn utc_stamp(secs: u64) -> String {
 
 impl RunDir {
     /// Creates a new run directory under `<base>/.pipeline/runs/`.
+    /// The run's id: its directory's name.
+    pub fn id(&self) -> String {
+        self.path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    }
+
     pub fn create(base: &Path) -> io::Result<RunDir> {
         let secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)

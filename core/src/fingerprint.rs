@@ -659,6 +659,8 @@ checkpoint needs="train"
         assert_eq!(changed(&a, &threads), [false, false, false]);
         let snapshots = keys(&BASE.replace("train\n", "train snapshot-every-steps=5\n"));
         assert_eq!(changed(&a, &snapshots), [false, false, false]);
+        let logging = keys(&format!("{BASE}logging {{ tensorboard #false; }}\n"));
+        assert_eq!(changed(&a, &logging), [false, false, false]);
         let accumulate = keys(&format!("{BASE}accelerator {{ accumulate 2; }}\n"));
         assert_eq!(
             changed(&a, &accumulate),

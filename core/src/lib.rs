@@ -45,6 +45,7 @@ pub mod shards;
 pub mod split;
 pub mod table;
 pub mod text;
+pub mod tfevents;
 pub mod torchscript;
 
 pub use check::check;

@@ -297,6 +297,7 @@ impl<'a> Reader<'a> {
         let opt_f = read_section(self, &schema::OPTIMIZER);
         let sched_f = read_section(self, &schema::SCHEDULE);
         let acc_f = read_section(self, &schema::ACCELERATOR);
+        let logging_f = read_section(self, &schema::LOGGING);
 
         for (section, required) in [
             ("data", "data { source \"…\" }"),
@@ -508,6 +509,9 @@ impl<'a> Reader<'a> {
             optimizer,
             schedule,
             accelerator,
+            logging: LoggingSpec {
+                tensorboard: logging_f.bool("tensorboard"),
+            },
             stages,
             base_dir: base_dir.to_path_buf(),
         }

@@ -19,6 +19,13 @@ pub struct Spanned<T> {
     pub span: Option<SourceSpan>,
 }
 
+/// What a run records besides `metrics.jsonl` (`logging { … }`); in no cache key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoggingSpec {
+    /// TensorBoard event files under the run directory.
+    pub tensorboard: bool,
+}
+
 /// A checked, typed manifest.
 #[derive(Debug, Clone, Serialize)]
 pub struct Manifest {
@@ -30,6 +37,7 @@ pub struct Manifest {
     pub optimizer: OptimizerSpec,
     pub schedule: ScheduleSpec,
     pub accelerator: AcceleratorSpec,
+    pub logging: LoggingSpec,
     pub stages: Vec<StageSpec>,
     /// The directory relative paths in the manifest are resolved against.
     #[serde(skip)]

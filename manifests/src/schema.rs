@@ -988,6 +988,18 @@ pub const ACCELERATOR: Section = section(
 
 const NEEDS_DOC: &str = "The stages that must finish first; an `eval`, `checkpoint` or `predict` stage takes its model from the `train` stage it needs.";
 
+pub const LOGGING: Section = section(
+    "logging",
+    &[],
+    &[key(
+        "tensorboard",
+        Ty::Bool,
+        Some(Val::Bool(true)),
+        "Write TensorBoard event files under the run directory (`.pipeline/runs/RUN/tensorboard/STAGE/`): each `train` stage's training and validation metrics and learning rate by optimizer step, and its hyper-parameters with the final metrics for TensorBoard's HParams tab. `tensorboard --logdir .pipeline/runs` compares runs.",
+    )],
+    "What a run records besides `metrics.jsonl`. Not in any cache key: a run that only records more is still cached.",
+);
+
 pub const TRAIN: Section = section(
     "train",
     &["name"],
@@ -1391,6 +1403,7 @@ pub const SECTIONS: &[&Section] = &[
     &OPTIMIZER,
     &SCHEDULE,
     &ACCELERATOR,
+    &LOGGING,
 ];
 
 /// The schema of the stage kind `kind`.

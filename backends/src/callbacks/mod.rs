@@ -3,8 +3,9 @@
 //! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry,
 //! [`REGISTRY`]: one file per member, each built from the stage's spec when the stage asks
 //! for it. What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
-//! the progress shown (`progress`), the learning rate in the records (`lr_monitor`) and
-//! the resumable snapshots (`snapshots`).
+//! TensorBoard's event files (`tensorboard`), the progress shown (`progress`), the
+//! learning rate in the records (`lr_monitor`) and the resumable snapshots
+//! (`snapshots`).
 //!
 //! A callback may end the training: successfully ([`Control::Finish`], early stopping,
 //! `max-steps`, `max-time`) or with an error ([`Control::Fail`], a loss that is not
@@ -26,17 +27,18 @@ mod nan_stop;
 mod progress;
 mod reduce_on_plateau;
 mod snapshots;
+mod tensorboard;
 
 use crate::model::Model;
 use crate::numerics::Scaler;
 use crate::observer::{EpochRecord, Observer};
 use crate::optimizer::Optimizer;
 use crate::snapshot::{Position, Snapshots, Sums};
-use manifests::{Diagnostic, ScheduleSpec, StageSpec, TrainSpec};
+use manifests::{Diagnostic, Manifest, ScheduleSpec, StageSpec, TrainSpec};
 use pipeline_core::report::KeptWeights;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tch::{Device, TchError, Tensor};
 
 pub use nan_stop::CHECK_EVERY;
@@ -53,6 +55,7 @@ pub enum Control {
 
 /// What a callback is built from.
 pub struct Setup<'a> {
+    pub manifest: &'a Manifest,
     pub stage: &'a StageSpec,
     pub spec: &'a TrainSpec,
     /// The learning-rate schedule, and the peak learning rate.
@@ -69,6 +72,9 @@ pub struct Setup<'a> {
     /// Where snapshots go, when the stage takes them (a file a snapshot names must stay
     /// until the next).
     pub snapshots: Option<&'a Snapshots>,
+    /// Where TensorBoard's event files go, a directory per stage (`RUN/tensorboard/`, or
+    /// `DIR/PIPELINE/RUN/` under `run --tensorboard-dir DIR`).
+    pub tensorboard: &'a Path,
 }
 
 /// Where callbacks report to: the run's `metrics.jsonl`, one JSON line at a time, and
@@ -204,7 +210,7 @@ pub trait Callback {
 }
 
 /// What building a callback gives: `None` when the stage does not ask for it.
-pub type Made<'a> = Result<Option<Box<dyn Callback + 'a>>, TchError>;
+pub type Made<'a> = Result<Option<Box<dyn Callback + 'a>>, Diagnostic>;
 
 /// Builds a callback for the stage.
 type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
@@ -221,6 +227,7 @@ pub const REGISTRY: &[Make] = &[
     lr_monitor::make,
     snapshots::make,
     metrics_log::make,
+    tensorboard::make,
     progress::make,
 ];
 
@@ -230,7 +237,7 @@ pub struct Callbacks<'a> {
 }
 
 impl<'a> Callbacks<'a> {
-    pub fn for_stage(setup: &Setup<'a>) -> Result<Callbacks<'a>, TchError> {
+    pub fn for_stage(setup: &Setup<'a>) -> Result<Callbacks<'a>, Diagnostic> {
         let mut members = Vec::new();
         for make in REGISTRY {
             members.extend(make(setup)?);

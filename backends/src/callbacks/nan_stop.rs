@@ -20,7 +20,15 @@ pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
         true => CHECK_EVERY,
         false => 1,
     };
-    let zeros = |kind| Tensor::f_zeros([], (kind, setup.device));
+    let zeros = |kind| {
+        Tensor::f_zeros([], (kind, setup.device)).map_err(|e| {
+            crate::error::torch_error(
+                "pipeline::train::failed",
+                &format!("stage `{}`: setting up the NaN check", setup.stage.name()),
+                &e,
+            )
+        })
+    };
     Ok(Some(Box::new(NanStop {
         stage: setup.stage.clone(),
         every,

@@ -46,6 +46,8 @@ struct Context<'a> {
     session: Session<'a>,
     run_dir: RunDir,
     log: MetricsLog,
+    /// Where the `train` stages' TensorBoard event files go, a directory per stage.
+    tensorboard: PathBuf,
     trained: HashMap<Weights, Trained>,
     /// Weights in files (the cache's, or kept ones), loaded when a later stage needs them.
     weight_files: HashMap<Weights, (PathBuf, BTreeMap<String, f64>)>,
@@ -317,6 +319,7 @@ impl<'a> Context<'a> {
                     start,
                     snapshots,
                     dir,
+                    &self.tensorboard,
                     &mut write,
                     obs,
                 )?;
@@ -385,6 +388,7 @@ pub fn run(
     cache: Option<&mut Cache>,
     device: Device,
     group: Option<ProcessGroup>,
+    tensorboard_dir: Option<&Path>,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
     let (rank, world) = group.as_ref().map_or((0, 1), |g| (g.rank, g.world));
@@ -399,7 +403,7 @@ pub fn run(
     let snapshot_store = cache.as_ref().map(|c| c.store.clone());
     let mut cache = cache.filter(|_| rank == 0);
     let mut ctx = match states.iter().any(|s| !s.is_fresh()) {
-        true => Some(open(manifest, device, group, obs)?),
+        true => Some(open(manifest, device, group, tensorboard_dir, obs)?),
         false => None,
     };
     let mut results: Vec<StageResult> = Vec::new();
@@ -582,6 +586,7 @@ fn open<'a>(
     manifest: &'a Manifest,
     device: Device,
     group: Option<ProcessGroup>,
+    tensorboard_dir: Option<&Path>,
     obs: &mut dyn Observer,
 ) -> Result<Context<'a>, Diagnostic> {
     let world = group.as_ref().map_or(1, |g| g.world);
@@ -631,10 +636,16 @@ fn open<'a>(
     let split = run_dir.path.join("split.json");
     let text = serde_json::to_string(&session.data.split_rows()).expect("json");
     cache::write_atomic(&split, text.as_bytes()).map_err(|e| write_failed(&split, e))?;
+    // Runs collected in one tree: by pipeline, then by run.
+    let tensorboard = match tensorboard_dir {
+        Some(dir) => dir.join(&manifest.name).join(run_dir.id()),
+        None => run_dir.path.join("tensorboard"),
+    };
     Ok(Context {
         session,
         run_dir,
         log,
+        tensorboard,
         trained: HashMap::new(),
         weight_files: HashMap::new(),
     })

@@ -82,7 +82,8 @@ fn failure(manifest: &Manifest, name: &str, what: &str, e: tch::TchError) -> Dia
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
 /// `snapshots` if there is one. The callbacks report through `log` (`metrics.jsonl`
-/// lines) and `obs` (progress), and keep their files in `dir`.
+/// lines), `obs` (progress) and TensorBoard's event files in `tensorboard/STAGE/`, and
+/// keep their own files in `dir`.
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     session: &Session,
@@ -91,6 +92,7 @@ pub fn train(
     start: Option<&Model>,
     snapshots: Option<&Snapshots>,
     dir: &Path,
+    tensorboard: &Path,
     log: &mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
@@ -151,6 +153,7 @@ pub fn train(
         spec.epochs,
     );
     let setup = Setup {
+        manifest,
         stage,
         spec,
         schedule: &manifest.schedule,
@@ -161,11 +164,11 @@ pub fn train(
         batches,
         dir: dir.to_path_buf(),
         snapshots,
+        tensorboard,
     };
     let validator = Validator::new(session, stage, spec, rank);
     let mut out = Out { log, obs };
-    let mut callbacks =
-        Callbacks::for_stage(&setup).map_err(|e| fail("setting up the callbacks", e))?;
+    let mut callbacks = Callbacks::for_stage(&setup)?;
     if let Some(g) = group {
         // Every process starts from rank 0's weights (and batch-norm statistics).
         let mut named: Vec<(String, Tensor)> = model.vs.variables().into_iter().collect();
@@ -221,8 +224,7 @@ pub fn train(
         }
         Some(Err(why)) => {
             // Callbacks that took part of the snapshot's state start afresh.
-            callbacks =
-                Callbacks::for_stage(&setup).map_err(|e| fail("setting up the callbacks", e))?;
+            callbacks = Callbacks::for_stage(&setup)?;
             out.obs.notice(&format!(
                 "warning: the snapshot of `{name}` is unusable ({why}); training from the start"
             ))

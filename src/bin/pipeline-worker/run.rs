@@ -118,6 +118,7 @@ pub fn run(args: &RunArgs) -> bool {
         prepared.cache.as_mut(),
         device,
         group,
+        args.tensorboard_dir.as_deref(),
         observer.as_mut(),
     ) {
         Ok(r) => r,
