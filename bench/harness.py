@@ -147,7 +147,7 @@ def run_side(side, workload, epochs, threads, device):
         run_dir = manifest.parent / report["run_dir"]
         lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
         shutil.rmtree(run_dir)
-        seconds = [l["seconds"] for l in lines if l["stage"] == "train"]
+        seconds = [l["seconds"] for l in lines if l["stage"] == "train" and l["record"] == "epoch"]
         accuracy = next(s for s in report["stages"] if s["name"] == "test")["metrics"]["accuracy"]
     else:
         stdout, rss, wall = measured([
@@ -256,7 +256,7 @@ def bench_scaling(reps, epochs):
             run_dir = manifest.parent / report["run_dir"]
             lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
             shutil.rmtree(run_dir)
-            epochs_after_warmup = [l for l in lines if l["stage"] == "train"][1:]
+            epochs_after_warmup = [l for l in lines if l["stage"] == "train" and l["record"] == "epoch"][1:]
             rate = statistics.mean(l["samples_per_second"] for l in epochs_after_warmup)
             comm = [l["comm_seconds"] / l["steps"] * 1000 for l in epochs_after_warmup if l.get("comm_seconds") is not None]
             runs[name].append({"samples_per_second": rate, "allreduce_ms_per_step": statistics.mean(comm) if comm else None})
@@ -270,7 +270,34 @@ def bench_scaling(reps, epochs):
     }
 
 
-def table(results, startup, device, cache=None, scaling=None):
+def bench_logging(reps, epochs, threads):
+    """The MLP workload (overhead-bound: ~1,900 optimizer steps per epoch) with step records
+    off, every 50 steps (the default) and every step, in a rotating order: each record
+    reads the device and writes a line of metrics.jsonl and TensorBoard's event file."""
+    manifest = BENCH / "manifests" / "mlp.kdl"
+    make_init("mlp")
+    configs = {"off (log-every-steps 0)": 0, "default (log-every-steps 50)": 50, "every step (log-every-steps 1)": 1}
+    runs = {name: [] for name in configs}
+    names = list(configs)
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            stdout, _, _ = measured([
+                PIPELINE, "run", manifest, "--json", "--force", "--cache-dir", CACHE, "--stage", "train",
+                "--set", f"train.epochs={epochs}", "--set", f"accelerator.threads={threads}",
+                "--set", f"logging.log-every-steps={configs[name]}",
+            ])
+            report = json.loads(stdout)
+            run_dir = manifest.parent / report["run_dir"]
+            lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            shutil.rmtree(run_dir)
+            seconds = [l["seconds"] for l in lines if l["stage"] == "train" and l["record"] == "epoch"][1:]
+            steps = sum(1 for l in lines if l["record"] == "step")
+            runs[name].append({"epoch": statistics.mean(seconds), "step_records": steps})
+            print(f"  logging rep {rep + 1}/{reps} {name}: {statistics.mean(seconds):.3f} s/epoch, {steps} step records", file=sys.stderr)
+    return {name: {"epoch": summary([r["epoch"] for r in rs]), "step_records": rs[0]["step_records"]} for name, rs in runs.items()}
+
+
+def table(results, startup, device, cache=None, scaling=None, logging=None):
     out = []
     for w, sides in results.items():
         base = sides.get("plain")
@@ -315,6 +342,15 @@ def table(results, startup, device, cache=None, scaling=None):
             comm = r["allreduce_ms_per_step"]
             comm_text = f"{comm['median']:.3f}" if comm else "-"
             out.append(f"| {name} | {r['samples_per_second']['median']:.0f} | {r['samples_per_second']['min']:.0f}–{r['samples_per_second']['max']:.0f} | {r['samples_per_second']['median'] / base:.2f} | {comm_text} |")
+    if logging:
+        names = list(logging)
+        base = logging[names[0]]["epoch"]["median"]
+        out.append("\n**Step records** (MLP workload; epoch time after the first epoch)\n")
+        out.append("| step records | s/epoch (median) | min–max | × off | records written |")
+        out.append("|---|---|---|---|---|")
+        for name in names:
+            e = logging[name]["epoch"]
+            out.append(f"| {name} | {e['median']:.3f} | {e['min']:.3f}–{e['max']:.3f} | {e['median'] / base:.3f} | {logging[name]['step_records']} |")
     return "\n".join(out) + "\n"
 
 
@@ -330,7 +366,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling")
+    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling,logging")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -350,10 +386,11 @@ def main():
     startup = bench_startup(3 if args.quick else 10) if "startup" in workloads else {}
     cache = bench_cache(3 if args.quick else 10) if "cache" in workloads else None
     scaling = bench_scaling(1 if args.quick else 3, 2 if args.quick else 3) if "scaling" in workloads and args.device == "cpu" else None
-    text = table(results, startup, args.device, cache, scaling)
+    logging = bench_logging(1 if args.quick else 5, 2 if args.quick else 3, args.threads) if "logging" in workloads and args.device == "cpu" else None
+    text = table(results, startup, args.device, cache, scaling, logging)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling}
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling, "logging": logging}
     (BENCH / "results").mkdir(exist_ok=True)
     (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
     if args.write_docs:

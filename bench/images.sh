@@ -97,7 +97,7 @@ run_dir = next((text.split("run directory ", 1)[1].strip() for _, text in lines
 if run_dir is None:
     sys.exit("bench/images: no run directory in pipeline's output:\n" + "\n".join(t for _, t in lines))
 epochs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if l.strip()]
-epochs = [e for e in epochs if e.get("stage") == "train" and "samples_per_second" in e]
+epochs = [e for e in epochs if e.get("stage") == "train" and e.get("record") == "epoch"]
 # When the data and the model were ready: the worker's "N samples (…) · model …" line.
 ready = None
 for t, text in lines:

@@ -113,7 +113,7 @@ def epoch_record(directory):
     runs = sorted((directory / ".pipeline" / "runs").iterdir())
     for line in (runs[-1] / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if record.get("epoch") == 1:
+        if record.get("record") == "epoch" and record.get("epoch") == 1:
             return record
     raise SystemExit(f"no epoch record in {runs[-1]}")
 

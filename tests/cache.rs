@@ -162,6 +162,7 @@ fn a_change_reruns_exactly_that_stage_and_its_descendants_and_status_says_why() 
         1,
         "one eval line, no epoch: {metrics}"
     );
+    assert_eq!(common::records(&run_dir, "eval").len(), 1, "{metrics}");
 }
 
 #[test]

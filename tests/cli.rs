@@ -183,12 +183,14 @@ fn digits_trains_evaluates_and_exports() {
         "test accuracy {accuracy} after 4 epochs (chance is 0.1)"
     );
 
-    // metrics.jsonl: one line per epoch, the loss going down, then the eval line.
+    // metrics.jsonl: one line per epoch, the loss going down, then the eval line (and a
+    // step record every 50 steps).
     let run_dir = project.path().join(report["run_dir"].as_str().unwrap());
     let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["record"] != "step")
         .collect();
     assert_eq!(lines.len(), 5);
     let losses: Vec<f64> = lines[..4]

@@ -50,12 +50,7 @@ fn run(dir: &Path, name: &str, text_: &str, args: &[&str]) -> Value {
 /// The epoch records of the run directory the report names.
 fn epochs(dir: &Path, report: &Value) -> Vec<Value> {
     let run_dir = dir.join(report["run_dir"].as_str().unwrap());
-    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["stage"] == "train" && r.get("epoch").is_some())
-        .collect()
+    common::records(&run_dir, "epoch")
 }
 
 const EARLY: &str =
@@ -115,9 +110,10 @@ fn a_killed_run_with_early_stopping_resumes_bit_for_bit() {
     let d = dir.path();
     // Small batches and snapshots every 20 steps, so that the run can be killed while
     // early stopping is waiting.
+    // Step records every 7 steps: those after the resume are those of the whole run.
     let text_ = manifest(
         "    epochs 200\n    batch-size 8\n    snapshot-every-steps 20\n    early-stop monitor=\"val.loss\" patience=3\n    keep-best monitor=\"val.accuracy\" k=2",
-    );
+    ) + "logging {\n    log-every-steps 7\n}\n";
     let whole = run(d, "r.kdl", &text_, &["--no-cache"]);
     let best_whole = kept(d, &whole);
     assert_eq!(best_whole.len(), 2, "{whole}");
@@ -153,6 +149,26 @@ fn a_killed_run_with_early_stopping_resumes_bit_for_bit() {
     };
     assert_eq!(without_paths(&resumed), without_paths(&whole));
     assert_eq!(kept(d, &resumed), best_whole, "the kept weights differ");
+    let steps = |report: &Value| -> Vec<Value> {
+        let run_dir = d.join(report["run_dir"].as_str().unwrap());
+        let mut steps = common::records(&run_dir, "step");
+        for r in &mut steps {
+            r.as_object_mut().unwrap().remove("samples_per_second");
+        }
+        steps
+    };
+    let after = steps(&resumed);
+    assert!(!after.is_empty());
+    let first = after[0]["step"].as_u64().unwrap();
+    assert!(first > step, "{} after the snapshot at {step}", after[0]);
+    let whole_after: Vec<Value> = steps(&whole)
+        .into_iter()
+        .filter(|r| r["step"].as_u64().unwrap() >= first)
+        .collect();
+    assert_eq!(
+        after, whole_after,
+        "the step records after the resume differ"
+    );
 }
 
 /// The tensors of every kept weights file the report names, the best first.
@@ -272,24 +288,18 @@ fn validation_within_epochs_and_max_steps_stop_where_they_say() {
     assert_eq!(train["stopped"]["epoch"], 2);
     assert_eq!(train["stopped"]["reason"], "it reached `max-steps 30`");
     let run_dir = d.join(report["run_dir"].as_str().unwrap());
-    let lines: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|l: &Value| l["stage"] == "train")
-        .collect();
     // Within epochs at steps 7, 14, 21, 28; at the ends of epoch 1 (step 20) and of the
     // training (step 30, within epoch 2).
-    let within: Vec<u64> = lines
+    let within: Vec<u64> = common::records(&run_dir, "validation")
         .iter()
-        .filter(|l| l.get("lr").is_none())
         .map(|l| l["step"].as_u64().unwrap())
         .collect();
     assert_eq!(within, [7, 14, 21, 28]);
-    let ends: Vec<&Value> = lines.iter().filter(|l| l.get("lr").is_some()).collect();
+    let ends = common::records(&run_dir, "epoch");
     assert_eq!(ends.len(), 2);
     assert_eq!(ends[1]["steps"], 10);
-    for l in lines.iter() {
+    let validations = common::records(&run_dir, "validation");
+    for l in validations.iter().chain(&ends) {
         for key in ["val_loss", "val_accuracy", "val_f1-macro", "val_auroc"] {
             assert!(l[key].is_f64(), "{key} missing from {l}");
         }
@@ -345,10 +355,15 @@ fn a_loss_that_is_not_finite_stops_the_run_at_its_batch() {
     assert_eq!(log, "", "{log}");
 }
 
-/// What a terminal shows after `pipeline ARGS` ran in it (tmux, 120 × 40), with the exit
-/// code on the last line as `EXIT=N`.
-fn in_a_terminal(dir: &Path, args: &str) -> String {
-    let socket = format!("pipeline-test-{}", std::process::id());
+/// What a terminal showed while `pipeline ARGS` ran in it (tmux, 120 × 40), every 100 ms,
+/// the last screen after it ended, with the exit code on its last line as `EXIT=N`.
+fn in_a_terminal(dir: &Path, args: &str) -> Vec<String> {
+    // A server of its own: tests run side by side.
+    let socket = format!(
+        "pipeline-test-{}-{}",
+        std::process::id(),
+        dir.file_name().unwrap().to_string_lossy()
+    );
     let tmux = |args: &[&str]| {
         std::process::Command::new("tmux")
             .args(["-L", &socket])
@@ -364,15 +379,18 @@ fn in_a_terminal(dir: &Path, args: &str) -> String {
     let started = tmux(&["new-session", "-d", "-x", "120", "-y", "40", &command]);
     assert!(started.status.success(), "{}", text(&started.stderr));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let screen = loop {
+    let mut frames = Vec::new();
+    loop {
         let shown = text(&tmux(&["capture-pane", "-p"]).stdout);
-        if shown.contains("EXIT=") || std::time::Instant::now() > deadline {
-            break shown;
+        let done = shown.contains("EXIT=") || std::time::Instant::now() > deadline;
+        frames.push(shown);
+        if done {
+            break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     tmux(&["kill-server"]);
-    screen
+    frames
 }
 
 #[test]
@@ -382,24 +400,70 @@ fn a_failed_training_leaves_its_progress_bar_above_the_error_in_a_terminal() {
     let text_ = manifest("    epochs 5\n    batch-size 64")
         .replace("optimizer \"adam\" lr=3e-3", "optimizer \"sgd\" lr=1e12");
     std::fs::write(d.join("nan.kdl"), text_).unwrap();
-    let screen = in_a_terminal(d, "run nan.kdl");
+    let screen = in_a_terminal(d, "run nan.kdl").pop().unwrap();
     let lines: Vec<&str> = screen.lines().collect();
     let bar = lines
         .iter()
-        .position(|l| l.starts_with("train (train) ["))
+        .position(|l| l.starts_with("train (train) · epoch 1/5 ["))
         .unwrap_or_else(|| panic!("no progress bar:\n{screen}"));
     // The bar stopped after the second step (the third failed), saying so.
-    assert!(lines[bar].contains("] 2/"), "{screen}");
-    assert!(
-        lines[bar].contains(" steps  epoch 1/5 · failed"),
-        "{screen}"
-    );
+    assert!(lines[bar].ends_with("] step 2/20 · failed"), "{screen}");
     let error = lines
         .iter()
         .position(|l| l.contains("the training loss became NaN at epoch 1, batch 3"))
         .unwrap_or_else(|| panic!("no error:\n{screen}"));
     assert!(error > bar, "{screen}");
     assert!(screen.contains("EXIT=1"), "{screen}");
+}
+
+#[test]
+fn the_progress_bar_redraws_in_place_with_the_running_loss_and_leaves_the_table_intact() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    // Long enough to be seen mid-run (seconds): 30 epochs of 158 steps, a step record
+    // every 5.
+    let text_ =
+        manifest("    epochs 30\n    batch-size 8") + "logging {\n    log-every-steps 5\n}\n";
+    std::fs::write(d.join("bar.kdl"), text_).unwrap();
+    let frames = in_a_terminal(d, "run bar.kdl --no-cache");
+    let screen = frames.last().unwrap();
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    let bars: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f.lines().find(|l| l.starts_with("train (train) · epoch ")))
+        .collect();
+    for frame in &frames {
+        let drawn = frame
+            .lines()
+            .filter(|l| l.contains("(train) · epoch "))
+            .count();
+        assert!(drawn <= 1, "the bar is redrawn in place:\n{frame}");
+    }
+    // Seen mid-run: the epoch, the step within it, the time left, the running loss
+    // (and accuracy) and the throughput of the last record, within the terminal's width.
+    let shown = |bar: &&str| {
+        bar.contains(" step ")
+            && bar.contains("/158 · ETA ")
+            && bar.contains(" · loss ")
+            && bar.contains(" · acc ")
+            && bar.contains(" samples/s")
+    };
+    assert!(bars.iter().any(shown), "{bars:#?}");
+    assert!(bars.iter().all(|b| b.chars().count() <= 120), "{bars:#?}");
+    // At the end the bar is gone and the table is whole, a line per stage.
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("stage   kind        status"))
+        .unwrap_or_else(|| panic!("no table:\n{screen}"));
+    for (row, stage) in lines[header + 1..]
+        .iter()
+        .zip(["train ", "test ", "export "])
+    {
+        assert!(row.starts_with(stage), "{row:?} in\n{screen}");
+        assert!(row.contains(" ran "), "{row:?} in\n{screen}");
+    }
+    assert!(!screen.contains("(train) · epoch "), "{screen}");
 }
 
 #[test]

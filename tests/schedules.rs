@@ -249,11 +249,7 @@ train {{
         assert!(out.status.success(), "{}", common::text(&out.stderr));
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         let run_dir = d.join(report["run_dir"].as_str().unwrap());
-        let records: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let records = common::records(&run_dir, "epoch");
         let losses: Vec<f64> = records
             .iter()
             .map(|r| r[key].as_f64().unwrap_or_else(|| panic!("no {key} in {r}")))

@@ -39,6 +39,9 @@ train {{
     )
 }
 
+/// A step record every 8 steps, with the gradients' norm.
+const STEPS: &str = "logging {\n    log-every-steps 8\n    grad-norm #true\n}";
+
 fn run(dir: &Path, text_: &str, args: &[&str]) -> Value {
     std::fs::write(dir.join("tb.kdl"), text_).unwrap();
     let mut all = vec!["run", "tb.kdl", "--json"];
@@ -95,35 +98,28 @@ fn read_and_compare(d: &Path, run_dir: &Path) -> (Vec<String>, Vec<String>) {
         if r["stage"] != "train" {
             continue;
         }
-        if r.get("lr").is_some() {
+        if r["record"] == "epoch" {
             step += r["steps"].as_u64().unwrap();
         }
-        let at = r
-            .get("lr")
-            .map_or_else(|| r["step"].as_u64().unwrap(), |_| step);
+        let at = r.get("step").map_or(step, |s| s.as_u64().unwrap());
         let mut put = |tag: &str, x: &Value| {
             expected.push((tag.to_string(), at, x.as_f64().unwrap()));
         };
         let val = |k: &str| format!("val/{}", k.strip_prefix("val_").unwrap());
-        match r.get("lr") {
-            // A validation within an epoch: its values at its step.
-            None => {
-                for (k, x) in r.as_object().unwrap() {
-                    if k.starts_with("val_") {
-                        put(&val(k), x);
-                    }
-                }
-            }
-            // An epoch's record: at the step it ended on.
-            Some(_) => {
-                for (k, x) in r.as_object().unwrap() {
-                    match k.as_str() {
-                        "loss" | "accuracy" => put(&format!("train/{k}"), x),
-                        "lr" | "samples_per_second" | "epoch" => put(k, x),
-                        k if k.starts_with("val_") => put(&val(k), x),
-                        _ => {}
-                    }
-                }
+        for (k, x) in r.as_object().unwrap() {
+            match (r["record"].as_str().unwrap(), k.as_str()) {
+                // A validation within an epoch: its values at its step.
+                ("validation", k) if k.starts_with("val_") => put(&val(k), x),
+                // A step record: at its step.
+                (
+                    "step",
+                    "loss" | "accuracy" | "lr" | "grad_norm" | "loss_scale" | "samples_per_second",
+                ) => put(&format!("step/{k}"), x),
+                // An epoch's record: at the step it ended on.
+                ("epoch", "loss" | "accuracy") => put(&format!("train/{k}"), x),
+                ("epoch", "lr" | "samples_per_second" | "epoch") => put(k, x),
+                ("epoch", k) if k.starts_with("val_") => put(&val(k), x),
+                _ => {}
             }
         }
     }
@@ -144,13 +140,15 @@ fn read_and_compare(d: &Path, run_dir: &Path) -> (Vec<String>, Vec<String>) {
         }
     }
     // 20 steps per epoch, validated every 15: within epochs at 15, 30 and 45, and at
-    // every epoch's end (20, 40, 60).
+    // every epoch's end (20, 40, 60); step records every 8 steps.
     assert_eq!(
         found.iter().map(|f| (&f.0, f.1)).collect::<Vec<_>>(),
         expected.iter().map(|e| (&e.0, e.1)).collect::<Vec<_>>(),
         "{read}"
     );
     assert!(found.iter().any(|f| f.0 == "val/f1-macro" && f.1 == 15));
+    assert!(found.iter().any(|f| f.0 == "step/loss" && f.1 == 8));
+    assert!(found.iter().any(|f| f.0 == "step/grad_norm" && f.1 == 8));
     for (f, e) in found.iter().zip(&expected) {
         // TensorBoard keeps float32.
         assert_eq!(f.2, e.2 as f32 as f64, "{} at {}", f.0, f.1);
@@ -162,7 +160,7 @@ fn read_and_compare(d: &Path, run_dir: &Path) -> (Vec<String>, Vec<String>) {
 fn tensorboards_reader_finds_the_scalars_of_metrics_jsonl_and_the_hparams() {
     let dir = common::digits_project();
     let d = dir.path();
-    let report = run(d, &manifest(""), &[]);
+    let report = run(d, &manifest(STEPS), &[]);
     let run_dir = d.join(report["run_dir"].as_str().unwrap());
     let (hparams, rest) = read_and_compare(d, &run_dir);
     assert_eq!(
@@ -198,7 +196,7 @@ fn tensorboards_reader_finds_the_scalars_of_metrics_jsonl_and_the_hparams() {
 fn under_ddp_rank_0_writes_the_scalars_of_its_metrics_jsonl() {
     let dir = common::digits_project();
     let d = dir.path();
-    let text_ = manifest("accelerator strategy=\"ddp\"");
+    let text_ = manifest(&format!("{STEPS}\naccelerator strategy=\"ddp\""));
     let report = run(d, &text_, &["--nproc-per-node", "2"]);
     let run_dir = d.join(report["run_dir"].as_str().unwrap());
     let (hparams, _) = read_and_compare(d, &run_dir);

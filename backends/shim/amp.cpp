@@ -59,17 +59,34 @@ const char* pipeline_amp_update(at::Tensor* scale, at::Tensor* growth_tracker,
   });
 }
 
+// The gradients' total `norm_type`-norm (torch.nn.utils.get_total_norm), on the device.
+static at::Tensor total_norm(const std::vector<at::Tensor>& g, double norm_type) {
+  auto norms = at::_foreach_norm(g, norm_type);
+  return at::linalg_vector_norm(at::stack(norms), norm_type);
+}
+
+// Sets `*total` to the gradients' total norm, without reading it back to the host (left
+// undefined when there are none).
+const char* pipeline_grad_norm(at::Tensor** grads, size_t n, double norm_type,
+                               at::Tensor* total) {
+  return pipeline_guard([&] {
+    c10::NoGradGuard no_grad;
+    if (n == 0) return;
+    *total = total_norm(pipeline_gather(grads, n), norm_type);
+  });
+}
+
 // torch.nn.utils.clip_grad_norm_: scales every gradient by
-// min(1, max_norm / (total norm + 1e-6)), without reading the norm back to the host.
+// min(1, max_norm / (total norm + 1e-6)), without reading the norm back to the host;
+// `*total` is set to the norm before clipping (what clip_grad_norm_ returns).
 const char* pipeline_clip_grad_norm(at::Tensor** grads, size_t n, double max_norm,
-                                    double norm_type) {
+                                    double norm_type, at::Tensor* total) {
   return pipeline_guard([&] {
     c10::NoGradGuard no_grad;
     if (n == 0) return;
     auto g = pipeline_gather(grads, n);
-    auto norms = at::_foreach_norm(g, norm_type);
-    auto total = at::linalg_vector_norm(at::stack(norms), norm_type);
-    auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+    *total = total_norm(g, norm_type);
+    auto coef = (max_norm / (*total + 1e-6)).clamp_max(1.0);
     at::_foreach_mul_(g, coef);
   });
 }

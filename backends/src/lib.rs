@@ -33,7 +33,7 @@ pub mod session;
 pub mod snapshot;
 pub mod train;
 
-pub use observer::{EpochRecord, Observer};
+pub use observer::{EpochRecord, Observer, StepRecord};
 pub use pipeline_core::report::{RunReport, StageResult, StageStatus};
 pub use runner::run;
 pub use tch::Device;

@@ -29,11 +29,18 @@ mod ffi {
             backoff: f64,
             interval: i64,
         ) -> *const c_char;
+        pub fn pipeline_grad_norm(
+            grads: *mut *mut c_void,
+            n: usize,
+            norm_type: f64,
+            total: *mut c_void,
+        ) -> *const c_char;
         pub fn pipeline_clip_grad_norm(
             grads: *mut *mut c_void,
             n: usize,
             max_norm: f64,
             norm_type: f64,
+            total: *mut c_void,
         ) -> *const c_char;
         pub fn pipeline_clip_grad_value(
             grads: *mut *mut c_void,
@@ -208,24 +215,51 @@ impl Scaler {
         Ok(())
     }
 
+    /// The scale, on the device.
+    pub fn current_tensor(&self) -> &Tensor {
+        &self.scale
+    }
+
     pub fn current(&self) -> f64 {
         self.scale.double_value(&[0])
     }
 }
 
-/// Clips the gradients as `clipping` says (by total norm, or by value).
-pub fn clip(grads: &mut [Tensor], clipping: &Clipping) -> Result<(), TchError> {
+/// Clips the gradients as `clipping` says (by total norm, or by value). Clipping by norm
+/// gives the total norm before clipping, on the device (reading it waits for the device).
+pub fn clip(grads: &mut [Tensor], clipping: &Clipping) -> Result<Option<Tensor>, TchError> {
     let mut g: Vec<*mut c_void> = grads.iter_mut().map(ptr).collect();
-    // SAFETY: every pointer is a live tensor for the duration of the call.
     match (clipping.max_norm, clipping.value) {
-        (Some(max_norm), _) => check(unsafe {
-            ffi::pipeline_clip_grad_norm(g.as_mut_ptr(), g.len(), max_norm, clipping.norm_type)
-        }),
-        (None, Some(value)) => {
-            check(unsafe { ffi::pipeline_clip_grad_value(g.as_mut_ptr(), g.len(), value) })
+        (Some(max_norm), _) => {
+            let mut total = Tensor::new();
+            // SAFETY: every pointer is a live tensor for the duration of the call.
+            check(unsafe {
+                ffi::pipeline_clip_grad_norm(
+                    g.as_mut_ptr(),
+                    g.len(),
+                    max_norm,
+                    clipping.norm_type,
+                    ptr(&mut total),
+                )
+            })?;
+            Ok(Some(total).filter(Tensor::defined))
         }
-        (None, None) => Ok(()),
+        (None, Some(value)) => {
+            // SAFETY: every pointer is a live tensor for the duration of the call.
+            check(unsafe { ffi::pipeline_clip_grad_value(g.as_mut_ptr(), g.len(), value) })?;
+            Ok(None)
+        }
+        (None, None) => Ok(None),
     }
+}
+
+/// The gradients' total 2-norm, on the device (`None` without gradients).
+pub fn grad_norm(grads: &mut [Tensor]) -> Result<Option<Tensor>, TchError> {
+    let mut g: Vec<*mut c_void> = grads.iter_mut().map(ptr).collect();
+    let mut total = Tensor::new();
+    // SAFETY: every pointer is a live tensor for the duration of the call.
+    check(unsafe { ffi::pipeline_grad_norm(g.as_mut_ptr(), g.len(), 2.0, ptr(&mut total)) })?;
+    Ok(Some(total).filter(Tensor::defined))
 }
 
 #[cfg(test)]
@@ -254,7 +288,8 @@ mod tests {
             norm_type: 2.0,
             value: None,
         };
-        clip(&mut grads, &by_norm).unwrap();
+        let total = clip(&mut grads, &by_norm).unwrap().unwrap();
+        assert_eq!(total.double_value(&[]), 13.0, "the norm before clipping");
         assert!(
             (norm(&grads) - 1.3).abs() < 1e-5,
             "total norm 13 → 1.3: {}",
@@ -282,6 +317,21 @@ mod tests {
         .unwrap();
         assert_eq!(Vec::<f32>::try_from(&grads[0]).unwrap(), [3.0, 3.5]);
         assert_eq!(Vec::<f32>::try_from(&grads[1]).unwrap(), [3.5]);
+    }
+
+    #[test]
+    fn the_gradients_norm_leaves_them_as_they_are() {
+        let mut grads = vec![
+            Tensor::from_slice(&[3.0f32, 4.0]),
+            Tensor::from_slice(&[12.0f32]),
+        ];
+        let total = grad_norm(&mut grads).unwrap().unwrap();
+        assert_eq!(total.double_value(&[]), 13.0);
+        assert_eq!(Vec::<f32>::try_from(&grads[0]).unwrap(), [3.0, 4.0]);
+        assert!(
+            grad_norm(&mut []).unwrap().is_none(),
+            "no gradients, no norm"
+        );
     }
 
     #[test]

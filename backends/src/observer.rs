@@ -36,6 +36,7 @@ impl EpochRecord {
     /// The line written to `metrics.jsonl`.
     pub fn to_json(&self) -> Value {
         let mut v = json!({
+            "record": "epoch",
             "stage": self.stage,
             "epoch": self.epoch,
             "loss": self.loss,
@@ -61,6 +62,56 @@ impl EpochRecord {
     }
 }
 
+/// What a `train` stage did since its last step record (`logging { log-every-steps N }`):
+/// the values are over every process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRecord {
+    pub stage: String,
+    pub epoch: u64,
+    /// Optimizer steps taken so far, this one included.
+    pub step: u64,
+    /// The mean training loss of the samples since the last step record, and their
+    /// accuracy (of a classification).
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+    /// The samples those are over (from every process).
+    pub samples: u64,
+    /// The learning rate of this step.
+    pub lr: f64,
+    /// The gradients' total norm before clipping, when it was taken.
+    pub grad_norm: Option<f64>,
+    /// The loss scale after this step (`16-mixed`).
+    pub loss_scale: Option<f64>,
+    /// Samples trained per second since the last step record (or the epoch's start).
+    pub samples_per_second: f64,
+}
+
+impl StepRecord {
+    /// The line written to `metrics.jsonl`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "record": "step",
+            "stage": self.stage,
+            "epoch": self.epoch,
+            "step": self.step,
+            "loss": self.loss,
+            "samples": self.samples,
+            "lr": self.lr,
+            "samples_per_second": self.samples_per_second,
+        });
+        for (key, value) in [
+            ("accuracy", self.accuracy),
+            ("grad_norm", self.grad_norm),
+            ("loss_scale", self.loss_scale),
+        ] {
+            if let Some(x) = value.filter(|x| x.is_finite()) {
+                v[key] = json!(x);
+            }
+        }
+        v
+    }
+}
+
 pub trait Observer {
     /// A line of information, such as the model's size.
     fn message(&mut self, _text: &str) {}
@@ -79,8 +130,10 @@ pub trait Observer {
     }
     fn stage_started(&mut self, _name: &str, _kind: StageKind) {}
     fn epoch_started(&mut self, _stage: &str, _epoch: u64, _epochs: u64, _steps: u64) {}
-    /// `done` optimizer steps of the current epoch have been queued.
+    /// `done` batches of the current epoch have been queued.
     fn step(&mut self, _done: u64) {}
+    /// A step record (`logging { log-every-steps N }`): the running loss and throughput.
+    fn step_logged(&mut self, _record: &StepRecord) {}
     fn epoch_finished(&mut self, _record: &EpochRecord) {}
     /// The stage failed with `error`, which the run reports after this.
     fn stage_failed(&mut self, _stage: &str, _error: &Diagnostic) {}

@@ -45,6 +45,10 @@ pub struct Position {
     /// patience counter. Absent when empty, so that older snapshots read the same.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub callbacks: BTreeMap<String, serde_json::Value>,
+    /// Where the step records stand (`logging { log-every-steps N }`), so that those after
+    /// a resume are those of a training never stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_log: Option<crate::train::StepLogState>,
 }
 
 impl Position {
@@ -316,6 +320,15 @@ mod tests {
                         "early-stop".to_string(),
                         serde_json::json!({"best": [x, 2], "waited": 1}),
                     )]),
+                    step_log: Some(crate::train::StepLogState {
+                        base: crate::train::Totals {
+                            loss: x * 77.0,
+                            hits: 640.0,
+                            seen: 704.0,
+                            counted: 704.0,
+                        },
+                        carry: crate::train::Totals::default(),
+                    }),
                 },
                 checksum: String::new(),
             };

@@ -511,6 +511,8 @@ impl<'a> Reader<'a> {
             accelerator,
             logging: LoggingSpec {
                 tensorboard: logging_f.bool("tensorboard"),
+                log_every_steps: logging_f.int("log-every-steps") as u64,
+                grad_norm: logging_f.bool("grad-norm"),
             },
             stages,
             base_dir: base_dir.to_path_buf(),

@@ -24,6 +24,10 @@ pub struct Spanned<T> {
 pub struct LoggingSpec {
     /// TensorBoard event files under the run directory.
     pub tensorboard: bool,
+    /// A step record every this many optimizer steps (0: none).
+    pub log_every_steps: u64,
+    /// The gradients' total norm in step records even when clipping does not compute it.
+    pub grad_norm: bool,
 }
 
 /// A checked, typed manifest.

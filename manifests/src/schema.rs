@@ -991,12 +991,26 @@ const NEEDS_DOC: &str = "The stages that must finish first; an `eval`, `checkpoi
 pub const LOGGING: Section = section(
     "logging",
     &[],
-    &[key(
-        "tensorboard",
-        Ty::Bool,
-        Some(Val::Bool(true)),
-        "Write TensorBoard event files under the run directory (`.pipeline/runs/RUN/tensorboard/STAGE/`): each `train` stage's training and validation metrics and learning rate by optimizer step, and its hyper-parameters with the final metrics for TensorBoard's HParams tab. `tensorboard --logdir .pipeline/runs` compares runs.",
-    )],
+    &[
+        key(
+            "tensorboard",
+            Ty::Bool,
+            Some(Val::Bool(true)),
+            "Write TensorBoard event files under the run directory (`.pipeline/runs/RUN/tensorboard/STAGE/`): each `train` stage's training and validation metrics and learning rate by optimizer step, and its hyper-parameters with the final metrics for TensorBoard's HParams tab. `tensorboard --logdir .pipeline/runs` compares runs.",
+        ),
+        key(
+            "log-every-steps",
+            int(0, MAX_STEPS),
+            Some(Val::Int(50)),
+            "Write a step record to `metrics.jsonl` (and TensorBoard) every N optimizer steps: the mean training loss (and accuracy) since the last one, the learning rate, the gradients' norm (when clipping computes it, or with `grad-norm`), the loss scale under `16-mixed`, and samples per second. The device is read only at those steps. 0: epoch records only.",
+        ),
+        key(
+            "grad-norm",
+            Ty::Bool,
+            Some(Val::Bool(false)),
+            "Put the gradients' total 2-norm into every step record even when no `clip max-norm` computes it (computed at logged steps only).",
+        ),
+    ],
     "What a run records besides `metrics.jsonl`. Not in any cache key: a run that only records more is still cached.",
 );
 

@@ -184,3 +184,14 @@ pub fn kill_after_snapshot(dir: &Path, manifest: &str, step: u64) -> u64 {
     child.wait().unwrap();
     snapshot_step(dir).unwrap()
 }
+
+/// The lines of the run directory's `metrics.jsonl` whose `record` is `kind` (`epoch`,
+/// `step`, `validation`, `eval`, `predict`), in order.
+pub fn records(run_dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == kind)
+        .collect()
+}

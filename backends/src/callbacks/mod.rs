@@ -31,7 +31,7 @@ mod tensorboard;
 
 use crate::model::Model;
 use crate::numerics::Scaler;
-use crate::observer::{EpochRecord, Observer};
+use crate::observer::{EpochRecord, Observer, StepRecord};
 use crate::optimizer::Optimizer;
 use crate::snapshot::{Position, Snapshots, Sums};
 use manifests::{Diagnostic, Manifest, ScheduleSpec, StageSpec, TrainSpec};
@@ -161,6 +161,10 @@ pub trait Callback {
     fn step_ended(&mut self, _step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         Ok(Control::Continue)
     }
+    /// A step record was taken (`logging { log-every-steps N }`).
+    fn step_logged(&mut self, _record: &StepRecord, _out: &mut Out) -> Control {
+        Control::Continue
+    }
     /// The validation split was measured (or, without one, the training metrics so far
     /// are in).
     fn validated(&mut self, _validation: &Validation, _out: &mut Out) -> Control {
@@ -261,6 +265,12 @@ impl<'a> Callbacks<'a> {
     /// decides.
     pub fn step_ended(&mut self, step: &StepEnd, out: &mut Out) -> Result<Control, TchError> {
         self.each(|c| c.step_ended(step, out))
+    }
+
+    /// Every callback sees the step record, until one fails.
+    pub fn step_logged(&mut self, record: &StepRecord, out: &mut Out) -> Control {
+        self.each(|c| Ok(c.step_logged(record, out)))
+            .expect("step_logged cannot fail")
     }
 
     /// Every callback sees the validation, until one fails; the first that ends the

@@ -1,10 +1,11 @@
 //! Shows the training as it goes (pytorch-accelerated's `PrintProgressCallback` and
 //! `ProgressBarCallback`): the plan of an epoch, where a resumed training resumes, every
-//! epoch and step, why it stopped early, and where it failed. The observer decides how it
+//! epoch and step, the running loss and throughput of step records, why it stopped early,
+//! and where it failed. The observer decides how it
 //! looks: a bar on a terminal, a line per epoch otherwise, nothing for `--json`. Always on.
 
 use super::{Callback, Control, Made, Out, RunEnd, RunStart, Setup, StepEnd};
-use crate::observer::EpochRecord;
+use crate::observer::{EpochRecord, StepRecord};
 use manifests::Diagnostic;
 use tch::TchError;
 
@@ -57,6 +58,11 @@ impl Callback for Progress {
     fn step_ended(&mut self, step: &StepEnd, out: &mut Out) -> Result<Control, TchError> {
         out.obs.step(step.batch);
         Ok(Control::Continue)
+    }
+
+    fn step_logged(&mut self, record: &StepRecord, out: &mut Out) -> Control {
+        out.obs.step_logged(record);
+        Control::Continue
     }
 
     fn epoch_ended(&mut self, record: &EpochRecord, out: &mut Out) -> Control {

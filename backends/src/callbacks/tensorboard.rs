@@ -7,13 +7,15 @@
 //! Every scalar is at the optimizer step it was measured at: at each epoch's end the
 //! training loss and accuracy of the epoch (`train/loss`, `train/accuracy`), its
 //! validation (`val/loss`, `val/accuracy`, `val/METRIC`), `lr`, `samples_per_second` and
-//! `epoch`; at each validation within an epoch, its `val/…`. The values are those of
+//! `epoch`; at each validation within an epoch, its `val/…`; at each step record
+//! (`logging { log-every-steps N }`), `step/loss`, `step/accuracy`, `step/lr`,
+//! `step/grad_norm`, `step/loss_scale` and `step/samples_per_second`. The values are those of
 //! `metrics.jsonl`, in float32 as TensorBoard keeps them. At the end, the run's
 //! hyper-parameters and the metrics shown beside them go to the HParams plugin, with
 //! whether the training succeeded. Only rank 0 writes (its values are the run's).
 
 use super::{Callback, Control, Made, Out, RunEnd, Setup, StepEnd, Validation};
-use crate::observer::EpochRecord;
+use crate::observer::{EpochRecord, StepRecord};
 use manifests::{Diagnostic, Manifest, TrainSpec};
 use pipeline_core::tfevents::{EventWriter, HParam};
 use std::collections::BTreeMap;
@@ -154,6 +156,23 @@ impl Callback for TensorBoard {
     fn step_ended(&mut self, step: &StepEnd, _out: &mut Out) -> Result<Control, TchError> {
         self.step = step.step;
         Ok(Control::Continue)
+    }
+
+    fn step_logged(&mut self, r: &StepRecord, _out: &mut Out) -> Control {
+        let mut values = vec![("step/loss".to_string(), r.loss)];
+        for (tag, x) in [
+            ("step/accuracy", r.accuracy),
+            ("step/lr", Some(r.lr)),
+            ("step/grad_norm", r.grad_norm),
+            ("step/loss_scale", r.loss_scale),
+            ("step/samples_per_second", Some(r.samples_per_second)),
+        ] {
+            if let Some(x) = x.filter(|x| x.is_finite()) {
+                values.push((tag.to_string(), x));
+            }
+        }
+        self.step = r.step;
+        self.write(&values, false)
     }
 
     fn validated(&mut self, v: &Validation, _out: &mut Out) -> Control {

@@ -101,8 +101,7 @@ impl Context<'_> {
             ("loss".to_string(), scores.loss),
             ("samples".to_string(), scores.samples as f64),
         ]);
-        let mut line =
-            json!({"stage": stage.name(), "loss": scores.loss, "samples": scores.samples});
+        let mut line = json!({"record": "eval", "stage": stage.name(), "loss": scores.loss, "samples": scores.samples});
         match &spec.source {
             Some(file) => line["source"] = json!(file.value),
             None => line["split"] = json!(spec.split.value.as_str()),

@@ -76,7 +76,7 @@ impl Context<'_> {
         let samples = samples.len();
         append(
             &mut self.log,
-            &json!({"stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
+            &json!({"record": "predict", "stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
         )?;
         let store = vec![(predictions_output(spec.format).to_string(), path.clone())];
         Ok(Produced::metrics(

@@ -17,10 +17,12 @@
 
 mod plan;
 mod processes;
+mod step_log;
 mod update;
 mod validation;
 
 pub use plan::owners;
+pub use step_log::{StepLogState, Totals};
 
 use crate::callbacks::CHECK_EVERY;
 use crate::callbacks::{
@@ -46,9 +48,10 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
+use step_log::StepLog;
 use tch::{Kind, Tensor};
 use update::optimizer_step;
-use validation::{running, share, Validator};
+use validation::{share, Validator};
 
 /// What a finished `train` stage leaves behind.
 #[derive(Debug)]
@@ -195,6 +198,7 @@ pub fn train(
         counted: 0,
         last: None,
         callbacks: Default::default(),
+        step_log: None,
     };
     let mut restored = snapshots.and_then(Snapshots::load).map(|r| {
         r.and_then(|r| match r.position.fits(spec.epochs, batches) {
@@ -231,6 +235,12 @@ pub fn train(
         }
         None => {}
     }
+    let mut step_log = StepLog::new(
+        manifest.logging.log_every_steps,
+        at.step_log.take(),
+        at.seen,
+        world,
+    );
     callbacks.run_started(
         &RunStart {
             batch,
@@ -278,9 +288,12 @@ pub fn train(
             };
             if first == 0 {
                 (loss_sum, hits_sum) = sums().map_err(|e| fail("setting up", e))?;
+                step_log.epoch_started();
             }
             let mut lr = manifest.optimizer.lr;
             let mut comm = std::time::Duration::ZERO;
+            // The gradients' norm at the last optimizer step, when it was taken.
+            let mut grad_norm: Option<Tensor> = None;
             let steps_before = step;
             // The samples of the accumulation window that batch `s` belongs to.
             let window_samples = |s: u64| {
@@ -324,14 +337,17 @@ pub fn train(
                         if boundary {
                             lr = schedule.lr_at(step) * callbacks.lr_scale();
                             opt.set_lr(lr);
-                            comm += optimizer_step(
+                            let stepped = optimizer_step(
                                 &mut opt,
                                 scaler.as_mut(),
                                 &mut shards,
                                 group,
                                 clipping,
                                 bucket_bytes,
+                                manifest.logging.grad_norm && step_log.due(step + 1),
                             )?;
+                            comm += stepped.comm;
+                            grad_norm = stepped.grad_norm;
                         }
                         tch::no_grad(|| -> Result<(), tch::TchError> {
                             let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
@@ -376,6 +392,24 @@ pub fn train(
                         continue;
                     }
                     step += 1;
+                    if step_log.due(step) {
+                        let due = step_log::At {
+                            stage: name,
+                            epoch,
+                            step,
+                            lr,
+                            loss_sum: &loss_sum,
+                            hits_sum: &hits_sum,
+                            seen,
+                            counted,
+                            grad_norm: grad_norm.as_ref(),
+                            loss_scale: scaler.as_ref().map(Scaler::current_tensor),
+                        };
+                        let record = step_log.record(&due, group).map_err(at_batch)?;
+                        if let Control::Fail(d) = callbacks.step_logged(&record, &mut out) {
+                            return Err(*d);
+                        }
+                    }
                     if finish.is_some() {
                         ended_within = s + 1 < batches;
                         break;
@@ -385,8 +419,9 @@ pub fn train(
                         && s + 1 < batches
                     {
                         let (train_loss, train_accuracy) =
-                            running(&loss_sum, &hits_sum, seen, counted)
-                                .map_err(|e| fail("reading the training loss", e))?;
+                            Totals::read(&loss_sum, &hits_sum, seen, counted)
+                                .map_err(|e| fail("reading the training loss", e))?
+                                .mean();
                         let mut values = validator.measure(&model, train_loss, train_accuracy)?;
                         if let Some(g) = group {
                             share(g, &validator.keys, &mut values).map_err(at_batch)?;
@@ -432,6 +467,7 @@ pub fn train(
                             counted,
                             last: last.clone(),
                             callbacks: callbacks.state(),
+                            step_log: step_log.state(),
                         };
                         let snapshot = Snapshot {
                             position: &position,
@@ -454,8 +490,10 @@ pub fn train(
                     sum_over_processes(g, device, &loss_sum, &hits_sum, seen, counted)
                         .map_err(|e| fail("summing the epoch's metrics", e))?;
             }
-            let (loss, accuracy) = running(&loss_sum, &hits_sum, seen, counted)
+            let totals = Totals::read(&loss_sum, &hits_sum, seen, counted)
                 .map_err(|e| fail("reading the epoch's loss", e))?;
+            step_log.epoch_ended(totals);
+            let (loss, accuracy) = totals.mean();
             // Validated as `validate` says, and always where the training ends.
             let due = finish.is_some()
                 || epoch == spec.epochs
@@ -541,6 +579,7 @@ pub fn train(
                     counted: 0,
                     last: last.clone(),
                     callbacks: callbacks.state(),
+                    step_log: step_log.state(),
                 };
                 let snapshot = Snapshot {
                     position: &position,

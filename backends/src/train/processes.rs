@@ -85,19 +85,30 @@ pub(super) fn sum_over_processes(
     seen: i64,
     counted: i64,
 ) -> Result<(Tensor, Tensor, i64, i64), tch::TchError> {
-    let totals = [
-        loss_sum.f_double_value(&[])?,
-        hits_sum.f_int64_value(&[])? as f64,
-        seen as f64,
-        counted as f64,
-    ];
-    let mut t = [Tensor::f_from_slice(&totals)?.f_to_device(group.device)?];
-    group.all_reduce_sum(&mut t)?;
-    let totals = Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)?;
+    let totals = sum_values(
+        group,
+        [
+            loss_sum.f_double_value(&[])?,
+            hits_sum.f_int64_value(&[])? as f64,
+            seen as f64,
+            counted as f64,
+        ],
+    )?;
     Ok((
         Tensor::from(totals[0]).f_to_device(device)?,
         Tensor::from(totals[1] as i64).f_to_device(device)?,
         totals[2] as i64,
         totals[3] as i64,
     ))
+}
+
+/// Each of `values` summed over every process of `group` (in float64).
+pub(super) fn sum_values<const N: usize>(
+    group: &ProcessGroup,
+    values: [f64; N],
+) -> Result<[f64; N], tch::TchError> {
+    let mut t = [Tensor::f_from_slice(&values)?.f_to_device(group.device)?];
+    group.all_reduce_sum(&mut t)?;
+    let sums = Vec::<f64>::try_from(&t[0].f_to_device(Device::Cpu)?)?;
+    Ok(sums.try_into().expect("as many sums as values"))
 }

@@ -11,7 +11,7 @@ use tch::{TchError, Tensor};
 /// the step is skipped when they are not finite) and clipped, the only reasons to touch
 /// them between backward and the step; under `zero1`, each process's `shards` sent to
 /// the others by their owner. Then the loss scaler updates and the gradients are zeroed.
-/// Gives the time spent communicating.
+/// With `norm`, the gradients' total norm is taken even when clipping does not take it.
 pub(super) fn optimizer_step(
     opt: &mut Optimizer,
     mut scaler: Option<&mut Scaler>,
@@ -19,9 +19,11 @@ pub(super) fn optimizer_step(
     group: Option<&ProcessGroup>,
     clipping: Option<&Clipping>,
     bucket_bytes: usize,
-) -> Result<Duration, TchError> {
+    norm: bool,
+) -> Result<Stepped, TchError> {
     let mut comm = Duration::ZERO;
-    let mut grads = match group.is_some() || scaler.is_some() || clipping.is_some() {
+    let mut grad_norm = None;
+    let mut grads = match group.is_some() || scaler.is_some() || clipping.is_some() || norm {
         true => opt.grads(),
         false => Vec::new(),
     };
@@ -35,8 +37,12 @@ pub(super) fn optimizer_step(
         None => true,
     };
     if finite {
+        // The norm before clipping, as `clip_grad_norm_` gives it.
+        if norm && clipping.is_none_or(|c| c.max_norm.is_none()) {
+            grad_norm = numerics::grad_norm(&mut grads)?;
+        }
         if let Some(clipping) = clipping {
-            numerics::clip(&mut grads, clipping)?;
+            grad_norm = numerics::clip(&mut grads, clipping)?.or(grad_norm);
         }
         opt.step()?;
         if let (false, Some(g)) = (shards.is_empty(), group) {
@@ -51,5 +57,14 @@ pub(super) fn optimizer_step(
         scaler.update()?;
     }
     opt.zero_grad()?;
-    Ok(comm)
+    Ok(Stepped { comm, grad_norm })
+}
+
+/// What an optimizer step leaves to report.
+pub(super) struct Stepped {
+    /// The time spent communicating.
+    pub comm: Duration,
+    /// The gradients' total norm before clipping, on the device, when it was taken (not
+    /// on a step the loss scaler skipped).
+    pub grad_norm: Option<Tensor>,
 }

@@ -168,18 +168,3 @@ pub(super) fn share(
     values.extend(keys.iter().cloned().zip(shared));
     Ok(())
 }
-
-/// The mean training loss and the accuracy over the samples of the epoch so far.
-pub(super) fn running(
-    loss_sum: &Tensor,
-    hits_sum: &Tensor,
-    seen: i64,
-    counted: i64,
-) -> Result<(f64, Option<f64>), tch::TchError> {
-    let loss = loss_sum.f_double_value(&[])? / seen as f64;
-    let accuracy = (counted > 0)
-        .then(|| hits_sum.f_int64_value(&[]))
-        .transpose()?
-        .map(|h| h as f64 / counted as f64);
-    Ok((loss, accuracy))
-}

@@ -1,8 +1,8 @@
 //! Progress while running: a bar on a terminal, plain lines otherwise, nothing for
 //! `--json` runs that are not on a terminal. Everything goes to stderr.
 
-use backends::{EpochRecord, Observer, StageResult};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use backends::{EpochRecord, Observer, StageResult, StepRecord};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use manifests::{Diagnostic, StageKind};
 use pipeline_cli::summary::{percent, stage_line};
 use std::io::IsTerminal;
@@ -42,11 +42,47 @@ impl Observer for Lines {
     }
 }
 
-/// A progress bar per `train` stage: epoch, step, last loss, throughput.
+/// A progress bar per `train` stage, over all its epochs: the epoch, the step within it,
+/// the running loss (and accuracy) and throughput of the last step or epoch record, and
+/// the time the stage has left.
 #[derive(Default)]
 pub struct Bar {
     stage: String,
     bar: Option<ProgressBar>,
+    epoch: u64,
+    epochs: u64,
+    batches: u64,
+}
+
+/// What a record says of the training so far, for the bar.
+fn running(loss: f64, accuracy: Option<f64>, samples_per_second: f64) -> String {
+    let mut msg = format!(" · loss {loss:.4}");
+    if let Some(a) = accuracy {
+        msg += &format!(" · acc {}", percent(a));
+    }
+    msg + &format!(" · {samples_per_second:.0} samples/s")
+}
+
+impl Bar {
+    fn prefix(&self) -> String {
+        format!("{} · epoch {}/{}", self.stage, self.epoch, self.epochs)
+    }
+}
+
+/// The bar's look, with `end` (the time left, or why it stopped) before the message, which
+/// is cut to the terminal's width.
+fn style(batches: u64, end: &str) -> ProgressStyle {
+    // The batch within the epoch, from the position over all epochs.
+    let step = move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+        let within = s.pos().checked_sub(1).map_or(0, |p| p % batches.max(1) + 1);
+        let _ = write!(w, "{within}/{batches}");
+    };
+    ProgressStyle::with_template(&format!(
+        "{{prefix:.bold}} [{{bar:20.cyan/blue}}] step {{step}} · {end}{{wide_msg}}"
+    ))
+    .expect("valid template")
+    .with_key("step", step)
+    .progress_chars("=> ")
 }
 
 impl Observer for Bar {
@@ -62,34 +98,40 @@ impl Observer for Bar {
     fn stage_started(&mut self, name: &str, kind: StageKind) {
         self.stage = format!("{name} ({})", kind.as_str());
     }
-    fn epoch_started(&mut self, _stage: &str, epoch: u64, epochs: u64, steps: u64) {
+    fn epoch_started(&mut self, _stage: &str, epoch: u64, epochs: u64, batches: u64) {
+        (self.epoch, self.epochs, self.batches) = (epoch, epochs, batches);
+        let prefix = self.prefix();
+        let fresh = self.bar.is_none();
         let bar = self.bar.get_or_insert_with(|| {
-            let bar = ProgressBar::with_draw_target(Some(epochs * steps), ProgressDrawTarget::stderr_with_hz(10));
-            bar.set_style(
-                ProgressStyle::with_template("{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} steps  {msg}  {per_sec} · {elapsed}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
+            let bar = ProgressBar::with_draw_target(
+                Some(epochs * batches),
+                ProgressDrawTarget::stderr_with_hz(10),
             );
-            bar.set_prefix(self.stage.clone());
+            bar.set_style(style(batches, "ETA {eta}"));
             bar
         });
-        if epoch == 1 {
-            bar.set_message(format!("epoch 1/{epochs}"));
+        bar.set_prefix(prefix);
+        if fresh {
+            // A resumed training starts where its snapshot was.
+            bar.set_position((epoch - 1) * batches);
+            bar.reset_eta();
         }
     }
-    fn step(&mut self, _done: u64) {
+    fn step(&mut self, done: u64) {
         if let Some(bar) = &self.bar {
-            bar.inc(1);
+            bar.set_position((self.epoch - 1) * self.batches + done);
         }
     }
-    fn epoch_finished(&mut self, record: &EpochRecord) {
+    fn step_logged(&mut self, r: &StepRecord) {
         if let Some(bar) = &self.bar {
-            let mut msg = format!(
-                "epoch {}/{} loss {:.4}",
-                record.epoch, record.epochs, record.loss
-            );
-            if let Some(a) = record.val_accuracy.or(record.accuracy) {
-                msg += &format!(" acc {}", percent(a));
+            bar.set_message(running(r.loss, r.accuracy, r.samples_per_second));
+        }
+    }
+    fn epoch_finished(&mut self, r: &EpochRecord) {
+        if let Some(bar) = &self.bar {
+            let mut msg = running(r.loss, r.accuracy, r.samples_per_second);
+            if let Some(a) = r.val_accuracy {
+                msg += &format!(" · val acc {}", percent(a));
             }
             bar.set_message(msg);
         }
@@ -97,8 +139,8 @@ impl Observer for Bar {
     /// The bar stays where the stage failed, above the error.
     fn stage_failed(&mut self, _stage: &str, _error: &Diagnostic) {
         if let Some(bar) = self.bar.take() {
-            let message = format!("{} · failed", bar.message());
-            bar.abandon_with_message(message);
+            bar.set_style(style(self.batches, "failed"));
+            bar.abandon();
         }
     }
     fn stage_finished(&mut self, result: &StageResult) {
