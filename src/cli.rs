@@ -69,6 +69,12 @@ pub enum Command {
     /// List past runs of a manifest; `show` one, or `diff` two: what changed, in words,
     /// and the metrics' deltas.
     Runs(RunsArgs),
+    /// Draw the curves of runs (the manifest's latest by default): a panel per metric, a
+    /// line per run, by optimizer step, as SVG or PNG.
+    Plot(PlotArgs),
+    /// Write one self-contained HTML page on a manifest's runs: what changed between
+    /// them, their curves, the stages, confusion matrices and the cache's state.
+    Report(ReportArgs),
     /// Inspect and tidy the stage cache.
     Cache {
         #[command(subcommand)]
@@ -133,6 +139,39 @@ pub struct RunsArgs {
     /// Print `{"runs": [...]}` on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlotArgs {
+    /// Runs to draw (ids, unique prefixes, `last`, `last~N`, or run directories) and the
+    /// manifest they are runs of [default: pipeline.kdl, its latest run that trained].
+    #[arg(value_name = "RUN|FILE")]
+    pub targets: Vec<String>,
+    /// The metrics, a panel each: `loss`, `accuracy`, `val.NAME`, `lr`,
+    /// `samples_per_second`, `step.NAME` (step records), `eval.NAME` [default: loss,
+    /// val.loss and val.accuracy, those recorded].
+    #[arg(long, value_delimiter = ',', value_name = "METRIC,…")]
+    pub metric: Vec<String>,
+    /// Where to write the plot: a .svg or .png file.
+    #[arg(long, default_value = "curves.svg", value_name = "FILE")]
+    pub out: PathBuf,
+    /// A logarithmic y axis (values at or below 0 are left out).
+    #[arg(long)]
+    pub log_y: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Runs to show (ids, unique prefixes, `last`, `last~N`, or run directories) and the
+    /// manifest they are runs of [default: pipeline.kdl, its latest five runs that
+    /// trained].
+    #[arg(value_name = "RUN|FILE")]
+    pub targets: Vec<String>,
+    /// Where to write the page.
+    #[arg(long, default_value = "report.html", value_name = "FILE")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub cache: CacheDir,
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -10,8 +10,11 @@ mod check;
 mod explain;
 mod graph;
 mod launch;
+mod plot;
+mod report;
 mod run;
 mod runs;
+mod shown_runs;
 mod status;
 
 use clap::error::ErrorKind;
@@ -40,6 +43,8 @@ fn main() -> ExitCode {
         Command::Cache { command, cache } => cache_cmd::run(&command, &cache),
         Command::Explain { key } => explain::run(key.as_deref()),
         Command::Runs(args) => runs::run(&args),
+        Command::Plot(args) => plot::run(&args),
+        Command::Report(args) => report::run(&args),
     };
     if ok {
         ExitCode::SUCCESS

@@ -44,7 +44,7 @@ fn statuses(record: &RunRecord) -> String {
 
 /// The metrics a run is read by: each eval stage's accuracy (or R², else loss), else the
 /// last train stage's loss.
-fn headline(record: &RunRecord) -> String {
+pub(crate) fn headline(record: &RunRecord) -> String {
     let evals: Vec<String> = record
         .stages
         .iter()

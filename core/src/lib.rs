@@ -36,6 +36,7 @@ pub mod npy;
 pub mod outputs;
 pub mod parquet;
 pub mod plan;
+pub mod records;
 pub mod report;
 pub mod rng;
 pub mod sample_shape;
