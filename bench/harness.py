@@ -294,7 +294,17 @@ def bench_logging(reps, epochs, threads):
             steps = sum(1 for l in lines if l["record"] == "step")
             runs[name].append({"epoch": statistics.mean(seconds), "step_records": steps})
             print(f"  logging rep {rep + 1}/{reps} {name}: {statistics.mean(seconds):.3f} s/epoch, {steps} step records", file=sys.stderr)
-    return {name: {"epoch": summary([r["epoch"] for r in rs]), "step_records": rs[0]["step_records"]} for name, rs in runs.items()}
+    # Each repetition's ratio to the run without records in the same repetition: pairs
+    # taken minutes apart on a shared machine drift less than medians taken apart.
+    base = runs[names[0]]
+    return {
+        name: {
+            "epoch": summary([r["epoch"] for r in rs]),
+            "ratio": summary([r["epoch"] / b["epoch"] for r, b in zip(rs, base)]),
+            "step_records": rs[0]["step_records"],
+        }
+        for name, rs in runs.items()
+    }
 
 
 def table(results, startup, device, cache=None, scaling=None, logging=None):
@@ -346,11 +356,11 @@ def table(results, startup, device, cache=None, scaling=None, logging=None):
         names = list(logging)
         base = logging[names[0]]["epoch"]["median"]
         out.append("\n**Step records** (MLP workload; epoch time after the first epoch)\n")
-        out.append("| step records | s/epoch (median) | min–max | × off | records written |")
-        out.append("|---|---|---|---|---|")
+        out.append("| step records | s/epoch (median) | min–max | × off, paired by repetition (median) | min–max | records written |")
+        out.append("|---|---|---|---|---|---|")
         for name in names:
-            e = logging[name]["epoch"]
-            out.append(f"| {name} | {e['median']:.3f} | {e['min']:.3f}–{e['max']:.3f} | {e['median'] / base:.3f} | {logging[name]['step_records']} |")
+            e, r = logging[name]["epoch"], logging[name]["ratio"]
+            out.append(f"| {name} | {e['median']:.3f} | {e['min']:.3f}–{e['max']:.3f} | {r['median']:.3f} | {r['min']:.3f}–{r['max']:.3f} | {logging[name]['step_records']} |")
     return "\n".join(out) + "\n"
 
 
@@ -386,7 +396,7 @@ def main():
     startup = bench_startup(3 if args.quick else 10) if "startup" in workloads else {}
     cache = bench_cache(3 if args.quick else 10) if "cache" in workloads else None
     scaling = bench_scaling(1 if args.quick else 3, 2 if args.quick else 3) if "scaling" in workloads and args.device == "cpu" else None
-    logging = bench_logging(1 if args.quick else 5, 2 if args.quick else 3, args.threads) if "logging" in workloads and args.device == "cpu" else None
+    logging = bench_logging(1 if args.quick else 9, 2 if args.quick else 3, args.threads) if "logging" in workloads and args.device == "cpu" else None
     text = table(results, startup, args.device, cache, scaling, logging)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
