@@ -328,9 +328,27 @@ fn panel_chart<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(64);
+    let y_label = |y: &f64| {
+        let a = y.abs();
+        match a != 0.0 && !(1e-3..1e4).contains(&a) {
+            true => format!("{y:.1e}"),
+            false => format!("{}", (y * 1e4).round() / 1e4),
+        }
+    };
+    // The axes, then the curves and their legend, on a chart of either scale.
     macro_rules! curves {
         ($chart:expr) => {{
             let chart = &mut $chart;
+            chart
+                .configure_mesh()
+                .x_desc("optimizer step")
+                .x_labels(x_labels)
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .label_style(("sans-serif", 14))
+                .axis_desc_style(("sans-serif", 15))
+                .y_label_formatter(&y_label)
+                .draw()
+                .map_err(|e| e.to_string())?;
             for (i, curve) in panel.curves.iter().enumerate() {
                 let color = COLORS[i % COLORS.len()].to_rgba();
                 let points: Vec<(f64, f64)> = curve
@@ -363,41 +381,14 @@ fn panel_chart<DB: DrawingBackend>(
                 .map_err(|e| e.to_string())?;
         }};
     }
-    let y_label = |y: &f64| {
-        let a = y.abs();
-        match a != 0.0 && !(1e-3..1e4).contains(&a) {
-            true => format!("{y:.1e}"),
-            false => format!("{}", (y * 1e4).round() / 1e4),
-        }
-    };
     if log_y {
         let mut chart = builder
             .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("optimizer step")
-            .x_labels(x_labels)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 15))
-            .y_label_formatter(&y_label)
-            .draw()
             .map_err(|e| e.to_string())?;
         curves!(chart);
     } else {
         let mut chart = builder
             .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("optimizer step")
-            .x_labels(x_labels)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 15))
-            .y_label_formatter(&y_label)
-            .draw()
             .map_err(|e| e.to_string())?;
         curves!(chart);
     }

@@ -4,7 +4,7 @@
 //! SVG), the stages of the latest, its confusion matrices, and the cache as it stands.
 
 use crate::plot::{self, check_directory, write_atomically};
-use crate::runs::headline;
+use crate::runs::{headline, stage_rows};
 use crate::shown_runs::{self, Refused, Shown};
 use pipeline_cli::cli::ReportArgs;
 use pipeline_cli::load::Loaded;
@@ -231,23 +231,10 @@ fn stages_section(latest: &Shown) -> String {
     let Some(r) = &latest.record else {
         return String::new();
     };
-    let mut rows = vec![["stage", "kind", "status", "seconds", "metrics"]
-        .map(String::from)
-        .to_vec()];
-    for s in &r.stages {
-        let metrics: Vec<String> = s
-            .metrics
-            .iter()
-            .map(|(k, v)| format!("{k} {}", number(*v)))
-            .collect();
-        rows.push(vec![
-            escape(&s.name),
-            escape(&s.kind),
-            escape(&s.status),
-            format!("{:.2}", s.seconds),
-            escape(&metrics.join(", ")),
-        ]);
-    }
+    let rows: Vec<Vec<String>> = stage_rows(r)
+        .iter()
+        .map(|row| row.iter().map(|c| escape(c)).collect())
+        .collect();
     format!(
         "<h2>Stages of run {}</h2>\n{}",
         escape(&latest.id),

@@ -134,6 +134,12 @@ fn show(file: &Path, id: &str, json: bool) -> bool {
         r.device,
         if r.ok { "succeeded" } else { "failed" }
     );
+    print!("{}", columns(&stage_rows(&r)));
+    true
+}
+
+/// A run's stages: a header, then a row each (status, time, fingerprint, metrics).
+pub(crate) fn stage_rows(r: &RunRecord) -> Vec<Vec<String>> {
     let mut rows = vec![[
         "stage",
         "kind",
@@ -159,8 +165,7 @@ fn show(file: &Path, id: &str, json: bool) -> bool {
             metrics.join(", "),
         ]);
     }
-    print!("{}", columns(&rows));
-    true
+    rows
 }
 
 /// A count as an integer, anything else to six decimals.

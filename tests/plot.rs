@@ -6,26 +6,7 @@
 
 mod common;
 
-use common::{pipeline, text};
-use serde_json::Value;
-use std::path::Path;
-
-/// Runs the digits example for 3 epochs with `set`; its run id.
-fn train(dir: &Path, set: &[&str]) -> String {
-    let mut args = vec!["run", "digits.kdl", "--json", "--set", "train.epochs=3"];
-    for s in set {
-        args.extend(["--set", s]);
-    }
-    let out = pipeline(dir, &args);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run_dir = report["run_dir"].as_str().unwrap();
-    Path::new(run_dir)
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
+use common::{pipeline, run_digits, text};
 
 /// The curves drawn in `svg`: each line of width 2 by its colour, with its points.
 fn curves(svg: &str) -> Vec<(String, usize)> {
@@ -46,8 +27,8 @@ fn curves(svg: &str) -> Vec<(String, usize)> {
 fn two_runs_are_two_curves_with_a_legend() {
     let dir = common::digits_project();
     let d = dir.path();
-    let a = train(d, &[]);
-    let b = train(d, &["optimizer.lr=0.01"]);
+    let a = run_digits(d, 3, &[]);
+    let b = run_digits(d, 3, &["optimizer.lr=0.01"]);
     let out = pipeline(
         d,
         &[
@@ -95,7 +76,7 @@ fn two_runs_are_two_curves_with_a_legend() {
 fn a_killed_runs_records_are_drawn_up_to_its_last_whole_line() {
     let dir = common::digits_project();
     let d = dir.path();
-    let id = train(d, &[]);
+    let id = run_digits(d, 3, &[]);
     let run_dir = d.join(".pipeline/runs").join(&id);
     // As a run killed while writing its third line would leave it.
     let log = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
@@ -130,7 +111,7 @@ fn bad_input_is_named_and_nothing_is_written() {
         refused(&["plot", "digits.kdl"]),
         "error: no recorded runs of digits.kdl yet\n  help: `pipeline run digits.kdl` records one; `pipeline runs digits.kdl` lists those there are\n"
     );
-    let id = train(d, &[]);
+    let id = run_digits(d, 3, &[]);
     assert_eq!(
         refused(&["plot", "digits.kdl", "--metric", "loss,val.f1"]),
         format!("error: no run shown ({id}) recorded `val.f1`\n  help: they recorded: accuracy, loss, lr, samples_per_second, seconds, step.accuracy, step.loss, step.lr, step.samples_per_second, eval.accuracy, eval.loss\n")

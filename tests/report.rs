@@ -6,26 +6,9 @@
 
 mod common;
 
-use common::{pipeline, text};
-use serde_json::Value;
+use common::{pipeline, run_digits, text};
 use std::path::Path;
 use std::process::Command;
-
-fn train(dir: &Path, set: &[&str]) -> String {
-    let mut args = vec!["run", "digits.kdl", "--json", "--set", "train.epochs=4"];
-    for s in set {
-        args.extend(["--set", s]);
-    }
-    let out = pipeline(dir, &args);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run_dir = report["run_dir"].as_str().unwrap();
-    Path::new(run_dir)
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// Headless Chromium's screenshot of `page`, 1000 × 2400.
 fn screenshot(page: &Path, png: &Path) {
@@ -72,8 +55,8 @@ fn a_report_on_two_runs_shows_their_curves_in_a_browser() {
             "    split \"test\"\n    metrics \"accuracy\" \"confusion-matrix\"\n",
         );
     std::fs::write(d.join("digits.kdl"), manifest).unwrap();
-    let a = train(d, &[]);
-    let b = train(d, &["optimizer.lr=0.01"]);
+    let a = run_digits(d, 4, &[]);
+    let b = run_digits(d, 4, &["optimizer.lr=0.01"]);
     let out = pipeline(d, &["report", "digits.kdl", "--out", "report.html"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stderr), format!("wrote report.html ({a}, {b})\n"));

@@ -195,3 +195,21 @@ pub fn records(run_dir: &Path, kind: &str) -> Vec<Value> {
         .filter(|r| r["record"] == kind)
         .collect()
 }
+
+/// Runs the digits example in `dir` for `epochs` epochs with `--set`s `set`; the run's id.
+pub fn run_digits(dir: &Path, epochs: u64, set: &[&str]) -> String {
+    let epochs = format!("train.epochs={epochs}");
+    let mut args = vec!["run", "digits.kdl", "--json", "--set", &epochs];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    let out = pipeline(dir, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_dir = report["run_dir"].as_str().unwrap();
+    Path::new(run_dir)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
