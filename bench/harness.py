@@ -307,7 +307,43 @@ def bench_logging(reps, epochs, threads):
     }
 
 
-def table(results, startup, device, cache=None, scaling=None, logging=None):
+def bench_sweep(reps):
+    """An 8-point grid on the digits example (4 learning rates × 2 eval batch sizes, 5
+    epochs), each time in a fresh copy of the project: `pipeline sweep --jobs 1`, `--jobs
+    2`, and a shell loop of plain `pipeline run --set …`. Wall time, and how many training
+    stages actually ran."""
+    grid = [("optimizer.lr", ["0.001", "0.003", "0.01", "0.03"]), ("test.batch-size", ["100", "300"])]
+    points = [[f"{grid[0][0]}={a}", f"{grid[1][0]}={b}"] for a in grid[0][1] for b in grid[1][1]]
+    sweep_args = [x for key, values in grid for x in ("--grid", f"{key}={','.join(values)}")]
+    configs = {
+        "pipeline sweep --jobs 1": lambda: [[PIPELINE, "sweep", "digits.kdl", "--json", "--set", "train.epochs=5", *sweep_args, "--jobs", "1"]],
+        "pipeline sweep --jobs 2": lambda: [[PIPELINE, "sweep", "digits.kdl", "--json", "--set", "train.epochs=5", *sweep_args, "--jobs", "2"]],
+        "shell loop of pipeline run": lambda: [[PIPELINE, "run", "digits.kdl", "--json", "--set", "train.epochs=5", *[y for o in p for y in ("--set", o)]] for p in points],
+    }
+    runs = {name: [] for name in configs}
+    names = list(configs)
+    env = {k: v for k, v in os.environ.items() if k != "PIPELINE_CACHE_DIR"}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            with tempfile.TemporaryDirectory() as tmp:
+                project = Path(tmp)
+                (project / "data").mkdir()
+                shutil.copy(ROOT / "examples" / "data" / "digits.csv.gz", project / "data")
+                shutil.copy(ROOT / "examples" / "digits.kdl", project)
+                start = time.perf_counter()
+                trained = 0
+                for cmd in configs[name]():
+                    out = subprocess.run(cmd, cwd=project, check=True, capture_output=True, env=env).stdout
+                    doc = json.loads(out)
+                    reports = [p["stages"] for p in doc["points"]] if "points" in doc else [doc["stages"]]
+                    trained += sum(1 for stages in reports for s in stages if s["kind"] == "train" and s["status"] == "ran")
+                wall = time.perf_counter() - start
+            runs[name].append({"wall": wall, "trained": trained})
+            print(f"  sweep rep {rep + 1}/{reps} {name}: {wall:.1f} s, {trained} trainings", file=sys.stderr)
+    return {name: {"wall": summary([r["wall"] for r in rs]), "trained": rs[0]["trained"]} for name, rs in runs.items()}
+
+
+def table(results, startup, device, cache=None, scaling=None, logging=None, sweep=None):
     out = []
     for w, sides in results.items():
         base = sides.get("plain")
@@ -361,6 +397,15 @@ def table(results, startup, device, cache=None, scaling=None, logging=None):
         for name in names:
             e, r = logging[name]["epoch"], logging[name]["ratio"]
             out.append(f"| {name} | {e['median']:.3f} | {e['min']:.3f}–{e['max']:.3f} | {r['median']:.3f} | {r['min']:.3f}–{r['max']:.3f} | {logging[name]['step_records']} |")
+    if sweep:
+        names = list(sweep)
+        base = sweep[names[-1]]["wall"]["median"]
+        out.append("\n**An 8-point sweep** (digits example, 4 learning rates × 2 eval batch sizes, 5 epochs; wall time in a fresh project)\n")
+        out.append("| how | seconds (median) | min–max | × shell loop | training stages run |")
+        out.append("|---|---|---|---|---|")
+        for name in names:
+            w = sweep[name]["wall"]
+            out.append(f"| {name} | {w['median']:.1f} | {w['min']:.1f}–{w['max']:.1f} | {w['median'] / base:.2f} | {sweep[name]['trained']} |")
     return "\n".join(out) + "\n"
 
 
@@ -376,7 +421,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling,logging")
+    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling,logging,sweep")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -397,10 +442,11 @@ def main():
     cache = bench_cache(3 if args.quick else 10) if "cache" in workloads else None
     scaling = bench_scaling(1 if args.quick else 3, 2 if args.quick else 3) if "scaling" in workloads and args.device == "cpu" else None
     logging = bench_logging(1 if args.quick else 9, 2 if args.quick else 3, args.threads) if "logging" in workloads and args.device == "cpu" else None
-    text = table(results, startup, args.device, cache, scaling, logging)
+    sweep = bench_sweep(1 if args.quick else 3) if "sweep" in workloads and args.device == "cpu" else None
+    text = table(results, startup, args.device, cache, scaling, logging, sweep)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling, "logging": logging}
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling, "logging": logging, "sweep": sweep}
     (BENCH / "results").mkdir(exist_ok=True)
     (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
     if args.write_docs:

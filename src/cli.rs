@@ -3,6 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use manifests::Override;
+use pipeline_core::sweep::Axis;
 use std::path::PathBuf;
 
 /// Output formats of `pipeline graph`.
@@ -75,6 +76,9 @@ pub enum Command {
     /// Write one self-contained HTML page on a manifest's runs: what changed between
     /// them, their curves, the stages, confusion matrices and the cache's state.
     Report(ReportArgs),
+    /// Run the manifest at every point of a grid of `--set` values, computing each stage a
+    /// point shares with another once; the points ranked by a metric.
+    Sweep(SweepArgs),
     /// Inspect and tidy the stage cache.
     Cache {
         #[command(subcommand)]
@@ -172,6 +176,42 @@ pub struct ReportArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub cache: CacheDir,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    #[arg(default_value = "pipeline.kdl", value_name = "FILE")]
+    pub file: PathBuf,
+    /// A swept key and its values, `optimizer.lr=1e-3,3e-3` (repeatable: the points are
+    /// every combination).
+    #[arg(long = "grid", value_name = "KEY=V1,V2,…", value_parser = Axis::parse, required = true)]
+    pub grid: Vec<Axis>,
+    /// Points run at once, the cores divided between them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
+    /// The metric the points are ranked by, `STAGE.METRIC` (`test.accuracy`,
+    /// `train.val_loss`) [default: the first eval stage's accuracy (loss for a
+    /// regression), else the last train stage's loss].
+    #[arg(long, value_name = "STAGE.METRIC")]
+    pub monitor: Option<String>,
+    /// Whether the best is the lowest or the highest [default: highest for accuracy,
+    /// F1, precision, recall, AUROC and R², else lowest].
+    #[arg(long, value_enum)]
+    pub mode: Option<SweepMode>,
+    /// An override every point has, e.g. `--set train.epochs=5` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE", value_parser = Override::parse)]
+    pub set: Vec<Override>,
+    /// Print `{"ok", "monitor", "mode", "points": [...]}` (best first) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cache: CacheDir,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepMode {
+    Min,
+    Max,
 }
 
 #[derive(Subcommand, Debug, Clone)]

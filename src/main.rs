@@ -16,6 +16,7 @@ mod run;
 mod runs;
 mod shown_runs;
 mod status;
+mod sweep;
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Runs(args) => runs::run(&args),
         Command::Plot(args) => plot::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
     };
     if ok {
         ExitCode::SUCCESS

@@ -44,6 +44,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod shards;
 pub mod split;
+pub mod sweep;
 pub mod table;
 pub mod text;
 pub mod tfevents;

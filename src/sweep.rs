@@ -1,0 +1,343 @@
+//! `pipeline sweep FILE --grid KEY=V1,V2,… [--grid …] [--jobs J] [--monitor STAGE.METRIC]
+//! [--mode min|max] [--json]`: the manifest run at every point of the grid, each point a
+//! `pipeline run` with its `--set`s. Every point is checked before anything runs. The
+//! cache does the sharing: a stage whose fingerprint no swept key reaches is computed by
+//! the first point and found cached by the others, and a sweep run again (after an
+//! interruption) computes only what is missing. With `--jobs J`, J points run at once
+//! with the cores divided between them, and a point waits while another computes a stage
+//! it shares. The result: a table of the points by the monitored metric, best first.
+
+use manifests::Override;
+use pipeline_cli::cli::{SweepArgs, SweepMode};
+use pipeline_cli::load::Loaded;
+use pipeline_cli::{prepare, render, summary};
+use pipeline_core::sweep::{points, startable, Monitor};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+/// One point of the sweep: its overrides and, once run, its report.
+struct Point {
+    overrides: Vec<Override>,
+    /// The fingerprints of the stages it would compute (stale before the sweep).
+    stale: BTreeSet<String>,
+    report: Option<Value>,
+    /// Why it has no report (the run's last words).
+    failure: Option<String>,
+}
+
+impl Point {
+    fn label(&self) -> String {
+        self.overrides
+            .iter()
+            .map(Override::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The monitored metric, once run.
+    fn value(&self, monitor: &Monitor) -> Option<f64> {
+        self.report.as_ref()?["stages"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == monitor.stage.as_str())?["metrics"][&monitor.metric]
+            .as_f64()
+    }
+
+    fn ok(&self) -> bool {
+        self.report.as_ref().is_some_and(|r| r["ok"] == true)
+    }
+
+    /// `train ran, test cached`.
+    fn statuses(&self) -> String {
+        let Some(stages) = self.report.as_ref().and_then(|r| r["stages"].as_array()) else {
+            return "failed".into();
+        };
+        stages
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}",
+                    s["name"].as_str().unwrap_or("?"),
+                    s["status"].as_str().unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+pub fn run(args: &SweepArgs) -> bool {
+    let grid = match points(&args.grid) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return false;
+        }
+    };
+    let Some((mut sweep, monitor)) = check(args, grid) else {
+        return false;
+    };
+    let total = sweep.len();
+    eprintln!(
+        "sweep of {}: {total} points, {} at once, ranked by {} ({})",
+        args.file.display(),
+        args.jobs,
+        monitor.name(),
+        if monitor.maximize { "max" } else { "min" }
+    );
+    execute(args, &mut sweep, &monitor);
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by(|&a, &b| monitor.order(sweep[a].value(&monitor), sweep[b].value(&monitor)));
+    if args.json {
+        let points: Vec<Value> = order
+            .iter()
+            .map(|&i| {
+                let p = &sweep[i];
+                let overrides: BTreeMap<String, &str> = p
+                    .overrides
+                    .iter()
+                    .map(|o| (o.path.join("."), o.value.as_str()))
+                    .collect();
+                json!({
+                    "point": i + 1,
+                    "overrides": overrides,
+                    "ok": p.ok(),
+                    "monitor": p.value(&monitor),
+                    "stages": p.report.as_ref().map(|r| r["stages"].clone()),
+                    "error": p.failure,
+                })
+            })
+            .collect();
+        let ok = sweep.iter().all(Point::ok);
+        println!(
+            "{}",
+            json!({"ok": ok, "monitor": monitor.name(), "mode": if monitor.maximize { "max" } else { "min" }, "points": points})
+        );
+    } else {
+        print!("{}", table(&sweep, &order, args, &monitor));
+    }
+    sweep.iter().all(Point::ok)
+}
+
+/// An error of some points of the sweep.
+struct Invalid {
+    /// As rendered for the first point it was found in.
+    text: String,
+    /// The same, without that point's swept values.
+    general: String,
+    /// The points it was found in.
+    points: Vec<usize>,
+}
+
+/// Every point checked (diagnostics shown once, with the points they come from), the
+/// monitor found, and each point's stale stages; `None` after saying why not.
+fn check(args: &SweepArgs, grid: Vec<Vec<Override>>) -> Option<(Vec<Point>, Monitor)> {
+    let mut errors: Vec<Invalid> = Vec::new();
+    let mut sweep = Vec::new();
+    let mut monitor = None;
+    for (i, swept) in grid.into_iter().enumerate() {
+        let mut overrides = args.set.clone();
+        overrides.extend(swept.iter().cloned());
+        let loaded = Loaded::read(&args.file, &overrides);
+        let mut stale = BTreeSet::new();
+        match loaded.checked.valid() {
+            None => {
+                for d in loaded
+                    .checked
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.severity == manifests::Severity::Error)
+                {
+                    let text = render::human(d, loaded.source.as_ref());
+                    // The same error at every value of a key (a key that does not exist)
+                    // is one error: told apart without the point's own values.
+                    let general = swept.iter().fold(text.clone(), |t, o| {
+                        t.replace(&o.to_string(), &format!("{}=…", o.path.join(".")))
+                    });
+                    match errors.iter_mut().find(|e| e.general == general) {
+                        Some(e) => e.points.push(i),
+                        None => errors.push(Invalid {
+                            text,
+                            general,
+                            points: vec![i],
+                        }),
+                    }
+                }
+            }
+            Some(manifest) => {
+                if monitor.is_none() {
+                    let maximize = args.mode.map(|m| m == SweepMode::Max);
+                    match Monitor::of(manifest, args.monitor.as_deref(), maximize) {
+                        Ok(m) => monitor = Some(m),
+                        Err(why) => {
+                            eprintln!("error: {why}");
+                            return None;
+                        }
+                    }
+                }
+                let device =
+                    prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
+                if let Ok(p) = prepare::prepare(
+                    &args.file,
+                    manifest,
+                    None,
+                    None,
+                    Some(&args.cache),
+                    device,
+                    None,
+                ) {
+                    stale = p
+                        .states
+                        .iter()
+                        .filter(|s| !s.is_fresh())
+                        .map(|s| s.fingerprint.hash.clone())
+                        .collect();
+                }
+            }
+        }
+        sweep.push(Point {
+            overrides: swept,
+            stale,
+            report: None,
+            failure: None,
+        });
+    }
+    if !errors.is_empty() {
+        for Invalid {
+            text,
+            general,
+            points,
+        } in &errors
+        {
+            eprint!("{}", if points.len() == 1 { text } else { general });
+            let labels: Vec<String> = points
+                .iter()
+                .map(|&i| format!("{} ({})", i + 1, sweep[i].label()))
+                .collect();
+            eprintln!(
+                "  in point{} {}\n",
+                if points.len() == 1 { "" } else { "s" },
+                labels.join(", ")
+            );
+        }
+        let bad: BTreeSet<usize> = errors
+            .iter()
+            .flat_map(|e| e.points.iter().copied())
+            .collect();
+        eprintln!(
+            "error: {} of {} points are invalid; nothing was run",
+            bad.len(),
+            sweep.len()
+        );
+        return None;
+    }
+    Some((sweep, monitor.expect("a valid point sets the monitor")))
+}
+
+/// Runs every point, `args.jobs` at once.
+fn execute(args: &SweepArgs, sweep: &mut [Point], monitor: &Monitor) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = args.jobs as usize;
+    let threads = (jobs > 1).then(|| (cores / jobs).max(1));
+    let exe = std::env::current_exe().expect("the running binary has a path");
+    let stale: Vec<BTreeSet<String>> = sweep.iter().map(|p| p.stale.clone()).collect();
+    let mut pending: Vec<usize> = (0..sweep.len()).collect();
+    let mut running: Vec<usize> = Vec::new();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Value, String>)>();
+    let mut finished = 0;
+    while finished < sweep.len() {
+        let mut start = startable(&pending, &stale, &running, jobs - running.len());
+        if start.is_empty() && running.is_empty() {
+            start.push(pending[0]);
+        }
+        for p in start {
+            pending.retain(|&q| q != p);
+            running.push(p);
+            let mut command = Command::new(&exe);
+            command.arg("run").arg(&args.file).arg("--json");
+            if let Some(dir) = &args.cache.dir {
+                command.arg("--cache-dir").arg(dir);
+            }
+            for o in args.set.iter().chain(&sweep[p].overrides) {
+                command.arg("--set").arg(o.to_string());
+            }
+            if let Some(t) = threads {
+                command.arg("--set").arg(format!("accelerator.threads={t}"));
+            }
+            let tx = done_tx.clone();
+            std::thread::spawn(move || {
+                let out = command
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .output();
+                let result = match out {
+                    Err(e) => Err(format!("cannot start `pipeline run`: {e}")),
+                    Ok(out) => serde_json::from_slice::<Value>(&out.stdout).map_err(|_| {
+                        let err = String::from_utf8_lossy(&out.stderr);
+                        let tail: Vec<&str> = err.lines().rev().take(8).collect();
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    }),
+                };
+                let _ = tx.send((p, result));
+            });
+        }
+        let Ok((p, result)) = done_rx.recv() else {
+            break;
+        };
+        running.retain(|&q| q != p);
+        finished += 1;
+        match result {
+            Ok(report) => sweep[p].report = Some(report),
+            Err(why) => sweep[p].failure = Some(why),
+        }
+        let point = &sweep[p];
+        let value = point
+            .value(monitor)
+            .map_or("-".into(), |v| format!("{v:.4}"));
+        eprintln!(
+            "[{finished}/{}] point {} ({}): {} · {} {value}",
+            sweep.len(),
+            p + 1,
+            point.label(),
+            point.statuses(),
+            monitor.name()
+        );
+        if let Some(why) = &point.failure {
+            eprintln!("  {}", why.replace('\n', "\n  "));
+        } else if !point.ok() {
+            if let Some(error) = point.report.as_ref().and_then(first_error) {
+                eprintln!("  {error}");
+            }
+        }
+    }
+}
+
+/// The first stage error of a failed run's report.
+fn first_error(report: &Value) -> Option<String> {
+    report["stages"]
+        .as_array()?
+        .iter()
+        .find_map(|s| s["error"]["message"].as_str().map(str::to_string))
+}
+
+/// The points by the monitored metric, best first: the swept values, the monitor, the
+/// stages' statuses.
+fn table(sweep: &[Point], order: &[usize], args: &SweepArgs, monitor: &Monitor) -> String {
+    let mut header = vec!["rank".to_string(), "point".to_string()];
+    header.extend(args.grid.iter().map(|a| a.key.clone()));
+    header.push(monitor.name());
+    header.push("stages".into());
+    let mut rows = vec![header];
+    for (rank, &i) in order.iter().enumerate() {
+        let p = &sweep[i];
+        let mut row = vec![(rank + 1).to_string(), (i + 1).to_string()];
+        row.extend(p.overrides.iter().map(|o| o.value.clone()));
+        row.push(p.value(monitor).map_or("-".into(), |v| format!("{v:.4}")));
+        row.push(p.statuses());
+        rows.push(row);
+    }
+    summary::columns(&rows)
+}
