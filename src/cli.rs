@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use manifests::Override;
-use pipeline_core::sweep::Axis;
+use pipeline_core::sweep::{Axis, Random};
 use std::path::PathBuf;
 
 /// Output formats of `pipeline graph`.
@@ -184,8 +184,19 @@ pub struct SweepArgs {
     pub file: PathBuf,
     /// A swept key and its values, `optimizer.lr=1e-3,3e-3` (repeatable: the points are
     /// every combination).
-    #[arg(long = "grid", value_name = "KEY=V1,V2,…", value_parser = Axis::parse, required = true)]
+    #[arg(long = "grid", value_name = "KEY=V1,V2,…", value_parser = Axis::parse, required_unless_present = "random")]
     pub grid: Vec<Axis>,
+    /// A key drawn at random for each of `--trials` points: `optimizer.lr=log(1e-4,1e-2)`,
+    /// `uniform(a,b)`, `int(a,b)` or `choice(v1,v2,…)` (repeatable; with `--grid`, every
+    /// grid point gets every draw).
+    #[arg(long = "random", value_name = "KEY=DRAW", value_parser = Random::parse, requires = "trials")]
+    pub random: Vec<Random>,
+    /// How many points `--random` draws.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub trials: u64,
+    /// The seed of the draws (the same seed, the same points).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Points run at once, the cores divided between them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,

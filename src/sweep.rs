@@ -1,5 +1,6 @@
-//! `pipeline sweep FILE --grid KEY=V1,V2,… [--grid …] [--jobs J] [--monitor STAGE.METRIC]
-//! [--mode min|max] [--json]`: the manifest run at every point of the grid, each point a
+//! `pipeline sweep FILE --grid KEY=V1,V2,… [--grid …] [--random KEY=log(a,b) --trials N
+//! --seed S] [--jobs J] [--monitor STAGE.METRIC] [--mode min|max] [--json]`: the manifest
+//! run at every point of the grid (and every random draw), each point a
 //! `pipeline run` with its `--set`s. Every point is checked before anything runs. The
 //! cache does the sharing: a stage whose fingerprint no swept key reaches is computed by
 //! the first point and found cached by the others, and a sweep run again (after an
@@ -69,7 +70,7 @@ impl Point {
 }
 
 pub fn run(args: &SweepArgs) -> bool {
-    let grid = match points(&args.grid) {
+    let grid = match points(&args.grid, &args.random, args.trials, args.seed) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("error: {why}");
@@ -328,6 +329,7 @@ fn first_error(report: &Value) -> Option<String> {
 fn table(sweep: &[Point], order: &[usize], args: &SweepArgs, monitor: &Monitor) -> String {
     let mut header = vec!["rank".to_string(), "point".to_string()];
     header.extend(args.grid.iter().map(|a| a.key.clone()));
+    header.extend(args.random.iter().map(|r| r.key.clone()));
     header.push(monitor.name());
     header.push("stages".into());
     let mut rows = vec![header];

@@ -223,3 +223,37 @@ fn bad_grids_points_and_monitors_are_refused_before_anything_runs() {
     assert!(refused(&["--grid", "optimizer.lr=0.1", "--jobs", "0"], 2).contains("--jobs"));
     assert!(!d.join(".pipeline").exists(), "nothing ran");
 }
+
+#[test]
+fn random_draws_are_the_same_from_a_seed() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let args = [
+        "sweep",
+        "digits.kdl",
+        "--json",
+        "--random",
+        "optimizer.lr=log(1e-3,3e-2)",
+        "--trials",
+        "3",
+        "--seed",
+        "5",
+        "--set",
+        "train.epochs=2",
+    ];
+    let run = || {
+        let out = pipeline(d, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let first = run();
+    assert_eq!(ran(&first, "train"), 3, "{first:#}");
+    for (_, overrides, _) in ranking(&first) {
+        let lr: f64 = overrides["optimizer.lr"].as_str().unwrap().parse().unwrap();
+        assert!((1e-3..=3e-2).contains(&lr), "{lr}");
+    }
+    // The same points again: all cached.
+    let again = run();
+    assert_eq!(ran(&again, "train"), 0, "{again:#}");
+    assert_eq!(ranking(&again), ranking(&first));
+}

@@ -1,6 +1,7 @@
 //! Sweeps (`pipeline sweep`): the points of a grid of `--set` values, the metric they are
 //! ranked by, and which of them may run side by side without computing a stage twice.
 
+use crate::rng::Rng;
 use manifests::{LossKind, Manifest, Override, StageConfig};
 use std::collections::BTreeSet;
 
@@ -38,12 +39,150 @@ impl Axis {
     }
 }
 
-/// Every combination of the axes' values, the first axis varying slowest, each as the
+/// A key drawn at random (`--random`): `lr=log(1e-4,1e-2)` (log-uniform),
+/// `dropout=uniform(0,0.5)`, `batch-size=int(16,128)` (both ends included) or
+/// `kind=choice(adam,sgd)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Random {
+    pub key: String,
+    pub draw: Draw,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Draw {
+    Log(f64, f64),
+    Uniform(f64, f64),
+    Int(i64, i64),
+    Choice(Vec<String>),
+}
+
+impl Random {
+    pub fn parse(text: &str) -> Result<Random, String> {
+        let form = "KEY=log(a,b), uniform(a,b), int(a,b) or choice(v1,v2,…)";
+        let (key, spec) = text
+            .split_once('=')
+            .ok_or_else(|| format!("`{text}` is not {form}"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            return Err(format!("`{text}`: the key has an empty segment"));
+        }
+        let spec = spec.trim();
+        let (kind, args) = spec
+            .strip_suffix(')')
+            .and_then(|s| s.split_once('('))
+            .ok_or_else(|| format!("`{text}` is not {form}"))?;
+        let args: Vec<&str> = args.split(',').map(str::trim).collect();
+        let numbers = || -> Result<(f64, f64), String> {
+            let [a, b] = args.as_slice() else {
+                return Err(format!("`{text}`: `{kind}` takes two numbers"));
+            };
+            let n = |x: &str| {
+                x.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| format!("`{text}`: `{x}` is not a number"))
+            };
+            let (a, b) = (n(a)?, n(b)?);
+            match a < b {
+                true => Ok((a, b)),
+                false => Err(format!(
+                    "`{text}`: the range is empty ({a} is not below {b})"
+                )),
+            }
+        };
+        let draw = match kind.trim() {
+            "log" => {
+                let (a, b) = numbers()?;
+                if a <= 0.0 {
+                    return Err(format!("`{text}`: a log-uniform range is above 0"));
+                }
+                Draw::Log(a, b)
+            }
+            "uniform" => {
+                let (a, b) = numbers()?;
+                Draw::Uniform(a, b)
+            }
+            "int" => {
+                let (a, b) = numbers()?;
+                if a.fract() != 0.0 || b.fract() != 0.0 {
+                    return Err(format!("`{text}`: `int` takes two integers"));
+                }
+                Draw::Int(a as i64, b as i64)
+            }
+            "choice" if args.iter().all(|a| !a.is_empty()) => {
+                Draw::Choice(args.iter().map(|a| a.to_string()).collect())
+            }
+            "choice" => return Err(format!("`{text}`: a choice is empty")),
+            other => return Err(format!("`{text}`: `{other}` is not one of {form}")),
+        };
+        Ok(Random {
+            key: key.to_string(),
+            draw,
+        })
+    }
+
+    /// A value, as `--set` takes it: four significant digits for a real number.
+    fn sample(&self, rng: &mut Rng) -> String {
+        // A uniform number in [0, 1) from 53 random bits.
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let real = |x: f64| {
+            let digits = 3 - x.abs().log10().floor() as i32;
+            let scale = 10f64.powi(digits);
+            format!("{}", (x * scale).round() / scale)
+        };
+        match &self.draw {
+            Draw::Log(a, b) => real((a.ln() + unit() * (b.ln() - a.ln())).exp()),
+            Draw::Uniform(a, b) => real(a + unit() * (b - a)),
+            Draw::Int(a, b) => (a + (unit() * (b - a + 1) as f64) as i64)
+                .min(*b)
+                .to_string(),
+            Draw::Choice(values) => values[(unit() * values.len() as f64) as usize].clone(),
+        }
+    }
+}
+
+/// `trials` draws of every random key, from `seed` (the same every time).
+pub fn draws(randoms: &[Random], trials: u64, seed: u64) -> Vec<Vec<Override>> {
+    let mut rng = Rng::new(seed);
+    (0..trials)
+        .map(|_| {
+            randoms
+                .iter()
+                .map(|r| Override {
+                    path: r.key.split('.').map(str::to_string).collect(),
+                    value: r.sample(&mut rng),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every combination of the axes' values, the first axis varying slowest, each with
+/// every draw of the random keys (`trials` of them, when there are any), as the
 /// overrides it adds to the manifest.
-pub fn points(axes: &[Axis]) -> Result<Vec<Vec<Override>>, String> {
+pub fn points(
+    axes: &[Axis],
+    randoms: &[Random],
+    trials: u64,
+    seed: u64,
+) -> Result<Vec<Vec<Override>>, String> {
     let mut keys = BTreeSet::new();
-    if let Some(twice) = axes.iter().find(|a| !keys.insert(a.key.as_str())) {
-        return Err(format!("`{}` is swept twice", twice.key));
+    let swept = axes
+        .iter()
+        .map(|a| &a.key)
+        .chain(randoms.iter().map(|r| &r.key));
+    for key in swept {
+        if !keys.insert(key.as_str()) {
+            return Err(format!("`{key}` is swept twice"));
+        }
+    }
+    if axes.is_empty() && randoms.is_empty() {
+        return Err(
+            "nothing to sweep: give --grid KEY=V1,V2,… or --random KEY=… with --trials N".into(),
+        );
+    }
+    if !randoms.is_empty() && trials == 0 {
+        return Err("--random draws --trials N points (N ≥ 1)".into());
     }
     let mut points: Vec<Vec<Override>> = vec![Vec::new()];
     for axis in axes {
@@ -56,6 +195,19 @@ pub fn points(axes: &[Axis]) -> Result<Vec<Vec<Override>>, String> {
                         path: axis.key.split('.').map(str::to_string).collect(),
                         value: v.clone(),
                     });
+                    p
+                })
+            })
+            .collect();
+    }
+    if !randoms.is_empty() {
+        let drawn = draws(randoms, trials, seed);
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                drawn.iter().map(move |d| {
+                    let mut p = p.clone();
+                    p.extend(d.iter().cloned());
                     p
                 })
             })
@@ -238,7 +390,7 @@ mod tests {
         let lr = Axis::parse("optimizer.lr=1e-3, 3e-3").unwrap();
         assert_eq!(lr.values, ["1e-3", "3e-3"]);
         let bs = Axis::parse("test.batch-size=100,200").unwrap();
-        let p = points(&[lr.clone(), bs]).unwrap();
+        let p = points(&[lr.clone(), bs], &[], 0, 0).unwrap();
         let shown: Vec<String> = p
             .iter()
             .map(|o| {
@@ -271,8 +423,49 @@ mod tests {
         );
         assert!(Axis::parse("lr").is_err());
         assert_eq!(
-            points(&[lr.clone(), lr]).unwrap_err(),
+            points(&[lr.clone(), lr], &[], 0, 0).unwrap_err(),
             "`optimizer.lr` is swept twice"
+        );
+    }
+
+    #[test]
+    fn random_keys_are_drawn_the_same_from_a_seed() {
+        let lr = Random::parse("optimizer.lr=log(1e-4, 1e-1)").unwrap();
+        let bs = Random::parse("train.batch-size=int(16,128)").unwrap();
+        let kind = Random::parse("optimizer.kind=choice(adam,sgd)").unwrap();
+        let randoms = [lr, bs, kind];
+        let drawn = draws(&randoms, 200, 7);
+        assert_eq!(drawn, draws(&randoms, 200, 7), "a seed draws the same");
+        assert_ne!(drawn, draws(&randoms, 200, 8));
+        let lrs: Vec<f64> = drawn.iter().map(|d| d[0].value.parse().unwrap()).collect();
+        assert!(lrs.iter().all(|x| (1e-4..=1e-1).contains(x)), "{lrs:?}");
+        // Log-uniform: about a third in each decade.
+        let low = lrs.iter().filter(|x| **x < 1e-3).count();
+        assert!((40..100).contains(&low), "{low} of 200 below 1e-3");
+        for d in &drawn {
+            let digits = d[0].value.trim_start_matches("0.").trim_start_matches('0');
+            assert!(digits.len() <= 4, "four significant digits: {}", d[0].value);
+        }
+        let sizes: BTreeSet<i64> = drawn.iter().map(|d| d[1].value.parse().unwrap()).collect();
+        assert!(sizes.iter().all(|s| (16..=128).contains(s)));
+        assert!(sizes.contains(&16) || sizes.contains(&128) || sizes.len() > 50);
+        let kinds: BTreeSet<&str> = drawn.iter().map(|d| d[2].value.as_str()).collect();
+        assert_eq!(kinds, BTreeSet::from(["adam", "sgd"]));
+        let grid = Axis::parse("train.epochs=2,4").unwrap();
+        let p = points(&[grid], &randoms[..1], 3, 7).unwrap();
+        assert_eq!(p.len(), 6, "every grid point with every draw");
+        for (text, why) in [
+            ("lr=log(0,1)", "`lr=log(0,1)`: a log-uniform range is above 0"),
+            ("lr=uniform(2,1)", "`lr=uniform(2,1)`: the range is empty (2 is not below 1)"),
+            ("lr=int(1.5,3)", "`lr=int(1.5,3)`: `int` takes two integers"),
+            ("lr=normal(0,1)", "`lr=normal(0,1)`: `normal` is not one of KEY=log(a,b), uniform(a,b), int(a,b) or choice(v1,v2,…)"),
+            ("lr=log(1e-3)", "`lr=log(1e-3)`: `log` takes two numbers"),
+        ] {
+            assert_eq!(Random::parse(text).unwrap_err(), why);
+        }
+        assert_eq!(
+            points(&[], &randoms[..1], 0, 1).unwrap_err(),
+            "--random draws --trials N points (N ≥ 1)"
         );
     }
 
