@@ -1,8 +1,9 @@
 //! `pipeline sweep`: a 2 × 2 grid over the learning rate and the eval stage's batch size
 //! trains exactly twice (one point at a time, and two at once), and a second invocation
 //! runs nothing and prints the same table; a sweep killed mid-way and run again ends with
-//! the table of one never stopped; bad grids, points and monitors are refused before
-//! anything runs.
+//! the table of one never stopped; two sweeps at once compute each stage once between
+//! them and leave the cache consistent; random draws are the same from a seed; bad grids,
+//! points and monitors are refused before anything runs.
 
 mod common;
 
@@ -256,4 +257,49 @@ fn random_draws_are_the_same_from_a_seed() {
     let again = run();
     assert_eq!(ran(&again, "train"), 0, "{again:#}");
     assert_eq!(ranking(&again), ranking(&first));
+}
+
+#[test]
+fn two_sweeps_at_once_share_the_cache_and_leave_it_consistent() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let mut args = vec!["sweep", "digits.kdl", "--json"];
+    args.extend(GRID);
+    let start = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(&args)
+            .current_dir(d)
+            .env_remove("PIPELINE_CACHE_DIR")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    let results: Vec<Value> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            serde_json::from_slice(&out.stdout).unwrap()
+        })
+        .collect();
+    // Each stage computed once between them (a lock per stage), the same ranking.
+    assert_eq!(
+        ran(&results[0], "train") + ran(&results[1], "train"),
+        2,
+        "{results:#?}"
+    );
+    assert_eq!(ranking(&results[0]), ranking(&results[1]));
+    let verify = pipeline(d, &["cache", "verify"]);
+    assert!(verify.status.success(), "{}", text(&verify.stderr));
+    assert!(
+        text(&verify.stdout).ends_with("entries checked, 0 corrupt\n")
+            || text(&verify.stderr).ends_with("entries checked, 0 corrupt\n"),
+        "{}{}",
+        text(&verify.stdout),
+        text(&verify.stderr)
+    );
+    let (third, _) = sweep(d, &[]);
+    assert_eq!(ran(&third, "train") + ran(&third, "eval"), 0);
 }
