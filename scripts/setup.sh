@@ -59,65 +59,54 @@ if [ ! -f "$venv/.pipeline-complete" ]; then
 fi
 torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 
+# pip_once MARKER WHY PACKAGE==VERSION…: installs the packages into the venv once (the
+# marker file $venv/.pipeline-MARKER says it finished), under a constraint that keeps pip
+# from replacing torch.
+pip_once() {
+  local marker=$1 why=$2
+  shift 2
+  [ -f "$venv/.pipeline-$marker" ] && return 0
+  say "installing $* into $venv ($why)"
+  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    --constraint "$venv/.pipeline-constraints.txt" "$@" >&2
+  touch "$venv/.pipeline-$marker"
+}
+
 # --- what the tests compare with: Hugging Face's safetensors reader ----------------------
 # The parity tests load pipeline's checkpoints into the equivalent torch.nn modules.
 SAFETENSORS_VERSION=0.5.3
-if [ ! -f "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION" ]; then
-  say "installing safetensors==$SAFETENSORS_VERSION into $venv (the parity tests read checkpoints with it)"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    "safetensors==$SAFETENSORS_VERSION" >&2
-  touch "$venv/.pipeline-safetensors-$SAFETENSORS_VERSION"
-fi
+pip_once "safetensors-$SAFETENSORS_VERSION" "the parity tests read checkpoints with it" \
+  "safetensors==$SAFETENSORS_VERSION"
 
 # --- what the data tests compare with: scikit-learn and pyarrow --------------------------
 # The tests recompute pipeline's metrics (R², accuracy) with scikit-learn on the same split,
 # and write the Parquet files pipeline reads with pyarrow (what pandas writes them with).
 PYARROW_VERSION=18.1.0
-if [ ! -f "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION" ]; then
-  say "installing scikit-learn==$SKLEARN_VERSION and pyarrow==$PYARROW_VERSION into $venv (the data tests compare with them)"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    "scikit-learn==$SKLEARN_VERSION" "pyarrow==$PYARROW_VERSION" >&2
-  touch "$venv/.pipeline-sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION"
-fi
+pip_once "sklearn-$SKLEARN_VERSION-pyarrow-$PYARROW_VERSION" "the data tests compare with them" \
+  "scikit-learn==$SKLEARN_VERSION" "pyarrow==$PYARROW_VERSION"
 
 # --- what the image tests compare with: torchvision -------------------------------------
 # The image tests compare pipeline's resize and crop with torchvision's, and
 # bench/images.py is the torchvision side of the image-folder benchmark. 0.28.0 is the
-# release that requires torch==2.13.0; the constraint keeps pip from replacing torch.
+# release that requires torch==2.13.0.
 TORCHVISION_VERSION=0.28.0
-if [ ! -f "$venv/.pipeline-torchvision-$TORCHVISION_VERSION" ]; then
-  say "installing torchvision==$TORCHVISION_VERSION into $venv (the image tests compare with it)"
-  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    --constraint "$venv/.pipeline-constraints.txt" "torchvision==$TORCHVISION_VERSION" >&2
-  touch "$venv/.pipeline-torchvision-$TORCHVISION_VERSION"
-fi
+pip_once "torchvision-$TORCHVISION_VERSION" "the image tests compare with it" \
+  "torchvision==$TORCHVISION_VERSION"
 
 # --- what the text example's data is made with: Hugging Face's tokenizers -------------
 # scripts/make-text-data.py trains the text example's tokenizer.json with the Python
-# binding of the same release as the Rust crate that reads it; the constraint keeps pip
-# from replacing torch.
+# binding of the same release as the Rust crate that reads it.
 TOKENIZERS_VERSION=0.23.2
-if [ ! -f "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION" ]; then
-  say "installing tokenizers==$TOKENIZERS_VERSION into $venv (the text example's tokenizer is trained with it)"
-  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    --constraint "$venv/.pipeline-constraints.txt" "tokenizers==$TOKENIZERS_VERSION" >&2
-  touch "$venv/.pipeline-tokenizers-$TOKENIZERS_VERSION"
-fi
+pip_once "tokenizers-$TOKENIZERS_VERSION" "the text example's tokenizer is trained with it" \
+  "tokenizers==$TOKENIZERS_VERSION"
 
 # --- what the TensorBoard tests read with: TensorBoard's own event reader -----------------
 # tests/tensorboard.rs reads the event files pipeline writes with EventAccumulator, the
-# reader TensorBoard's scalar dashboards are built on (no TensorFlow needed); the
-# constraint keeps pip from replacing torch.
+# reader TensorBoard's scalar dashboards are built on (no TensorFlow needed).
 TENSORBOARD_VERSION=2.21.0
-if [ ! -f "$venv/.pipeline-tensorboard-$TENSORBOARD_VERSION" ]; then
-  say "installing tensorboard==$TENSORBOARD_VERSION into $venv (the TensorBoard tests read with it)"
-  printf 'torch==%s\n' "$TORCH_VERSION" >"$venv/.pipeline-constraints.txt"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    --constraint "$venv/.pipeline-constraints.txt" "tensorboard==$TENSORBOARD_VERSION" >&2
-  touch "$venv/.pipeline-tensorboard-$TENSORBOARD_VERSION"
-fi
+pip_once "tensorboard-$TENSORBOARD_VERSION" "the TensorBoard tests read with it" \
+  "tensorboard==$TENSORBOARD_VERSION"
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
 # torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts

@@ -115,27 +115,15 @@ pub fn check_directory(path: &Path) -> Result<(), Refused> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it, so that `path` is never
-/// half-written.
+/// Writes `bytes` to `path` through a temporary file beside it (`cache::write_atomic`),
+/// so that `path` is never half-written.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Refused> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let failed = |e: std::io::Error| {
+    cache::write_atomic(path, bytes).map_err(|e| {
         Refused::new(
             format!("cannot write {}: {e}", path.display()),
             Some("check that the directory is writable and the disk is not full".into()),
         )
-    };
-    // Readable as any file the user writes (the umask applies), not a temporary file's 0600.
-    let mut tmp = tempfile::Builder::new()
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(failed)?;
-    std::io::Write::write_all(&mut tmp, bytes).map_err(failed)?;
-    tmp.persist(path).map_err(|e| failed(e.error))?;
-    Ok(())
+    })
 }
 
 /// A line: a run's (and stage's) values of one metric.

@@ -70,6 +70,17 @@ pub fn device_kind_without_libtorch(spec: &AcceleratorSpec) -> Option<&'static s
     }
 }
 
+/// [`prepare`] for a look at the cache (`status`, `report`, `sweep`): every stage, on the
+/// device kind a run would have (`cuda` when that needs libtorch to know), nothing forced.
+pub fn prepare_to_look(
+    file: &Path,
+    manifest: &Manifest,
+    cache: &CacheDir,
+) -> Result<Prepared, Diagnostic> {
+    let device = device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
+    prepare(file, manifest, None, None, Some(cache), device, None)
+}
+
 /// The stages to run, dependencies first: all of them, or `--stage NAME` and what it needs.
 pub fn order(
     manifest: &Manifest,

@@ -334,17 +334,15 @@ fn cache_section(file: &Path, args: &ReportArgs) -> String {
             escape(&why)
         );
     };
-    let device = prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
-    let prepared =
-        match prepare::prepare(file, manifest, None, None, Some(&args.cache), device, None) {
-            Ok(p) => p,
-            Err(d) => {
-                return format!(
-                    "<h2>Cache</h2>\n<p>The cache cannot be read: {}</p>\n",
-                    escape(&d.message)
-                )
-            }
-        };
+    let prepared = match prepare::prepare_to_look(file, manifest, &args.cache) {
+        Ok(p) => p,
+        Err(d) => {
+            return format!(
+                "<h2>Cache</h2>\n<p>The cache cannot be read: {}</p>\n",
+                escape(&d.message)
+            )
+        }
+    };
     let root = prepare::cache_root(&args.cache, &manifest.base_dir);
     let mut rows = vec![["stage", "kind", "state", "why it would run"]
         .map(String::from)

@@ -73,10 +73,7 @@ pub fn choose(file: &Path, runs: &[&str], latest: usize) -> Result<Vec<Shown>, R
                 .ok()
                 .and_then(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
                 .unwrap_or_else(|| target.to_string());
-            let record = std::fs::read(dir.join(history::RECORD))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
-            (id, dir.to_path_buf(), record)
+            (id, dir.to_path_buf(), history::read(dir))
         } else if target.contains(std::path::MAIN_SEPARATOR) {
             return Err(Refused::new(
                 format!("run directory {target} does not exist"),

@@ -21,9 +21,7 @@ pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) ->
         }
         return false;
     };
-    let device = prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
-    let mut prepared = match prepare::prepare(file, manifest, None, None, Some(cache), device, None)
-    {
+    let mut prepared = match prepare::prepare_to_look(file, manifest, cache) {
         Ok(p) => p,
         Err(d) => {
             eprintln!("{}", render::human(&d, loaded.source.as_ref()));

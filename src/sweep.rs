@@ -178,17 +178,7 @@ fn check(args: &SweepArgs, grid: Vec<Vec<Override>>) -> Option<(Vec<Point>, Moni
                         }
                     }
                 }
-                let device =
-                    prepare::device_kind_without_libtorch(&manifest.accelerator).unwrap_or("cuda");
-                if let Ok(p) = prepare::prepare(
-                    &args.file,
-                    manifest,
-                    None,
-                    None,
-                    Some(&args.cache),
-                    device,
-                    None,
-                ) {
+                if let Ok(p) = prepare::prepare_to_look(&args.file, manifest, &args.cache) {
                     stale = p
                         .states
                         .iter()

@@ -102,11 +102,7 @@ fn a_killed_runs_records_are_drawn_up_to_its_last_whole_line() {
 fn bad_input_is_named_and_nothing_is_written() {
     let dir = common::digits_project();
     let d = dir.path();
-    let refused = |args: &[&str]| {
-        let out = pipeline(d, args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        text(&out.stderr)
-    };
+    let refused = |args: &[&str]| common::refused(d, args, 1);
     assert_eq!(
         refused(&["plot", "digits.kdl"]),
         "error: no recorded runs of digits.kdl yet\n  help: `pipeline run digits.kdl` records one; `pipeline runs digits.kdl` lists those there are\n"

@@ -173,14 +173,7 @@ fn bad_grids_points_and_monitors_are_refused_before_anything_runs() {
     let refused = |args: &[&str], code: i32| {
         let mut all = vec!["sweep", "digits.kdl"];
         all.extend(args);
-        let out = pipeline(d, &all);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        text(&out.stderr)
+        common::refused(d, &all, code)
     };
     // A key that does not exist: said once, for every point.
     let e = refused(&["--grid", "optimizer.learning-rate=0.1,0.2"], 1);

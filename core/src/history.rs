@@ -92,6 +92,12 @@ pub fn runs_dir(base_dir: &Path) -> PathBuf {
     base_dir.join(".pipeline").join("runs")
 }
 
+/// The record of the run in `run_dir`, if it has a readable one (a killed run has none).
+pub fn read(run_dir: &Path) -> Option<RunRecord> {
+    let text = std::fs::read_to_string(run_dir.join(RECORD)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Every recorded run of `manifest` (by file name) under `base_dir`, oldest first (by the
 /// start its id names, then its end); run directories without a readable record are left
 /// out.
@@ -103,9 +109,7 @@ pub fn list(base_dir: &Path, manifest: &Path) -> Vec<(String, RunRecord)> {
         .flatten()
         .filter_map(|e| {
             let id = e.file_name().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(e.path().join(RECORD)).ok()?;
-            let record: RunRecord = serde_json::from_str(&text).ok()?;
-            Some((id, record))
+            Some((id, read(&e.path())?))
         })
         .filter(|(_, r)| r.manifest.file_name() == manifest.file_name())
         .collect();

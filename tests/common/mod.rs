@@ -213,3 +213,15 @@ pub fn run_digits(dir: &Path, epochs: u64, set: &[&str]) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// The stderr of `pipeline ARGS` in `dir`, which must exit with `code`.
+pub fn refused(dir: &Path, args: &[&str], code: i32) -> String {
+    let out = pipeline(dir, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stderr)
+}
