@@ -37,6 +37,8 @@ cases = {
     "step-step": lrs(lambda o: s.StepLR(o, step_size=10, gamma=0.5), False),
     "cosine-step": lrs(lambda o: s.CosineAnnealingLR(o, T_max=T, eta_min=0.001), False),
     "cosine-epoch": lrs(lambda o: s.CosineAnnealingLR(o, T_max=EPOCHS, eta_min=0.001), True),
+    "cosine-length-step": lrs(lambda o: s.CosineAnnealingLR(o, T_max=2 * SPE, eta_min=0.001), False),
+    "cosine-length-epoch": lrs(lambda o: s.CosineAnnealingLR(o, T_max=4, eta_min=0.0), True),
     "warmup-cosine-step": lrs(lambda o: s.SequentialLR(o, [
         s.LinearLR(o, start_factor=1 / 14, end_factor=1.0, total_iters=13),
         s.CosineAnnealingLR(o, T_max=T - 14, eta_min=0.0)], milestones=[14]), False),
@@ -88,12 +90,18 @@ fn cases() -> Vec<(&'static str, ScheduleSpec)> {
         // `step` counts epochs unless told otherwise.
         ("step-epoch", step(2, None)),
         ("step-step", step(10, Some(Interval::Step))),
-        ("cosine-step", Cosine { min_lr: 0.001 }.with(None)),
+        ("cosine-step", cosine(0.001, None).with(None)),
         (
             "cosine-epoch",
-            Cosine { min_lr: 0.001 }.with(Some(Interval::Epoch)),
+            cosine(0.001, None).with(Some(Interval::Epoch)),
         ),
-        ("warmup-cosine-step", spec(Cosine { min_lr: 0.0 }, 2, None)),
+        // Of a declared length shorter than the training: past it, the curve rises again.
+        ("cosine-length-step", cosine(0.001, Some(2)).with(None)),
+        (
+            "cosine-length-epoch",
+            cosine(0.0, Some(4)).with(Some(Interval::Epoch)),
+        ),
+        ("warmup-cosine-step", spec(cosine(0.0, None), 2, None)),
         (
             "one-cycle-step",
             OneCycle {
@@ -124,6 +132,13 @@ fn cases() -> Vec<(&'static str, ScheduleSpec)> {
             Polynomial { power: 0.5 }.with(Some(Interval::Epoch)),
         ),
     ]
+}
+
+fn cosine(min_lr: f64, length_epochs: Option<u64>) -> ScheduleKind {
+    ScheduleKind::Cosine {
+        min_lr,
+        length_epochs,
+    }
 }
 
 trait With {

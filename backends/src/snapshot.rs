@@ -114,6 +114,16 @@ impl Restored {
     }
 }
 
+/// The saved states of one training: where it takes its snapshots (and resumes from the
+/// last), the final state of a cached shorter training it continues (its index and its
+/// tensors, `pipeline_core::extend`), and where it keeps its own final state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Saved<'a> {
+    pub snapshots: Option<&'a Snapshots>,
+    pub extends: Option<(&'a Path, &'a Path)>,
+    pub final_state: Option<&'a Snapshots>,
+}
+
 /// The snapshots of one training stage, in a directory of their own.
 #[derive(Debug, Clone)]
 pub struct Snapshots {
@@ -224,7 +234,7 @@ impl Snapshots {
         };
         index.checksum = index.checksum();
         let json = serde_json::to_vec_pretty(&index).expect("snapshots serialise");
-        replace(&self.dir.join("snapshot.json"), |tmp| {
+        replace(&self.dir.join(INDEX), |tmp| {
             fs::write(tmp, &json).map_err(|e| e.to_string())
         })?;
         // Older tensor files are no longer named by the index.
@@ -240,27 +250,58 @@ impl Snapshots {
     /// The last snapshot: `None` when there is none, `Err` (why, in words) when it is
     /// unusable, in which case training starts over.
     pub fn load(&self) -> Option<Result<Restored, String>> {
-        let text = fs::read(self.dir.join("snapshot.json")).ok()?;
-        Some((|| {
-            let index: Index = serde_json::from_slice(&text)
-                .map_err(|e| format!("snapshot.json is unreadable: {e}"))?;
-            if index.checksum != index.checksum() {
-                return Err("snapshot.json does not match its checksum".into());
-            }
-            let path = self.dir.join(&index.file);
-            let hash = cache::hash_file(&path).map_err(|e| format!("{}: {e}", index.file))?;
-            if hash != index.blake3 {
-                return Err(format!("{} does not match its checksum", index.file));
-            }
-            let tensors = Tensor::read_safetensors(&path)
-                .map_err(|e| format!("{}: {}", index.file, crate::error::short_message(&e)))?;
-            Ok(Restored {
-                position: index.position,
-                tensors: tensors.into_iter().collect(),
-            })
-        })())
+        let text = fs::read(self.dir.join(INDEX)).ok()?;
+        Some(read(&text, INDEX, |file| self.dir.join(file)))
     }
 
+    /// The files of the last snapshot: its index and its tensors (`None` when there is
+    /// none), as a finished training stores its final state.
+    pub fn files(&self) -> Option<(PathBuf, PathBuf)> {
+        let text = fs::read(self.dir.join(INDEX)).ok()?;
+        let index: Index = serde_json::from_slice(&text).ok()?;
+        Some((self.dir.join(INDEX), self.dir.join(index.file)))
+    }
+}
+
+/// A snapshot's index in its directory.
+const INDEX: &str = "snapshot.json";
+
+/// The snapshot stored as two files elsewhere (a cached training's final state, whose
+/// index names its tensors by the name they had beside it).
+pub fn load_stored(index: &Path, tensors: &Path) -> Result<Restored, String> {
+    let name = index
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let text = fs::read(index).map_err(|e| format!("{name}: {e}"))?;
+    read(&text, &name, |_| tensors.to_path_buf())
+}
+
+/// A snapshot from its index's text (`name`d so in messages), its tensors where
+/// `tensors` says the index's file is.
+fn read(
+    text: &[u8],
+    name: &str,
+    tensors: impl FnOnce(&str) -> PathBuf,
+) -> Result<Restored, String> {
+    let index: Index =
+        serde_json::from_slice(text).map_err(|e| format!("{name} is unreadable: {e}"))?;
+    if index.checksum != index.checksum() {
+        return Err(format!("{name} does not match its checksum"));
+    }
+    let path = tensors(&index.file);
+    let hash = cache::hash_file(&path).map_err(|e| format!("{}: {e}", index.file))?;
+    if hash != index.blake3 {
+        return Err(format!("{} does not match its checksum", index.file));
+    }
+    let tensors = Tensor::read_safetensors(&path)
+        .map_err(|e| format!("{}: {}", index.file, crate::error::short_message(&e)))?;
+    Ok(Restored {
+        position: index.position,
+        tensors: tensors.into_iter().collect(),
+    })
+}
+
+impl Snapshots {
     /// Removes the snapshots (the stage finished and its result is stored); the last
     /// process of a distributed run to remove its own (`rank-R-of-W`) removes their
     /// stage's directory.

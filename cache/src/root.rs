@@ -38,6 +38,7 @@ const ROOT_NAMES: &[&str] = &[
     "tmp",
     "locks",
     "snapshots",
+    "lineages",
     "manifests",
     "hashes.json",
 ];
@@ -216,6 +217,11 @@ fn foreign_content(root: &Path) -> io::Result<Option<String>> {
     for (name, is_dir) in names(&root.join("snapshots"))? {
         if !(is_dir && is_fingerprint(&name)) {
             return holds(format!("snapshots/{name}"));
+        }
+    }
+    for (name, is_dir) in names(&root.join("lineages"))? {
+        if !(is_dir && is_fingerprint(&name)) {
+            return holds(format!("lineages/{name}"));
         }
     }
     for (name, _) in names(&root.join("tmp"))? {

@@ -450,6 +450,48 @@ impl Store {
         self.root.join("snapshots").join(fingerprint)
     }
 
+    /// Records that entry `fingerprint` belongs to `lineage`: entries a later one may
+    /// continue from (a training that a longer one of the same settings extends). The
+    /// index is an empty file per member, `lineages/LINEAGE/FINGERPRINT`, so that writers
+    /// never race on a shared file; members whose entry is gone are dropped as they are
+    /// met ([`Store::lineage`]).
+    pub fn join_lineage(&self, lineage: &str, fingerprint: &str) -> io::Result<()> {
+        check_fingerprint(lineage)?;
+        check_fingerprint(fingerprint)?;
+        self.ensure_root()?;
+        let dir = self.root.join("lineages").join(lineage);
+        fs::create_dir_all(&dir)?;
+        File::create(dir.join(fingerprint)).map(drop)
+    }
+
+    /// The entries of `lineage` the store still holds, intact, sorted by fingerprint.
+    pub fn lineage(&self, lineage: &str) -> Vec<Entry> {
+        if !is_fingerprint(lineage) {
+            return Vec::new();
+        }
+        let dir = self.root.join("lineages").join(lineage);
+        let mut members: Vec<String> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| is_fingerprint(name))
+            .collect();
+        members.sort();
+        let mut entries = Vec::new();
+        for member in members {
+            match self.get(&member) {
+                Lookup::Hit(entry) => entries.push(entry),
+                // Removed by `cache gc` or `cache verify --remove`: no longer a member.
+                Lookup::Miss => {
+                    let _ = fs::remove_file(dir.join(&member));
+                }
+                Lookup::Corrupt(_) => {}
+            }
+        }
+        entries
+    }
+
     /// The snapshots of unfinished stages, as entries (kind `snapshot`): directories of
     /// `snapshots/` named by a fingerprint that hold only snapshot files.
     pub fn snapshots(&self) -> Vec<EntryInfo> {
@@ -616,6 +658,34 @@ mod tests {
         assert_eq!(store.check_root(), Ok(RootState::Ours));
         assert!(matches!(store.get("abc"), Lookup::Miss));
         assert!(store.put("abc", &json!({}), &json!({}), &[]).is_err());
+    }
+
+    #[test]
+    fn a_lineage_lists_its_entries_and_forgets_removed_ones() {
+        const LINE: &str = "00000000000000000000000000000000000000000000000000000000000000aa";
+        let (_dir, store, file) = setup();
+        assert!(store.lineage(LINE).is_empty());
+        put(&store, FP, &file);
+        put(&store, FP2, &file);
+        store.join_lineage(LINE, FP2).unwrap();
+        store.join_lineage(LINE, FP).unwrap();
+        store.join_lineage(LINE, FP).unwrap();
+        let members: Vec<String> = store
+            .lineage(LINE)
+            .into_iter()
+            .map(|e| e.fingerprint)
+            .collect();
+        assert_eq!(members, [FP, FP2]);
+        assert!(store.join_lineage("../x", FP).is_err());
+        store.remove(FP).unwrap();
+        let members: Vec<String> = store
+            .lineage(LINE)
+            .into_iter()
+            .map(|e| e.fingerprint)
+            .collect();
+        assert_eq!(members, [FP2]);
+        assert!(!store.root().join("lineages").join(LINE).join(FP).exists());
+        assert_eq!(store.check_root(), Ok(RootState::Ours));
     }
 
     #[test]

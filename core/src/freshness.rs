@@ -6,6 +6,7 @@
 //! forced. The reasons for a stale stage come from comparing its key with the key it had
 //! when it last ran (kept per manifest in [`LastKeys`]).
 
+use crate::extend::{self, Extension};
 use crate::fingerprint::{
     explain_change, fingerprints, stage_inputs, Environment, Fingerprint, SOURCE_ROLE,
 };
@@ -38,6 +39,8 @@ pub struct StageState {
     pub freshness: Freshness,
     /// Rerun by `--force`, whatever the cache holds.
     pub forced: bool,
+    /// A stale `train` stage that continues a cached shorter training ([`crate::extend`]).
+    pub extends: Option<Extension>,
 }
 
 impl StageState {
@@ -105,6 +108,7 @@ pub fn assess(
     let mut states: Vec<StageState> = Vec::with_capacity(order.len());
     for &index in order {
         let fingerprint = all[&index].clone();
+        let mut extends = None;
         let freshness = match cache {
             None => Freshness::Stale(vec!["the cache is off (--no-cache)".into()]),
             Some(_) if forced.contains(&index) => Freshness::Stale(vec!["forced (--force)".into()]),
@@ -116,14 +120,13 @@ pub fn assess(
                 Lookup::Corrupt(why) => {
                     Freshness::Stale(vec![format!("the cache entry is unusable: {why}")])
                 }
-                Lookup::Miss => Freshness::Stale(why_stale(
-                    manifest,
-                    index,
-                    &fingerprint,
-                    &states,
-                    &all,
-                    last,
-                )),
+                Lookup::Miss => {
+                    extends = extend::find(store, manifest, index, &fingerprint);
+                    Freshness::Stale(match &extends {
+                        Some(extension) => vec![extension.reason()],
+                        None => why_stale(manifest, index, &fingerprint, &states, &all, last),
+                    })
+                }
             },
         };
         states.push(StageState {
@@ -131,6 +134,7 @@ pub fn assess(
             fingerprint,
             freshness,
             forced: forced.contains(&index),
+            extends,
         });
     }
     Ok(states)
@@ -213,11 +217,19 @@ fn why_stale(
                     }
                 }
             }
-            reasons.extend(explain_change(
-                &old_key,
-                &now.key,
-                &stage_inputs(manifest, index),
-            ));
+            let changes = explain_change(&old_key, &now.key, &stage_inputs(manifest, index));
+            // Longer, but not continued from the shorter training: why.
+            let longer = crate::extend::epochs_of(&serde_json::json!(old_key))
+                .zip(crate::extend::epochs_of(&serde_json::json!(now.key)))
+                .is_some_and(|(old, new)| old < new);
+            let only_longer = changes.len() == 1 && longer;
+            reasons.extend(changes);
+            if let Some(why) = only_longer
+                .then(|| crate::extend::hindrance(manifest, index, now.key.environment.processes))
+                .flatten()
+            {
+                reasons.push(format!("it retrains from the start: {why}"));
+            }
             if reasons.is_empty() {
                 reasons.push(match (&stage.config, old_fp == now.hash) {
                     (StageConfig::Eval(_), true) => "its result is missing from the cache".into(),

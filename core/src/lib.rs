@@ -22,6 +22,7 @@
 
 pub mod check;
 pub mod compat;
+pub mod extend;
 pub mod finetune;
 pub mod fingerprint;
 pub mod freshness;

@@ -24,14 +24,21 @@ pub struct LrSchedule {
 impl LrSchedule {
     pub fn new(spec: &ScheduleSpec, peak: f64, steps_per_epoch: u64, epochs: u64) -> Self {
         let steps_per_epoch = steps_per_epoch.max(1);
-        let (per_unit, warmup, total) = match spec.interval() {
-            Interval::Step => (
-                1,
-                spec.warmup_epochs * steps_per_epoch,
-                epochs * steps_per_epoch,
-            ),
-            Interval::Epoch => (steps_per_epoch, spec.warmup_epochs, epochs),
+        // Units of the curve per epoch.
+        let unit = match spec.interval() {
+            Interval::Step => steps_per_epoch,
+            Interval::Epoch => 1,
         };
+        let warmup = spec.warmup_epochs * unit;
+        let total = match spec.kind {
+            // A cosine of a declared length ends there, whatever the training's length.
+            ScheduleKind::Cosine {
+                length_epochs: Some(length),
+                ..
+            } => warmup + length * unit,
+            _ => epochs * unit,
+        };
+        let per_unit = steps_per_epoch / unit;
         LrSchedule {
             kind: spec.kind.clone(),
             peak,
@@ -58,7 +65,15 @@ impl LrSchedule {
             ScheduleKind::Step { step_size, gamma } => {
                 peak * gamma.powi((t / (*step_size).max(1)) as i32)
             }
-            ScheduleKind::Cosine { min_lr } => {
+            ScheduleKind::Cosine {
+                min_lr,
+                length_epochs,
+            } => {
+                // A declared length is PyTorch's `T_max`: past it, the curve rises again.
+                let done = match length_epochs {
+                    Some(_) => (t - self.warmup) as f64 / span as f64,
+                    None => done,
+                };
                 min_lr + (peak - min_lr) * 0.5 * (1.0 + (PI * done).cos())
             }
             ScheduleKind::Linear { end_factor } => peak * (1.0 + (end_factor - 1.0) * done),
@@ -187,7 +202,13 @@ mod tests {
     #[test]
     fn cosine_goes_from_peak_to_min() {
         let s = LrSchedule::new(
-            &spec(ScheduleKind::Cosine { min_lr: 0.001 }, 0),
+            &spec(
+                ScheduleKind::Cosine {
+                    min_lr: 0.001,
+                    length_epochs: None,
+                },
+                0,
+            ),
             0.1,
             10,
             10,

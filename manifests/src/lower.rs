@@ -368,6 +368,7 @@ impl<'a> Reader<'a> {
                 },
                 ScheduleName::Cosine => ScheduleKind::Cosine {
                     min_lr: sched_f.float("min-lr"),
+                    length_epochs: sched_f.opt_int("length-epochs").map(|n| n as u64),
                 },
                 ScheduleName::OneCycle => ScheduleKind::OneCycle {
                     pct_start: sched_f.float("pct-start"),

@@ -731,6 +731,11 @@ pub enum ScheduleKind {
     },
     Cosine {
         min_lr: f64,
+        /// The curve's length (after the warm-up) in epochs, as declared; absent, it
+        /// spans the rest of the training. Past it the curve rises again, as PyTorch's
+        /// `CosineAnnealingLR` with that `T_max` does.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        length_epochs: Option<u64>,
     },
     /// PyTorch's `OneCycleLR` (cosine annealing, the learning rate only).
     OneCycle {
@@ -1409,7 +1414,10 @@ mod tests {
                     step_size: 1,
                     gamma: 0.5,
                 },
-                ScheduleName::Cosine => ScheduleKind::Cosine { min_lr: 0.0 },
+                ScheduleName::Cosine => ScheduleKind::Cosine {
+                    min_lr: 0.0,
+                    length_epochs: None,
+                },
                 ScheduleName::OneCycle => ScheduleKind::OneCycle {
                     pct_start: 0.3,
                     div_factor: 25.0,

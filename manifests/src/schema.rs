@@ -762,6 +762,15 @@ pub const SCHEDULE: Section = section(
         ),
         only(
             key(
+                "length-epochs",
+                int(1, MAX_EPOCHS),
+                None,
+                "The cosine's length after the warm-up, in epochs (PyTorch's `T_max`); absent, it spans the rest of the training. Declared apart from `epochs`, the first epochs do not depend on how many there are, so a longer training continues a cached shorter one instead of starting over.",
+            ),
+            &["cosine"],
+        ),
+        only(
+            key(
                 "pct-start",
                 Ty::Float {
                     min: Bound::Exclusive(0.0),

@@ -4,8 +4,8 @@
 //! [`REGISTRY`]: one file per member, each built from the stage's spec when the stage asks
 //! for it. What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
 //! TensorBoard's event files (`tensorboard`), the progress shown (`progress`), the
-//! learning rate in the records (`lr_monitor`) and the resumable snapshots
-//! (`snapshots`).
+//! learning rate in the records (`lr_monitor`), the resumable snapshots (`snapshots`)
+//! and the final state a longer training continues from (`final_state`).
 //!
 //! A callback may end the training: successfully ([`Control::Finish`], early stopping,
 //! `max-steps`, `max-time`) or with an error ([`Control::Fail`], a loss that is not
@@ -18,6 +18,7 @@
 //! rank 0 has (validation) is rank 0's decision, shared by the training loop.
 
 mod early_stop;
+mod final_state;
 mod keep_best;
 mod lr_monitor;
 mod max_steps;
@@ -72,6 +73,8 @@ pub struct Setup<'a> {
     /// Where snapshots go, when the stage takes them (a file a snapshot names must stay
     /// until the next).
     pub snapshots: Option<&'a Snapshots>,
+    /// Where the training keeps its final state, when a longer one could continue it.
+    pub final_state: Option<&'a Snapshots>,
     /// Where TensorBoard's event files go, a directory per stage (`RUN/tensorboard/`, or
     /// `DIR/PIPELINE/RUN/` under `run --tensorboard-dir DIR`).
     pub tensorboard: &'a Path,
@@ -126,7 +129,7 @@ pub struct StepEnd<'a> {
 
 /// Where a snapshot could be taken: after an optimizer step within an epoch (counted over
 /// all epochs), or at the end of an epoch.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum At {
     Step(u64),
     EpochEnd(u64),
@@ -230,6 +233,7 @@ pub const REGISTRY: &[Make] = &[
     reduce_on_plateau::make,
     lr_monitor::make,
     snapshots::make,
+    final_state::make,
     metrics_log::make,
     tensorboard::make,
     progress::make,

@@ -17,10 +17,11 @@ use crate::model::Model;
 use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
-use crate::snapshot::Snapshots;
+use crate::snapshot::{Saved, Snapshots};
 use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
+use pipeline_core::extend::{self, FINAL_STATE, FINAL_TENSORS};
 use pipeline_core::freshness::{Cache, Freshness, StageState, MODEL_OUTPUT};
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
@@ -149,9 +150,24 @@ impl<'a> Context<'a> {
         let group = self.session.group.as_ref().map(|g| (g.rank, g.world));
         let snapshots =
             snapshot_store.and_then(|store| snapshots_of(store, manifest, state, group));
+        let final_state =
+            (cache.is_some() && keeps_final_state(manifest, state, group)).then(|| Snapshots {
+                dir: scratch.join("final-state"),
+                every_epochs: 0,
+                every_steps: 0,
+            });
+        let extends = state.extends.as_ref().and_then(|e| {
+            let entry = &e.entry;
+            Some((entry.output(FINAL_STATE)?, entry.output(FINAL_TENSORS)?))
+        });
+        let saved = Saved {
+            snapshots: snapshots.as_ref(),
+            extends,
+            final_state: final_state.as_ref(),
+        };
         let ran = std::fs::create_dir_all(&scratch)
             .map_err(|e| write_failed(&scratch, e))
-            .and_then(|()| self.run_stage(state, &scratch, snapshots.as_ref(), obs));
+            .and_then(|()| self.run_stage(state, &scratch, saved, obs));
         let mut result = StageResult::new(manifest, state.index);
         let ran = ran.and_then(|mut produced| {
             let kept = std::mem::take(&mut produced.kept);
@@ -166,7 +182,19 @@ impl<'a> Context<'a> {
                     .store
                     .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
                 {
-                    Ok(stored) => entry = Some(stored),
+                    Ok(stored) => {
+                        // A longer training of the same settings may continue this one.
+                        if stored.output(FINAL_STATE).is_some() {
+                            let lineage = extend::lineage(&state.fingerprint.key);
+                            if let Err(e) = c.store.join_lineage(&lineage, &stored.fingerprint) {
+                                obs.notice(&format!(
+                                    "warning: a longer training of stage `{}` will not continue this one: {e}",
+                                    result.name
+                                ));
+                            }
+                        }
+                        entry = Some(stored)
+                    }
                     Err(e) => obs.notice(&format!(
                         "warning: stage `{}` ran but could not be cached: {e}",
                         result.name
@@ -295,7 +323,7 @@ impl<'a> Context<'a> {
         &mut self,
         state: &StageState,
         scratch: &Path,
-        snapshots: Option<&Snapshots>,
+        saved: Saved,
         obs: &mut dyn Observer,
     ) -> Result<Produced, Diagnostic> {
         let index = state.index;
@@ -311,13 +339,13 @@ impl<'a> Context<'a> {
                 let log = &mut self.log;
                 let mut write = |line: &serde_json::Value| append(log, line);
                 // Callbacks keep their files beside the snapshots, which outlive a kill.
-                let dir = snapshots.map_or(scratch, |s| s.dir.as_path());
+                let dir = saved.snapshots.map_or(scratch, |s| s.dir.as_path());
                 let trained = train(
                     &self.session,
                     stage,
                     spec,
                     start,
-                    snapshots,
+                    saved,
                     dir,
                     &self.tensorboard,
                     &mut write,
@@ -333,6 +361,10 @@ impl<'a> Context<'a> {
                     store.push((MODEL_OUTPUT.into(), weights));
                     for k in &trained.kept {
                         store.push((best_output(k.rank), k.path.clone()));
+                    }
+                    if let Some((index, tensors)) = saved.final_state.and_then(Snapshots::files) {
+                        store.push((FINAL_STATE.into(), index));
+                        store.push((FINAL_TENSORS.into(), tensors));
                     }
                 }
                 self.trained.insert(
@@ -560,6 +592,18 @@ fn snapshots_of(
         every_epochs: spec.snapshot_every_epochs,
         every_steps: spec.snapshot_every_steps,
     })
+}
+
+/// Whether `train` stage `state` keeps its final state in the cache, for a longer training
+/// to continue (`pipeline_core::extend`).
+fn keeps_final_state(
+    manifest: &Manifest,
+    state: &StageState,
+    distributed: Option<(usize, usize)>,
+) -> bool {
+    let processes = distributed.map_or(1, |(_, world)| world as u64);
+    let train = matches!(manifest.stages[state.index].config, StageConfig::Train(_));
+    train && extend::hindrance(manifest, state.index, processes).is_none()
 }
 
 /// Where a stage writes files bound for the cache: the cache's `tmp/` (the same file

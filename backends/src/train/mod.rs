@@ -36,7 +36,7 @@ use crate::model::Model;
 use crate::numerics::{self, Scaler};
 use crate::observer::{EpochRecord, Observer};
 use crate::session::Session;
-use crate::snapshot::{Position, Snapshots, Sums};
+use crate::snapshot::{Position, Saved, Snapshots, Sums};
 use manifests::{Diagnostic, Manifest, StageSpec, TrainSpec};
 use pipeline_core::finetune::InitMatch;
 use pipeline_core::report::KeptWeights;
@@ -84,7 +84,8 @@ fn failure(manifest: &Manifest, name: &str, what: &str, e: tch::TchError) -> Dia
 }
 
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
-/// `snapshots` if there is one. The callbacks report through `log` (`metrics.jsonl`
+/// its snapshots if there is one, else continuing the shorter training it extends, if
+/// any (`saved`). The callbacks report through `log` (`metrics.jsonl`
 /// lines), `obs` (progress) and TensorBoard's event files in `tensorboard/STAGE/`, and
 /// keep their own files in `dir`.
 #[allow(clippy::too_many_arguments)]
@@ -93,7 +94,7 @@ pub fn train(
     stage: &StageSpec,
     spec: &TrainSpec,
     start: Option<&Model>,
-    snapshots: Option<&Snapshots>,
+    saved: Saved,
     dir: &Path,
     tensorboard: &Path,
     log: &mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
@@ -166,7 +167,8 @@ pub fn train(
         rank,
         batches,
         dir: dir.to_path_buf(),
-        snapshots,
+        snapshots: saved.snapshots,
+        final_state: saved.final_state,
         tensorboard,
     };
     let validator = Validator::new(session, stage, spec, rank);
@@ -200,7 +202,10 @@ pub fn train(
         callbacks: Default::default(),
         step_log: None,
     };
-    let mut restored = snapshots.and_then(Snapshots::load).map(|r| {
+    let extended = |(index, tensors)| crate::snapshot::load_stored(index, tensors);
+    let mut restored = (saved.snapshots.and_then(Snapshots::load))
+        .or_else(|| saved.extends.map(extended))
+        .map(|r| {
         r.and_then(|r| match r.position.fits(spec.epochs, batches) {
             true => Ok(r),
             false => Err(format!(
@@ -563,14 +568,16 @@ pub fn train(
             }
             last = Some(record);
             // A stopped training needs no snapshot: resumed from the one before, it stops at
-            // the same step again.
+            // the same step again. Ended at its last epoch, it keeps no final state either: a
+            // longer training would end there too.
+            let ended = matches!(control, Control::Finish(_));
             if let Control::Finish(why) = control {
                 if epoch < spec.epochs || ended_within {
                     stopped = Some((epoch, why, ended_within));
                     break;
                 }
             }
-            if callbacks.snapshot_due(At::EpochEnd(epoch)) {
+            if !ended && callbacks.snapshot_due(At::EpochEnd(epoch)) {
                 let position = Position {
                     epoch: epoch + 1,
                     step_in_epoch: 0,

@@ -1,0 +1,142 @@
+//! Extending a finished training: when only a `train` stage's `epochs` grows, its first
+//! epochs are those of the cached shorter training, so the longer one continues from the
+//! state the shorter one ended in instead of starting over, and ends where a training of
+//! the longer length from scratch ends, bit for bit.
+//!
+//! That holds when nothing in the first epochs depends on how many there are in all:
+//!
+//! - the learning-rate schedule does not span the training (`constant`, `step`,
+//!   `exponential`, `reduce-on-plateau`, a `cosine` of a declared `length-epochs`, each
+//!   with or without a warm-up; `cosine` without one, `linear`, `polynomial` and
+//!   `one-cycle` stretch with `epochs`);
+//! - the shorter training's last epoch validates in the longer one too, when a validation
+//!   decides anything (`early-stop`, `reduce-on-plateau`): a training always validates at
+//!   its end;
+//! - the shorter training ran all its epochs (a stopped one never stores its final state);
+//! - it trains in one process (each process of a distributed training holds a state of
+//!   its own, which only rank 0's cache would keep);
+//! - it keeps no best weights (`keep-best`'s files are not part of the final state).
+//!
+//! A training that could be extended stores its final state (a snapshot taken after its
+//! last epoch, [`FINAL_STATE`] and [`FINAL_TENSORS`]) beside its weights, and its entry
+//! joins its *lineage* in the store: the fingerprint of its key without `epochs`.
+
+use crate::fingerprint::{Fingerprint, StageKey};
+use cache::{Entry, Store};
+use manifests::{Manifest, ScheduleKind, StageConfig};
+
+/// The final state's position and checksums (a snapshot's `snapshot.json`).
+pub const FINAL_STATE: &str = "final-state.json";
+/// The final state's tensors: weights, optimizer and loss-scaler state, random state.
+pub const FINAL_TENSORS: &str = "final-state.safetensors";
+
+/// Why the final state of `train` stage `index` could not be continued by a longer
+/// training, in words `pipeline status` shows after "it retrains from the start:";
+/// `None` when it could (the stage stores its final state).
+pub fn hindrance(manifest: &Manifest, index: usize, processes: u64) -> Option<String> {
+    let StageConfig::Train(train) = &manifest.stages[index].config else {
+        return Some("only a train stage is extended".into());
+    };
+    let schedule = &manifest.schedule.kind;
+    match schedule {
+        ScheduleKind::Constant
+        | ScheduleKind::Step { .. }
+        | ScheduleKind::Exponential { .. }
+        | ScheduleKind::ReduceOnPlateau(_)
+        | ScheduleKind::Cosine {
+            length_epochs: Some(_),
+            ..
+        } => {}
+        ScheduleKind::Cosine {
+            length_epochs: None,
+            ..
+        }
+        | ScheduleKind::OneCycle { .. }
+        | ScheduleKind::Linear { .. }
+        | ScheduleKind::Polynomial { .. } => {
+            let declare = match schedule {
+                ScheduleKind::Cosine { .. } => " (declare its `length-epochs` to extend)",
+                _ => "",
+            };
+            return Some(format!(
+                "schedule \"{}\" spans all the epochs, so the first ones change with their number{declare}",
+                schedule.name().as_str()
+            ));
+        }
+    }
+    if train.keep_best.is_some() {
+        return Some("keep-best's kept weights are not part of a training's final state".into());
+    }
+    if processes > 1 {
+        return Some(format!(
+            "it trains in {processes} processes, whose final states are not kept"
+        ));
+    }
+    None
+}
+
+/// The lineage of a `train` stage's key: the fingerprint of the key without its number
+/// of epochs, shared by the trainings that differ only in length.
+pub fn lineage(key: &StageKey) -> String {
+    let mut key = key.clone();
+    if let Some(stage) = key.spec.get_mut("stage").and_then(|s| s.as_object_mut()) {
+        stage.remove("epochs");
+    }
+    cache::hash_bytes(format!("lineage {}", key.canonical()).as_bytes())
+}
+
+/// A cached shorter training that a stage continues.
+#[derive(Debug, Clone)]
+pub struct Extension {
+    /// Its entry, which holds its final state.
+    pub entry: Entry,
+    /// The epochs it trained.
+    pub epochs: u64,
+}
+
+impl Extension {
+    /// What `status` says of the stage.
+    pub fn reason(&self) -> String {
+        format!("extends the cached {}-epoch training", self.epochs)
+    }
+}
+
+/// The epochs of a `train` stage's key.
+pub fn epochs_of(key: &serde_json::Value) -> Option<u64> {
+    key["spec"]["stage"]["epochs"].as_u64()
+}
+
+/// The longest cached training that `train` stage `index` (fingerprinted `now`) can
+/// continue, if any.
+pub fn find(
+    store: &Store,
+    manifest: &Manifest,
+    index: usize,
+    now: &Fingerprint,
+) -> Option<Extension> {
+    let StageConfig::Train(train) = &manifest.stages[index].config else {
+        return None;
+    };
+    if hindrance(manifest, index, now.key.environment.processes).is_some() {
+        return None;
+    }
+    // The longer training validates at the shorter one's end only where `validate`
+    // falls there; that matters when a validation decides anything.
+    let decides = !manifest.monitors(train).is_empty();
+    let every = train.validate.every_epochs;
+    let validates_at = |epoch: u64| !decides || (every > 0 && epoch.is_multiple_of(every));
+    store
+        .lineage(&lineage(&now.key))
+        .into_iter()
+        .filter(|e| e.output(FINAL_STATE).is_some() && e.output(FINAL_TENSORS).is_some())
+        .filter_map(|entry| {
+            // The index says which entries are of the lineage; their keys must agree.
+            let key: StageKey = serde_json::from_value(entry.key.clone()).ok()?;
+            if lineage(&key) != lineage(&now.key) {
+                return None;
+            }
+            let epochs = epochs_of(&entry.key)?;
+            (epochs < train.epochs && validates_at(epochs)).then_some(Extension { entry, epochs })
+        })
+        .max_by_key(|e| e.epochs)
+}
