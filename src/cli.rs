@@ -197,6 +197,11 @@ pub struct SweepArgs {
     /// The seed of the draws (the same seed, the same points).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Successive halving: every point trains `min-epochs`, the best 1/`eta` continue
+    /// to `eta` × as many (from where they were: no step is trained twice), and so on to
+    /// the manifest's epochs; `stage=NAME` names the train stage [default: the last].
+    #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3)]
+    pub halving: Option<Vec<String>>,
     /// Points run at once, the cores divided between them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,

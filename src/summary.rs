@@ -35,6 +35,9 @@ fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
     if let Some(init) = &s.init {
         v["init"] = json!(init);
     }
+    if let Some(epoch) = s.resumed_at {
+        v["resumed_at_epoch"] = json!(epoch);
+    }
     if let Some((epoch, reason)) = &s.stopped {
         v["stopped"] = json!({"epoch": epoch, "reason": reason});
     }

@@ -7,12 +7,17 @@
 //! interruption) computes only what is missing. With `--jobs J`, J points run at once
 //! with the cores divided between them, and a point waits while another computes a stage
 //! it shares. The result: a table of the points by the monitored metric, best first.
+//!
+//! With `--halving min-epochs=N eta=E` the points run in rungs: all of them for N
+//! epochs, the best 1/E of those for N×E, and so on up to the manifest's epochs; each
+//! rung continues the trainings of the one before from the cache (`extend`), and the
+//! table says where each point stopped.
 
 use manifests::Override;
 use pipeline_cli::cli::{SweepArgs, SweepMode};
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, render, summary};
-use pipeline_core::sweep::{points, startable, Monitor};
+use pipeline_core::sweep::{points, startable, Halving, Monitor};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -21,11 +26,11 @@ use std::sync::mpsc;
 /// One point of the sweep: its overrides and, once run, its report.
 struct Point {
     overrides: Vec<Override>,
-    /// The fingerprints of the stages it would compute (stale before the sweep).
-    stale: BTreeSet<String>,
     report: Option<Value>,
     /// Why it has no report (the run's last words).
     failure: Option<String>,
+    /// Under `--halving`: the epochs of each rung it ran, and its monitored value there.
+    rungs: Vec<(u64, Option<f64>)>,
 }
 
 impl Point {
@@ -58,8 +63,11 @@ impl Point {
         stages
             .iter()
             .map(|s| {
+                let from = s["resumed_at_epoch"]
+                    .as_u64()
+                    .map_or(String::new(), |e| format!(" from epoch {e}"));
                 format!(
-                    "{} {}",
+                    "{} {}{from}",
                     s["name"].as_str().unwrap_or("?"),
                     s["status"].as_str().unwrap_or("?")
                 )
@@ -77,7 +85,19 @@ pub fn run(args: &SweepArgs) -> bool {
             return false;
         }
     };
-    let Some((mut sweep, monitor)) = check(args, grid) else {
+    let halving = match args.halving.as_deref().map(Halving::parse).transpose() {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return false;
+        }
+    };
+    let Some(Checked {
+        points: mut sweep,
+        monitor,
+        budget,
+    }) = check(args, grid, halving.as_ref())
+    else {
         return false;
     };
     let total = sweep.len();
@@ -88,9 +108,18 @@ pub fn run(args: &SweepArgs) -> bool {
         monitor.name(),
         if monitor.maximize { "max" } else { "min" }
     );
-    execute(args, &mut sweep, &monitor);
-    let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by(|&a, &b| monitor.order(sweep[a].value(&monitor), sweep[b].value(&monitor)));
+    let all: Vec<usize> = (0..total).collect();
+    match (&halving, budget) {
+        (Some(halving), Some(budget)) => halve(args, &mut sweep, halving, budget, &monitor),
+        _ => execute(args, &mut sweep, &all, None, &monitor),
+    }
+    // Under halving, the points that went furthest first.
+    let reached = |p: &Point| std::cmp::Reverse(p.rungs.len());
+    let mut order = all;
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&sweep[a], &sweep[b]);
+        (reached(a).cmp(&reached(b))).then(monitor.order(a.value(&monitor), b.value(&monitor)))
+    });
     if args.json {
         let points: Vec<Value> = order
             .iter()
@@ -101,14 +130,23 @@ pub fn run(args: &SweepArgs) -> bool {
                     .iter()
                     .map(|o| (o.path.join("."), o.value.as_str()))
                     .collect();
-                json!({
+                let mut point = json!({
                     "point": i + 1,
                     "overrides": overrides,
                     "ok": p.ok(),
                     "monitor": p.value(&monitor),
                     "stages": p.report.as_ref().map(|r| r["stages"].clone()),
                     "error": p.failure,
-                })
+                });
+                if halving.is_some() {
+                    point["epochs"] = json!(p.rungs.last().map(|r| r.0));
+                    point["rungs"] = p
+                        .rungs
+                        .iter()
+                        .map(|(epochs, value)| json!({"epochs": epochs, "monitor": value}))
+                        .collect();
+                }
+                point
             })
             .collect();
         let ok = sweep.iter().all(Point::ok);
@@ -132,17 +170,25 @@ struct Invalid {
     points: Vec<usize>,
 }
 
+/// A sweep whose points are all valid.
+struct Checked {
+    points: Vec<Point>,
+    monitor: Monitor,
+    /// Under `--halving`: the train stage whose epochs are the budget, and those epochs.
+    budget: Option<(String, u64)>,
+}
+
 /// Every point checked (diagnostics shown once, with the points they come from), the
-/// monitor found, and each point's stale stages; `None` after saying why not.
-fn check(args: &SweepArgs, grid: Vec<Vec<Override>>) -> Option<(Vec<Point>, Monitor)> {
+/// monitor found, and under `--halving` the budget; `None` after saying why not.
+fn check(args: &SweepArgs, grid: Vec<Vec<Override>>, halving: Option<&Halving>) -> Option<Checked> {
     let mut errors: Vec<Invalid> = Vec::new();
     let mut sweep = Vec::new();
     let mut monitor = None;
+    let mut budget = None;
     for (i, swept) in grid.into_iter().enumerate() {
         let mut overrides = args.set.clone();
         overrides.extend(swept.iter().cloned());
         let loaded = Loaded::read(&args.file, &overrides);
-        let mut stale = BTreeSet::new();
         match loaded.checked.valid() {
             None => {
                 for d in loaded
@@ -178,21 +224,42 @@ fn check(args: &SweepArgs, grid: Vec<Vec<Override>>) -> Option<(Vec<Point>, Moni
                         }
                     }
                 }
-                if let Ok(p) = prepare::prepare_to_look(&args.file, manifest, &args.cache) {
-                    stale = p
-                        .states
-                        .iter()
-                        .filter(|s| !s.is_fresh())
-                        .map(|s| s.fingerprint.hash.clone())
-                        .collect();
+                if let (Some(h), None) = (halving, &budget) {
+                    let found = h.budget(manifest).and_then(|(stage, epochs)| {
+                        match swept.iter().find(|o| o.path == [stage, "epochs"]) {
+                            Some(o) => Err(format!(
+                                "--halving sets `{}` itself: it cannot be swept too",
+                                o.path.join(".")
+                            )),
+                            None => Ok((stage.to_string(), epochs)),
+                        }
+                    });
+                    match found {
+                        Ok(b) => {
+                            let index = manifest.stages.iter().position(|s| s.name() == b.0);
+                            let hindrance = index
+                                .and_then(|i| pipeline_core::extend::hindrance(manifest, i, 1));
+                            if let Some(why) = hindrance {
+                                eprintln!(
+                                    "warning: each rung trains stage `{}` from the start: {why}",
+                                    b.0
+                                );
+                            }
+                            budget = Some(b);
+                        }
+                        Err(why) => {
+                            eprintln!("error: {why}");
+                            return None;
+                        }
+                    }
                 }
             }
         }
         sweep.push(Point {
             overrides: swept,
-            stale,
             report: None,
             failure: None,
+            rungs: Vec::new(),
         });
     }
     if !errors.is_empty() {
@@ -224,21 +291,96 @@ fn check(args: &SweepArgs, grid: Vec<Vec<Override>>) -> Option<(Vec<Point>, Moni
         );
         return None;
     }
-    Some((sweep, monitor.expect("a valid point sets the monitor")))
+    Some(Checked {
+        points: sweep,
+        monitor: monitor.expect("a valid point sets the monitor"),
+        budget,
+    })
 }
 
-/// Runs every point, `args.jobs` at once.
-fn execute(args: &SweepArgs, sweep: &mut [Point], monitor: &Monitor) {
+/// Successive halving: the rungs, each the surviving points with the rung's epochs, the
+/// best 1/eta of each rung going on to the next.
+fn halve(
+    args: &SweepArgs,
+    sweep: &mut [Point],
+    halving: &Halving,
+    (stage, epochs): (String, u64),
+    monitor: &Monitor,
+) {
+    let rungs = halving.rungs(epochs);
+    let mut alive: Vec<usize> = (0..sweep.len()).collect();
+    for (k, &rung) in rungs.iter().enumerate() {
+        eprintln!(
+            "rung {} of {}: {} point{} × {rung} epochs of stage `{stage}`",
+            k + 1,
+            rungs.len(),
+            alive.len(),
+            if alive.len() == 1 { "" } else { "s" }
+        );
+        let epochs = Override {
+            path: vec![stage.clone(), "epochs".into()],
+            value: rung.to_string(),
+        };
+        execute(args, sweep, &alive, Some(&epochs), monitor);
+        for &p in &alive {
+            let value = sweep[p].value(monitor).filter(|_| sweep[p].ok());
+            sweep[p].rungs.push((rung, value));
+        }
+        if k + 1 < rungs.len() {
+            // Failed points rank last (no value).
+            let value = |p: usize| sweep[p].rungs.last().and_then(|r| r.1);
+            alive.sort_by(|&a, &b| monitor.order(value(a), value(b)));
+            alive.retain(|&p| value(p).is_some());
+            alive.truncate(halving.survivors(alive.len()));
+            alive.sort();
+        }
+    }
+}
+
+/// The fingerprints of the stages a point would compute (stale now): two points that
+/// share one are not run at once.
+fn stale_stages(args: &SweepArgs, overrides: &[Override]) -> BTreeSet<String> {
+    let loaded = Loaded::read(&args.file, overrides);
+    let Some(manifest) = loaded.checked.valid() else {
+        return BTreeSet::new();
+    };
+    match prepare::prepare_to_look(&args.file, manifest, &args.cache) {
+        Ok(p) => p
+            .states
+            .iter()
+            .filter(|s| !s.is_fresh())
+            .map(|s| s.fingerprint.hash.clone())
+            .collect(),
+        Err(_) => BTreeSet::new(),
+    }
+}
+
+/// Runs the points `which` (with `extra` after their overrides), `args.jobs` at once.
+fn execute(
+    args: &SweepArgs,
+    sweep: &mut [Point],
+    which: &[usize],
+    extra: Option<&Override>,
+    monitor: &Monitor,
+) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let jobs = args.jobs as usize;
     let threads = (jobs > 1).then(|| (cores / jobs).max(1));
     let exe = std::env::current_exe().expect("the running binary has a path");
-    let stale: Vec<BTreeSet<String>> = sweep.iter().map(|p| p.stale.clone()).collect();
-    let mut pending: Vec<usize> = (0..sweep.len()).collect();
+    let overrides = |p: usize| -> Vec<Override> {
+        let point = sweep[p].overrides.iter().chain(extra);
+        args.set.iter().chain(point).cloned().collect()
+    };
+    let mut stale: Vec<BTreeSet<String>> = vec![BTreeSet::new(); sweep.len()];
+    for &p in which {
+        stale[p] = stale_stages(args, &overrides(p));
+    }
+    let all: Vec<Vec<Override>> = (0..sweep.len()).map(overrides).collect();
+    let mut pending: Vec<usize> = which.to_vec();
     let mut running: Vec<usize> = Vec::new();
     let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Value, String>)>();
     let mut finished = 0;
-    while finished < sweep.len() {
+    while finished < which.len() {
         let mut start = startable(&pending, &stale, &running, jobs - running.len());
         if start.is_empty() && running.is_empty() {
             start.push(pending[0]);
@@ -251,7 +393,7 @@ fn execute(args: &SweepArgs, sweep: &mut [Point], monitor: &Monitor) {
             if let Some(dir) = &args.cache.dir {
                 command.arg("--cache-dir").arg(dir);
             }
-            for o in args.set.iter().chain(&sweep[p].overrides) {
+            for o in &all[p] {
                 command.arg("--set").arg(o.to_string());
             }
             if let Some(t) = threads {
@@ -290,7 +432,7 @@ fn execute(args: &SweepArgs, sweep: &mut [Point], monitor: &Monitor) {
             .map_or("-".into(), |v| format!("{v:.4}"));
         eprintln!(
             "[{finished}/{}] point {} ({}): {} · {} {value}",
-            sweep.len(),
+            which.len(),
             p + 1,
             point.label(),
             point.statuses(),
@@ -321,6 +463,10 @@ fn table(sweep: &[Point], order: &[usize], args: &SweepArgs, monitor: &Monitor) 
     header.extend(args.grid.iter().map(|a| a.key.clone()));
     header.extend(args.random.iter().map(|r| r.key.clone()));
     header.push(monitor.name());
+    let halved = args.halving.is_some();
+    if halved {
+        header.push("epochs".into());
+    }
     header.push("stages".into());
     let mut rows = vec![header];
     for (rank, &i) in order.iter().enumerate() {
@@ -328,6 +474,9 @@ fn table(sweep: &[Point], order: &[usize], args: &SweepArgs, monitor: &Monitor) 
         let mut row = vec![(rank + 1).to_string(), (i + 1).to_string()];
         row.extend(p.overrides.iter().map(|o| o.value.clone()));
         row.push(p.value(monitor).map_or("-".into(), |v| format!("{v:.4}")));
+        if halved {
+            row.push(p.rungs.last().map_or("-".into(), |r| r.0.to_string()));
+        }
         row.push(p.statuses());
         rows.push(row);
     }

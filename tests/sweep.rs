@@ -215,7 +215,114 @@ fn bad_grids_points_and_monitors_are_refused_before_anything_runs() {
         "error: `optimizer.lr` is swept twice\n"
     );
     assert!(refused(&["--grid", "optimizer.lr=0.1", "--jobs", "0"], 2).contains("--jobs"));
+    // Halving: without its first rung, with nothing to halve, sweeping its own key.
+    let halving = |settings: &[&str], more: &[&str]| {
+        let mut args = vec!["--grid", "optimizer.lr=0.1,0.2"];
+        args.extend(more);
+        args.push("--halving");
+        args.extend(settings);
+        refused(&args, 1)
+    };
+    assert_eq!(
+        halving(&["eta=2"], &[]),
+        "error: --halving needs min-epochs=N (the first rung's epochs)\n"
+    );
+    assert_eq!(
+        halving(&["min-epochs=30"], &[]),
+        "error: --halving min-epochs=30 is not below stage `train`'s 30 epochs: there is nothing to halve\n"
+    );
+    assert_eq!(
+        halving(&["min-epochs=2", "stage=pretrain"], &[]),
+        "error: --halving stage=pretrain: no train stage is named so (train stages: train)\n"
+    );
+    assert_eq!(
+        halving(&["min-epochs=2"], &["--grid", "train.epochs=10,20"]),
+        "error: --halving sets `train.epochs` itself: it cannot be swept too\n"
+    );
     assert!(!d.join(".pipeline").exists(), "nothing ran");
+}
+
+/// Four learning rates, halved from 1 epoch to 2 and 4.
+const HALVING: [&str; 9] = [
+    "--grid",
+    "optimizer.lr=0.001,0.003,0.01,0.03",
+    "--halving",
+    "min-epochs=1",
+    "eta=2",
+    "--set",
+    "train.epochs=4",
+    // A cosine of its own length: a longer training continues a shorter one.
+    "--set",
+    "schedule.length-epochs=10",
+];
+
+#[test]
+fn successive_halving_continues_the_best_points_without_repeating_a_step() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let mut args = vec!["sweep", "digits.kdl", "--json"];
+    args.extend(HALVING);
+    let run = || {
+        let out = pipeline(d, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (result, text(&out.stderr))
+    };
+    let (result, log) = run();
+    assert!(
+        log.contains("rung 1 of 3: 4 points × 1 epochs of stage `train`")
+            && log.contains("rung 2 of 3: 2 points × 2 epochs of stage `train`")
+            && log.contains("rung 3 of 3: 1 point × 4 epochs of stage `train`"),
+        "{log}"
+    );
+    assert!(!log.contains("warning"), "{log}");
+    let points = result["points"].as_array().unwrap();
+    let reached: Vec<u64> = points
+        .iter()
+        .map(|p| p["epochs"].as_u64().unwrap())
+        .collect();
+    assert_eq!(reached, [4, 2, 1, 1]);
+    // Each rung's survivors are the best half of the rung before.
+    let at = |p: &Value, rung: usize| p["rungs"][rung]["monitor"].as_f64().unwrap();
+    let first: Vec<f64> = points.iter().map(|p| at(p, 0)).collect();
+    assert!(
+        first[0].min(first[1]) >= first[2].max(first[3]),
+        "{first:?}"
+    );
+    assert!(at(&points[0], 1) >= at(&points[1], 1));
+    // Every rung continued the one before: 4 + 2 × 1 + 1 × 2 epochs trained in all.
+    let train = |p: &Value| p["stages"][0].clone();
+    assert_eq!(train(&points[0])["resumed_at_epoch"], 3);
+    assert_eq!(train(&points[1])["resumed_at_epoch"], 2);
+    assert!(train(&points[2]).get("resumed_at_epoch").is_none());
+    // The winner ends where a 4-epoch training of its learning rate from scratch ends.
+    let lr = points[0]["overrides"]["optimizer.lr"].as_str().unwrap();
+    let lr = format!("optimizer.lr={lr}");
+    let fresh = pipeline(
+        d,
+        &[
+            "run",
+            "digits.kdl",
+            "--json",
+            "--no-cache",
+            "--set",
+            &lr,
+            "--set",
+            "train.epochs=4",
+            "--set",
+            "schedule.length-epochs=10",
+        ],
+    );
+    let fresh: Value = serde_json::from_slice(&fresh.stdout).unwrap();
+    assert_eq!(
+        points[0]["monitor"],
+        fresh["stages"][1]["metrics"]["accuracy"]
+    );
+    assert_eq!(train(&points[0])["metrics"], fresh["stages"][0]["metrics"]);
+    // Again: every rung is cached, and the table is the same.
+    let (again, _) = run();
+    assert_eq!(ranking(&again), ranking(&result));
+    assert_eq!(ran(&again, "train") + ran(&again, "eval"), 0);
 }
 
 #[test]

@@ -49,6 +49,10 @@ pub struct StageResult {
     /// A `train` stage that ran and stopped before its last epoch (early stopping): after
     /// which epoch, and why. (Its metrics say `stopped_epoch`, cached or not.)
     pub stopped: Option<(u64, String)>,
+    /// A `train` stage that ran from a saved state rather than from its first epoch (a
+    /// snapshot of a killed run, or the final state of a shorter training it extends):
+    /// the epoch it started at.
+    pub resumed_at: Option<u64>,
     /// A `train` stage's `keep-best` weights, the best first (cached or not).
     pub best: Vec<KeptWeights>,
 }
@@ -101,6 +105,7 @@ impl StageResult {
             error: None,
             init: None,
             stopped: None,
+            resumed_at: None,
             best: Vec::new(),
         }
     }

@@ -358,6 +358,101 @@ fn computed(manifest: &Manifest, config: &StageConfig, classification: bool) -> 
     names
 }
 
+/// Successive halving (`--halving min-epochs=2 eta=3`): every point trains `min-epochs`,
+/// the best 1/`eta` of them continue to `eta` times as many epochs, and so on up to the
+/// manifest's epochs (Jamieson and Talwalkar's successive halving, Hyperband's inner
+/// loop). A rung continues the one before through the cache ([`crate::extend`]): no
+/// step is trained twice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Halving {
+    pub min_epochs: u64,
+    pub eta: u64,
+    /// The `train` stage whose epochs are the budget [default: the last train stage].
+    pub stage: Option<String>,
+}
+
+impl Halving {
+    /// From `KEY=VALUE` settings: `min-epochs=N` (required), `eta=N` (default 3),
+    /// `stage=NAME`.
+    pub fn parse(settings: &[String]) -> Result<Halving, String> {
+        let mut halving = Halving {
+            min_epochs: 0,
+            eta: 3,
+            stage: None,
+        };
+        let mut min_epochs = None;
+        for setting in settings {
+            let (key, value) = setting.split_once('=').ok_or_else(|| {
+                format!("--halving `{setting}` is not KEY=VALUE (min-epochs=2 eta=3)")
+            })?;
+            let count = |least: u64| match value.trim().parse::<u64>() {
+                Ok(n) if n >= least => Ok(n),
+                _ => Err(format!("--halving {key}={value}: a whole number ≥ {least}")),
+            };
+            match key.trim() {
+                "min-epochs" => min_epochs = Some(count(1)?),
+                "eta" => halving.eta = count(2)?,
+                "stage" => halving.stage = Some(value.trim().to_string()),
+                other => {
+                    return Err(format!(
+                        "--halving has no setting `{other}` (min-epochs, eta, stage)"
+                    ))
+                }
+            }
+        }
+        halving.min_epochs =
+            min_epochs.ok_or("--halving needs min-epochs=N (the first rung's epochs)")?;
+        Ok(halving)
+    }
+
+    /// The `train` stage whose epochs are the budget, and those epochs (the last rung).
+    pub fn budget<'m>(&self, manifest: &'m Manifest) -> Result<(&'m str, u64), String> {
+        let trains = manifest.stages.iter().filter_map(|s| match &s.config {
+            StageConfig::Train(t) => Some((s.name(), t.epochs)),
+            _ => None,
+        });
+        let found = match &self.stage {
+            Some(name) => trains.clone().find(|(n, _)| n == name),
+            None => trains.clone().next_back(),
+        };
+        let (stage, epochs) = found.ok_or_else(|| match &self.stage {
+            Some(name) => {
+                let names: Vec<&str> = trains.map(|(n, _)| n).collect();
+                format!(
+                    "--halving stage={name}: no train stage is named so (train stages: {})",
+                    names.join(", ")
+                )
+            }
+            None => "--halving needs a train stage: the manifest has none".into(),
+        })?;
+        if self.min_epochs >= epochs {
+            return Err(format!(
+                "--halving min-epochs={} is not below stage `{stage}`'s {epochs} epochs: there is nothing to halve",
+                self.min_epochs
+            ));
+        }
+        Ok((stage, epochs))
+    }
+
+    /// The epochs of each rung: `min-epochs`, × `eta` each time, the last `epochs`.
+    pub fn rungs(&self, epochs: u64) -> Vec<u64> {
+        let mut rungs = vec![self.min_epochs];
+        while let Some(next) = rungs.last().map(|r| r.saturating_mul(self.eta)) {
+            if next >= epochs {
+                break;
+            }
+            rungs.push(next);
+        }
+        rungs.push(epochs);
+        rungs
+    }
+
+    /// How many of `n` points continue to the next rung: the best 1/`eta`, at least one.
+    pub fn survivors(&self, n: usize) -> usize {
+        n.div_ceil(self.eta as usize).max(1).min(n)
+    }
+}
+
 /// The points that may start now, in order, at most `free` of them: a point waits while
 /// a stage it would compute (a fingerprint in `stale[point]`) is being computed by a
 /// running one, so that no stage is computed twice.
@@ -384,6 +479,36 @@ pub fn startable(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn halving_rungs_and_survivors() {
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let h = Halving::parse(&words("min-epochs=2 eta=3")).unwrap();
+        assert_eq!(h.rungs(20), [2, 6, 18, 20]);
+        assert_eq!(h.rungs(18), [2, 6, 18]);
+        assert_eq!(h.rungs(3), [2, 3]);
+        assert_eq!([9, 8, 3, 2, 1].map(|n| h.survivors(n)), [3, 3, 1, 1, 1]);
+        let h = Halving::parse(&words("min-epochs=1")).unwrap();
+        assert_eq!((h.eta, h.rungs(10)), (3, vec![1, 3, 9, 10]));
+        for (bad, why) in [
+            (
+                "eta=3",
+                "--halving needs min-epochs=N (the first rung's epochs)",
+            ),
+            ("min-epochs=0", "--halving min-epochs=0: a whole number ≥ 1"),
+            ("min-epochs=2 eta=1", "--halving eta=1: a whole number ≥ 2"),
+            (
+                "min-epochs=2 rate=3",
+                "--halving has no setting `rate` (min-epochs, eta, stage)",
+            ),
+            (
+                "min-epochs",
+                "--halving `min-epochs` is not KEY=VALUE (min-epochs=2 eta=3)",
+            ),
+        ] {
+            assert_eq!(Halving::parse(&words(bad)).unwrap_err(), why, "{bad}");
+        }
+    }
 
     #[test]
     fn axes_and_their_points() {

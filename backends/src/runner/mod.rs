@@ -63,6 +63,8 @@ struct Produced {
     init: Option<pipeline_core::finetune::InitMatch>,
     /// A `train` stage that stopped early: after which epoch, and why.
     stopped: Option<(u64, String)>,
+    /// A `train` stage that started from a saved state: at which epoch.
+    resumed_at: Option<u64>,
     /// The weights a `train` stage's `keep-best` kept, the best first.
     kept: Vec<KeptWeights>,
 }
@@ -79,6 +81,7 @@ impl Produced {
             store,
             init: None,
             stopped: None,
+            resumed_at: None,
             kept: Vec::new(),
         }
     }
@@ -214,6 +217,7 @@ impl<'a> Context<'a> {
                 result.outputs = produced.outputs;
                 result.init = produced.init;
                 result.stopped = produced.stopped;
+                result.resumed_at = produced.resumed_at;
                 result.best = kept;
             }
             Err(e) => result = failed(manifest, state.index, e),
@@ -380,6 +384,7 @@ impl<'a> Context<'a> {
                     store,
                     init,
                     stopped: trained.stopped.clone(),
+                    resumed_at: trained.resumed_at,
                     kept: trained.kept,
                 })
             }

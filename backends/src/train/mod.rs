@@ -67,6 +67,9 @@ pub struct Trained {
     /// Training ended before its last step (early stopping, `max-steps`, `max-time`):
     /// the epoch, and why.
     pub stopped: Option<(u64, String)>,
+    /// The epoch it started at, when it started from a saved state (a snapshot, or the
+    /// final state of a shorter training it extends).
+    pub resumed_at: Option<u64>,
     /// The weights `keep-best` kept, the best first.
     pub kept: Vec<KeptWeights>,
 }
@@ -622,6 +625,7 @@ pub fn train(
         skipped_steps: scaler.as_ref().map(|s| s.skipped),
         init,
         stopped: stopped.map(|(epoch, why, _)| (epoch, why)),
+        resumed_at: resumed.then_some(at.epoch),
         kept: callbacks.outputs(),
     })
 }
