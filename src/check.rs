@@ -13,7 +13,7 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
     let loaded: Vec<Loaded> = files
         .par_iter()
         .map(|f| {
-            let mut l = Loaded::read(f, overrides);
+            let mut l = Loaded::read_with_sweep(f, overrides);
             // Inputs that are pipes or devices (found by file type; nothing is opened).
             let problems = l
                 .checked

@@ -183,28 +183,29 @@ pub struct SweepArgs {
     #[arg(default_value = "pipeline.kdl", value_name = "FILE")]
     pub file: PathBuf,
     /// A swept key and its values, `optimizer.lr=1e-3,3e-3` (repeatable: the points are
-    /// every combination).
-    #[arg(long = "grid", value_name = "KEY=V1,V2,…", value_parser = Axis::parse, required_unless_present = "random")]
+    /// every combination). Added to the manifest's `sweep` block, whose own grid of the
+    /// same key it replaces.
+    #[arg(long = "grid", value_name = "KEY=V1,V2,…", value_parser = Axis::parse)]
     pub grid: Vec<Axis>,
     /// A key drawn at random for each of `--trials` points: `optimizer.lr=log(1e-4,1e-2)`,
     /// `uniform(a,b)`, `int(a,b)` or `choice(v1,v2,…)` (repeatable; with `--grid`, every
     /// grid point gets every draw).
-    #[arg(long = "random", value_name = "KEY=DRAW", value_parser = Random::parse, requires = "trials")]
+    #[arg(long = "random", value_name = "KEY=DRAW", value_parser = Random::parse)]
     pub random: Vec<Random>,
-    /// How many points `--random` draws.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub trials: u64,
-    /// The seed of the draws (the same seed, the same points).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// How many points `--random` draws [default: the `sweep` block's `trials`].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u64>,
+    /// The seed of the draws (the same seed, the same points) [default: the block's, or 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Successive halving: every point trains `min-epochs`, the best 1/`eta` continue
     /// to `eta` × as many (from where they were: no step is trained twice), and so on to
     /// the manifest's epochs; `stage=NAME` names the train stage [default: the last].
     #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3)]
     pub halving: Option<Vec<String>>,
-    /// Points run at once, the cores divided between them.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub jobs: u32,
+    /// Points run at once, the cores divided between them [default: the block's, or 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     /// The metric the points are ranked by, `STAGE.METRIC` (`test.accuracy`,
     /// `train.val_loss`) [default: the first eval stage's accuracy (loss for a
     /// regression), else the last train stage's loss].

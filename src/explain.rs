@@ -106,6 +106,12 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n\n";
             out += &section_text(&INPUT, &format!("{path}.NAME"));
         }
+        Children::Swept => {
+            out += &wrapped(
+                "Its children are swept keys, each named by the key as `--set` writes it (`optimizer.lr`), its values after it.",
+            );
+            out += "\n";
+        }
         Children::Transforms => {
             let names: Vec<&str> = TRANSFORMS.iter().map(|t| t.name).collect();
             out += &wrapped(&format!(
@@ -165,7 +171,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             Children::Transforms => transform(part),
             // Any name is an input's: each is documented as `input`.
             Children::Inputs => Some(&INPUT),
-            Children::Layers | Children::Keys => None,
+            Children::Layers | Children::Keys | Children::Swept => None,
         };
         if let Some(child) = child {
             path = format!("{path}.{part}");

@@ -45,6 +45,18 @@ impl Loaded {
         }
     }
 
+    /// [`Loaded::read`], with the errors of the manifest's `sweep` block (`pipeline check`
+    /// and `pipeline sweep`; a run leaves the block alone).
+    pub fn read_with_sweep(path: &Path, overrides: &[Override]) -> Loaded {
+        let mut loaded = Loaded::read(path, overrides);
+        if let Some(source) = &loaded.source {
+            let errors =
+                pipeline_core::sweep_block_errors(&loaded.checked, &source.text, path, overrides);
+            loaded.checked.diagnostics.extend(errors);
+        }
+        loaded
+    }
+
     /// Prints the diagnostics to stderr (the first [`render::SHOWN`], then a count);
     /// returns the manifest if it has no errors.
     pub fn report(&self) -> Option<&Manifest> {

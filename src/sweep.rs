@@ -13,11 +13,11 @@
 //! rung continues the trainings of the one before from the cache (`extend`), and the
 //! table says where each point stopped.
 
-use manifests::Override;
+use manifests::{Mode, Override, SweptKey};
 use pipeline_cli::cli::{SweepArgs, SweepMode};
 use pipeline_cli::load::Loaded;
 use pipeline_cli::{prepare, render, summary};
-use pipeline_core::sweep::{points, startable, Halving, Monitor};
+use pipeline_core::sweep::{points, startable, Axis, Halving, Monitor, Random};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -77,26 +77,89 @@ impl Point {
     }
 }
 
+/// The sweep to run: the command line's flags over the manifest's `sweep` block.
+struct Plan {
+    grid: Vec<Axis>,
+    random: Vec<Random>,
+    trials: u64,
+    seed: u64,
+    jobs: usize,
+    monitor: Option<String>,
+    maximize: Option<bool>,
+    halving: Option<Halving>,
+}
+
+impl Plan {
+    /// `args` over the `sweep` block of the manifest (read with `args.set`): a key given
+    /// on the command line replaces the block's grid or draw of it, any other flag the
+    /// block's setting. `None` after saying why not (the manifest's own errors included).
+    fn of(args: &SweepArgs) -> Option<Plan> {
+        let loaded = Loaded::read_with_sweep(&args.file, &args.set);
+        let block = loaded.report()?.sweep.as_ref();
+        let given: BTreeSet<&str> = (args.grid.iter().map(|a| a.key.as_str()))
+            .chain(args.random.iter().map(|r| r.key.as_str()))
+            .collect();
+        let mut grid: Vec<Axis> = Vec::new();
+        let mut random: Vec<Random> = Vec::new();
+        if let Some(block) = block {
+            let kept = |k: &&SweptKey| !given.contains(k.key.value.as_str());
+            grid.extend(block.grid.iter().filter(kept).map(Axis::of));
+            for swept in block.random.iter().filter(kept) {
+                // `check` refused a draw that does not parse.
+                random.extend(Random::of(swept).ok());
+            }
+        }
+        grid.extend(args.grid.iter().cloned());
+        random.extend(args.random.iter().cloned());
+        let halving = match &args.halving {
+            Some(settings) => match Halving::parse(settings) {
+                Ok(h) => Some(h),
+                Err(why) => {
+                    eprintln!("error: {why}");
+                    return None;
+                }
+            },
+            None => block.and_then(|b| b.halving.as_ref()).map(Halving::of),
+        };
+        Some(Plan {
+            grid,
+            random,
+            trials: args.trials.or(block.map(|b| b.trials)).unwrap_or(0),
+            seed: args.seed.or(block.map(|b| b.seed)).unwrap_or(0),
+            jobs: args
+                .jobs
+                .map_or(block.map_or(1, |b| b.jobs as usize), |j| j as usize),
+            monitor: (args.monitor.clone()).or_else(|| {
+                block
+                    .and_then(|b| b.monitor.as_ref())
+                    .map(|m| m.value.clone())
+            }),
+            maximize: match args.mode {
+                Some(mode) => Some(mode == SweepMode::Max),
+                None => block.and_then(|b| b.mode).map(|m| m == Mode::Max),
+            },
+            halving,
+        })
+    }
+}
+
 pub fn run(args: &SweepArgs) -> bool {
-    let grid = match points(&args.grid, &args.random, args.trials, args.seed) {
+    let Some(plan) = Plan::of(args) else {
+        return false;
+    };
+    let grid = match points(&plan.grid, &plan.random, plan.trials, plan.seed) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("error: {why}");
             return false;
         }
     };
-    let halving = match args.halving.as_deref().map(Halving::parse).transpose() {
-        Ok(h) => h,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return false;
-        }
-    };
+    let halving = plan.halving.clone();
     let Some(Checked {
         points: mut sweep,
         monitor,
         budget,
-    }) = check(args, grid, halving.as_ref())
+    }) = check(args, &plan, grid)
     else {
         return false;
     };
@@ -104,14 +167,16 @@ pub fn run(args: &SweepArgs) -> bool {
     eprintln!(
         "sweep of {}: {total} points, {} at once, ranked by {} ({})",
         args.file.display(),
-        args.jobs,
+        plan.jobs,
         monitor.name(),
         if monitor.maximize { "max" } else { "min" }
     );
     let all: Vec<usize> = (0..total).collect();
     match (&halving, budget) {
-        (Some(halving), Some(budget)) => halve(args, &mut sweep, halving, budget, &monitor),
-        _ => execute(args, &mut sweep, &all, None, &monitor),
+        (Some(halving), Some(budget)) => {
+            halve(args, plan.jobs, &mut sweep, halving, budget, &monitor)
+        }
+        _ => execute(args, plan.jobs, &mut sweep, &all, None, &monitor),
     }
     // Under halving, the points that went furthest first.
     let reached = |p: &Point| std::cmp::Reverse(p.rungs.len());
@@ -155,7 +220,7 @@ pub fn run(args: &SweepArgs) -> bool {
             json!({"ok": ok, "monitor": monitor.name(), "mode": if monitor.maximize { "max" } else { "min" }, "points": points})
         );
     } else {
-        print!("{}", table(&sweep, &order, args, &monitor));
+        print!("{}", table(&sweep, &order, &plan, &monitor));
     }
     sweep.iter().all(Point::ok)
 }
@@ -180,7 +245,8 @@ struct Checked {
 
 /// Every point checked (diagnostics shown once, with the points they come from), the
 /// monitor found, and under `--halving` the budget; `None` after saying why not.
-fn check(args: &SweepArgs, grid: Vec<Vec<Override>>, halving: Option<&Halving>) -> Option<Checked> {
+fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Checked> {
+    let halving = plan.halving.as_ref();
     let mut errors: Vec<Invalid> = Vec::new();
     let mut sweep = Vec::new();
     let mut monitor = None;
@@ -215,8 +281,7 @@ fn check(args: &SweepArgs, grid: Vec<Vec<Override>>, halving: Option<&Halving>) 
             }
             Some(manifest) => {
                 if monitor.is_none() {
-                    let maximize = args.mode.map(|m| m == SweepMode::Max);
-                    match Monitor::of(manifest, args.monitor.as_deref(), maximize) {
+                    match Monitor::of(manifest, plan.monitor.as_deref(), plan.maximize) {
                         Ok(m) => monitor = Some(m),
                         Err(why) => {
                             eprintln!("error: {why}");
@@ -302,6 +367,7 @@ fn check(args: &SweepArgs, grid: Vec<Vec<Override>>, halving: Option<&Halving>) 
 /// best 1/eta of each rung going on to the next.
 fn halve(
     args: &SweepArgs,
+    jobs: usize,
     sweep: &mut [Point],
     halving: &Halving,
     (stage, epochs): (String, u64),
@@ -321,7 +387,7 @@ fn halve(
             path: vec![stage.clone(), "epochs".into()],
             value: rung.to_string(),
         };
-        execute(args, sweep, &alive, Some(&epochs), monitor);
+        execute(args, jobs, sweep, &alive, Some(&epochs), monitor);
         for &p in &alive {
             let value = sweep[p].value(monitor).filter(|_| sweep[p].ok());
             sweep[p].rungs.push((rung, value));
@@ -355,16 +421,16 @@ fn stale_stages(args: &SweepArgs, overrides: &[Override]) -> BTreeSet<String> {
     }
 }
 
-/// Runs the points `which` (with `extra` after their overrides), `args.jobs` at once.
+/// Runs the points `which` (with `extra` after their overrides), `jobs` at once.
 fn execute(
     args: &SweepArgs,
+    jobs: usize,
     sweep: &mut [Point],
     which: &[usize],
     extra: Option<&Override>,
     monitor: &Monitor,
 ) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let jobs = args.jobs as usize;
     let threads = (jobs > 1).then(|| (cores / jobs).max(1));
     let exe = std::env::current_exe().expect("the running binary has a path");
     let overrides = |p: usize| -> Vec<Override> {
@@ -448,22 +514,24 @@ fn execute(
     }
 }
 
-/// The first stage error of a failed run's report.
+/// The first stage error of a failed run's report, else the first diagnostic of a run
+/// that could not start.
 fn first_error(report: &Value) -> Option<String> {
-    report["stages"]
-        .as_array()?
-        .iter()
-        .find_map(|s| s["error"]["message"].as_str().map(str::to_string))
+    let stages = report["stages"].as_array().into_iter().flatten();
+    let diagnostics = report["diagnostics"].as_array().into_iter().flatten();
+    (stages.map(|s| &s["error"]["message"]))
+        .chain(diagnostics.map(|d| &d["message"]))
+        .find_map(|m| m.as_str().map(str::to_string))
 }
 
 /// The points by the monitored metric, best first: the swept values, the monitor, the
 /// stages' statuses.
-fn table(sweep: &[Point], order: &[usize], args: &SweepArgs, monitor: &Monitor) -> String {
+fn table(sweep: &[Point], order: &[usize], plan: &Plan, monitor: &Monitor) -> String {
     let mut header = vec!["rank".to_string(), "point".to_string()];
-    header.extend(args.grid.iter().map(|a| a.key.clone()));
-    header.extend(args.random.iter().map(|r| r.key.clone()));
+    header.extend(plan.grid.iter().map(|a| a.key.clone()));
+    header.extend(plan.random.iter().map(|r| r.key.clone()));
     header.push(monitor.name());
-    let halved = args.halving.is_some();
+    let halved = plan.halving.is_some();
     if halved {
         header.push("epochs".into());
     }

@@ -403,3 +403,119 @@ fn two_sweeps_at_once_share_the_cache_and_leave_it_consistent() {
     let (third, _) = sweep(d, &[]);
     assert_eq!(ran(&third, "train") + ran(&third, "eval"), 0);
 }
+
+/// The digits example with a `sweep` block: the 2 × 2 grid of [`GRID`].
+fn with_block(dir: &Path) {
+    let example = std::fs::read_to_string(dir.join("digits.kdl")).unwrap();
+    let block = "\nsweep {\n    grid {\n        optimizer.lr 0.003 0.01\n        test.batch-size 100 300\n    }\n    monitor \"test.accuracy\"\n    jobs 2\n}\n";
+    std::fs::write(dir.join("block.kdl"), example + block).unwrap();
+}
+
+#[test]
+fn a_sweep_block_runs_as_its_flags_would_and_flags_replace_its_keys() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    with_block(d);
+    let sweep_of = |file: &str, extra: &[&str]| {
+        let mut args = vec!["sweep", file, "--json", "--set", "train.epochs=2"];
+        args.extend(extra);
+        let out = pipeline(d, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (result, text(&out.stderr))
+    };
+    let (block, log) = sweep_of("block.kdl", &[]);
+    assert!(
+        log.contains("4 points, 2 at once, ranked by test.accuracy (max)"),
+        "{log}"
+    );
+    assert_eq!(ran(&block, "train"), 2);
+    // The same points as the flags give: all cached, the same table.
+    let (flags, _) = sweep(d, &[]);
+    assert_eq!(ranking(&flags), ranking(&block));
+    assert_eq!(ran(&flags, "train") + ran(&flags, "eval"), 0);
+    // A flag's key replaces the block's grid of it; other flags replace its settings.
+    let (one, log) = sweep_of("block.kdl", &["--grid", "optimizer.lr=0.01", "--jobs", "1"]);
+    assert!(log.contains("2 points, 1 at once"), "{log}");
+    let lrs: Vec<&Value> = one["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["overrides"]["optimizer.lr"])
+        .collect();
+    assert_eq!(lrs, ["0.01", "0.01"]);
+    // `pipeline run` leaves the block alone, and it is in no stage's key.
+    let out = pipeline(
+        d,
+        &[
+            "status",
+            "block.kdl",
+            "--json",
+            "--set",
+            "train.epochs=2",
+            "--set",
+            "optimizer.lr=0.01",
+        ],
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["stages"][0]["status"], "fresh", "{status}");
+}
+
+#[test]
+fn a_bad_sweep_block_is_refused_by_check_at_its_keys_and_values() {
+    let dir = common::small_project("");
+    let d = dir.path();
+    std::fs::write(
+        d.join("bad.kdl"),
+        r#"pipeline "bad"
+data {
+    source "data/digits.csv.gz"
+    split train=0.8 test=0.2
+}
+model {
+    linear 10
+}
+loss "cross-entropy"
+optimizer "adam" lr=1e-3
+train epochs=3
+eval "test" needs="train"
+sweep {
+    grid {
+        optimizer.learning-rate 1e-3 3e-3
+        optimizer.lr 1e-3 fast
+        train.batch-size 0 64
+        train.epochs 2 4
+    }
+    random trials=4 {
+        optimizer.weight-decay "log(0,1)"
+        optimizer.beta1 "uniform(0.5,1.5)"
+    }
+    monitor "test.r2"
+    halving min-epochs=2
+}
+"#,
+    )
+    .unwrap();
+    let out = pipeline(d, &["check", "bad.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    common::assert_fixture("sweep-block.check.stderr", &text(&out.stderr));
+    // `sweep` says the same, and runs nothing.
+    let out = pipeline(d, &["sweep", "bad.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("sweep.grid.optimizer.learning-rate"));
+    assert!(!d.join(".pipeline").exists(), "nothing ran");
+    // An empty block.
+    let text_ = std::fs::read_to_string(d.join("bad.kdl")).unwrap();
+    let empty = text_.split("sweep {").next().unwrap().to_string() + "sweep {\n    jobs 2\n}\n";
+    std::fs::write(d.join("empty.kdl"), empty).unwrap();
+    let e = common::refused(d, &["check", "empty.kdl"], 1);
+    assert!(e.contains("the `sweep` block sweeps nothing"), "{e}");
+    // A key swept in both blocks.
+    let twice = text_.replace(
+        "random trials=4 {",
+        "random trials=4 {\n        optimizer.lr \"log(1e-4,1e-2)\"",
+    );
+    std::fs::write(d.join("twice.kdl"), twice).unwrap();
+    let e = common::refused(d, &["check", "twice.kdl"], 1);
+    assert!(e.contains("sweep: `optimizer.lr` is swept twice"), "{e}");
+}

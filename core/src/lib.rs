@@ -77,6 +77,26 @@ impl Checked {
     }
 }
 
+/// The errors of the `sweep` block of `checked` (manifest `text` read from `path` with
+/// `overrides`), its keys and values checked as its points would be
+/// ([`sweep::check_block`]). For `pipeline check` and `pipeline sweep`: `run` and the
+/// others leave the block alone (a sweep's point sets what the block sweeps).
+pub fn sweep_block_errors(
+    checked: &Checked,
+    text: &str,
+    path: &Path,
+    overrides: &[Override],
+) -> Vec<Diagnostic> {
+    let Some((manifest, spec)) = checked.valid().and_then(|m| Some((m, m.sweep.as_ref()?))) else {
+        return Vec::new();
+    };
+    let point = |set: &[Override]| {
+        let all: Vec<Override> = overrides.iter().chain(set).cloned().collect();
+        load(text, path, &all).diagnostics
+    };
+    sweep::check_block(manifest, spec, point)
+}
+
 /// Lowers and checks manifest `text` read from `path`, with `--set` overrides applied.
 pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
     let default_name = path

@@ -2,7 +2,9 @@
 //! ranked by, and which of them may run side by side without computing a stage twice.
 
 use crate::rng::Rng;
-use manifests::{LossKind, Manifest, Override, StageConfig};
+use manifests::{
+    Diagnostic, LossKind, Manifest, Mode, Override, Severity, StageConfig, SweepSpec, SweptKey,
+};
 use std::collections::BTreeSet;
 
 /// One swept key and its values: `optimizer.lr=1e-3,3e-3`.
@@ -178,7 +180,7 @@ pub fn points(
     }
     if axes.is_empty() && randoms.is_empty() {
         return Err(
-            "nothing to sweep: give --grid KEY=V1,V2,… or --random KEY=… with --trials N".into(),
+            "nothing to sweep: give --grid KEY=V1,V2,… or --random KEY=… with --trials N, or write a `sweep` block".into(),
         );
     }
     if !randoms.is_empty() && trials == 0 {
@@ -451,6 +453,176 @@ impl Halving {
     pub fn survivors(&self, n: usize) -> usize {
         n.div_ceil(self.eta as usize).max(1).min(n)
     }
+}
+
+impl Halving {
+    /// The `halving` of a `sweep` block.
+    pub fn of(spec: &manifests::HalvingSpec) -> Halving {
+        Halving {
+            min_epochs: spec.min_epochs,
+            eta: spec.eta,
+            stage: spec.stage.as_ref().map(|s| s.value.clone()),
+        }
+    }
+}
+
+impl Axis {
+    /// A `grid` key of a `sweep` block.
+    pub fn of(swept: &SweptKey) -> Axis {
+        Axis {
+            key: swept.key.value.clone(),
+            values: swept.values.iter().map(|v| v.value.clone()).collect(),
+        }
+    }
+}
+
+impl Random {
+    /// A `random` key of a `sweep` block (`Err`: why its draw is not one).
+    pub fn of(swept: &SweptKey) -> Result<Random, String> {
+        Random::parse(&format!("{}={}", swept.key.value, swept.values[0].value))
+    }
+
+    /// Values the draw can give that decide whether it fits its key: both ends of a
+    /// range, every choice.
+    fn extremes(&self) -> Vec<String> {
+        match &self.draw {
+            Draw::Log(a, b) | Draw::Uniform(a, b) => vec![a.to_string(), b.to_string()],
+            Draw::Int(a, b) => vec![a.to_string(), b.to_string()],
+            Draw::Choice(values) => values.clone(),
+        }
+    }
+}
+
+/// The errors of a `sweep` block, found as `pipeline sweep` would find them but located
+/// in the block: each key set to each of its values alone (`point` checks the manifest
+/// with those `--set`s), an error that a value brings said at the value (or once at the
+/// key, when every value of the key brings it: a key that does not exist); a random key's
+/// draw parsed, and its ends (or choices) set; the monitor and the halving budget found.
+pub fn check_block(
+    manifest: &Manifest,
+    spec: &SweepSpec,
+    mut point: impl FnMut(&[Override]) -> Vec<Diagnostic>,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let mut tried: Vec<(&SweptKey, Vec<(usize, String)>)> = Vec::new();
+    for swept in &spec.grid {
+        tried.push((
+            swept,
+            swept
+                .values
+                .iter()
+                .map(|v| v.value.clone())
+                .enumerate()
+                .collect(),
+        ));
+    }
+    for swept in &spec.random {
+        match Random::of(swept) {
+            Ok(random) => tried.push((
+                swept,
+                random.extremes().into_iter().map(|v| (0, v)).collect(),
+            )),
+            Err(why) => found.push(
+                Diagnostic::error("pipeline::sweep::bad_draw", format!("sweep.random: {why}"))
+                    .label_opt(swept.values[0].span, "not a draw")
+                    .help("write `log(a,b)`, `uniform(a,b)`, `int(a,b)` or `choice(v1,v2,…)`"),
+            ),
+        }
+    }
+    for (swept, values) in tried {
+        let key = &swept.key.value;
+        // Each error a value brings, with the value replaced by `…` to tell them apart.
+        let mut errors: Vec<(String, String, Vec<usize>)> = Vec::new();
+        for (at, value) in &values {
+            let set = Override {
+                path: key.split('.').map(str::to_string).collect(),
+                value: value.clone(),
+            };
+            for d in point(std::slice::from_ref(&set)) {
+                if d.severity != Severity::Error {
+                    continue;
+                }
+                let message = d.message.replace(&format!("--set {set}: "), "");
+                let message = message.replace(&format!(" (from --set {set})"), "");
+                let general = message.replace(value.as_str(), "…");
+                match errors.iter_mut().find(|e| e.1 == general) {
+                    Some(e) => e.2.push(*at),
+                    None => errors.push((message, general, vec![*at])),
+                }
+            }
+        }
+        let block = if spec.grid.iter().any(|g| std::ptr::eq(g, swept)) {
+            "grid"
+        } else {
+            "random"
+        };
+        for (message, general, at) in errors {
+            let every = at.len() == values.len();
+            let d = match every {
+                true => Diagnostic::error(
+                    "pipeline::sweep::bad_key",
+                    format!("sweep.{block}.{key}: {general}"),
+                )
+                .label_opt(swept.key.span, "swept here"),
+                false => {
+                    let mut d = Diagnostic::error(
+                        "pipeline::sweep::bad_value",
+                        format!("sweep.{block}.{key}: {message}"),
+                    );
+                    for i in at {
+                        d = d.label_opt(swept.values[i].span, "this value");
+                    }
+                    d
+                }
+            };
+            found.push(d.help("each value is checked as `--set KEY=VALUE` would be: name the key as the manifest writes it, with a value it takes"));
+        }
+    }
+    let maximize = spec.mode.map(|m| m == Mode::Max);
+    let written = spec.monitor.as_ref().map(|m| m.value.as_str());
+    if let Err(why) = Monitor::of(manifest, written, maximize) {
+        found.push(
+            Diagnostic::error(
+                "pipeline::sweep::bad_monitor",
+                why.replacen("--monitor ", "sweep.monitor: ", 1),
+            )
+            .label_opt(
+                spec.monitor.as_ref().and_then(|m| m.span).or(spec.span),
+                "ranked by this",
+            )
+            .help("monitor a metric a stage computes: `STAGE.METRIC`"),
+        );
+    }
+    if let Some(halving) = &spec.halving {
+        match Halving::of(halving).budget(manifest) {
+            Err(why) => found.push(
+                Diagnostic::error(
+                    "pipeline::sweep::bad_halving",
+                    why.replacen("--halving ", "sweep.halving: ", 1),
+                )
+                .label_opt(halving.span, "here")
+                .help("halve a train stage's epochs from a `min-epochs` below them"),
+            ),
+            Ok((stage, _)) => {
+                let epochs = format!("{stage}.epochs");
+                let swept = spec.grid.iter().chain(&spec.random);
+                if let Some(s) = swept.into_iter().find(|s| s.key.value == epochs) {
+                    found.push(
+                        Diagnostic::error(
+                            "pipeline::sweep::bad_halving",
+                            format!(
+                                "sweep: `halving` sets `{epochs}` itself: it cannot be swept too"
+                            ),
+                        )
+                        .label_opt(s.key.span, "swept here")
+                        .label_opt(halving.span, "halving here")
+                        .help("sweep the other keys; halving gives each point its epochs"),
+                    );
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The points that may start now, in order, at most `free` of them: a point waits while

@@ -10,6 +10,7 @@
 //!   and what it does to an image (over `transforms::Pixels`, which core implements);
 //! - `images.rs` — the `data.images` block → the channels and the transforms;
 //! - `text.rs` — the `data.text` block → the text column and its tokenisation;
+//! - `sweep.rs` — the `sweep` block → the keys `pipeline sweep` sweeps;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
@@ -34,6 +35,7 @@ mod reader;
 pub mod render;
 pub mod schema;
 pub mod suggest;
+mod sweep;
 mod text;
 pub mod transforms;
 

@@ -298,6 +298,8 @@ impl<'a> Reader<'a> {
         let sched_f = read_section(self, &schema::SCHEDULE);
         let acc_f = read_section(self, &schema::ACCELERATOR);
         let logging_f = read_section(self, &schema::LOGGING);
+        let sweep_f = read_section(self, &schema::SWEEP);
+        let sweep = self.sweep(&sweep_f, sections.get(schema::SWEEP.name).copied());
 
         for (section, required) in [
             ("data", "data { source \"…\" }"),
@@ -515,6 +517,7 @@ impl<'a> Reader<'a> {
                 log_every_steps: logging_f.int("log-every-steps") as u64,
                 grad_norm: logging_f.bool("grad-norm"),
             },
+            sweep,
             stages,
             base_dir: base_dir.to_path_buf(),
         }
@@ -1145,6 +1148,12 @@ mod tests {
                 true => SamplerName::Bucketed.as_str(),
             },
             ("data", "load") => |m| m.data.load.value.as_str(),
+            ("sweep", "mode") => |m| {
+                m.sweep
+                    .as_ref()
+                    .and_then(|s| s.mode)
+                    .map_or("", Mode::as_str)
+            },
             ("eval", "split") => |m| match &m.stages[1].config {
                 StageConfig::Eval(e) => e.split.value.as_str(),
                 other => panic!("not the eval stage: {other:?}"),
@@ -1193,6 +1202,9 @@ mod tests {
                         (true, _) => BASE.replace(" labels=\"y.npy\"", ""),
                         (false, "data.load") => BASE.replace("d.csv", "d.npy"),
                         (false, "schedule.mode") => format!("{BASE}{plateau}"),
+                        (false, "sweep.mode") => {
+                            format!("{BASE}sweep {{ grid {{ optimizer.lr 0.1 0.2; }}; }}\n")
+                        }
                         (false, "schedule.kind") if *name == "reduce-on-plateau" => {
                             format!("{BASE}{plateau}")
                         }
@@ -1215,7 +1227,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 17, "every choice key was tried");
+        assert_eq!(keys, 18, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.
@@ -1237,8 +1249,8 @@ mod tests {
                     Children::Keys => "",
                     Children::Layers => " { relu; }",
                     Children::Branches => " { branch { relu; }; branch { relu; }; }",
-                    Children::Transforms | Children::Inputs => {
-                        unreachable!("no layer holds transforms or inputs")
+                    Children::Transforms | Children::Inputs | Children::Swept => {
+                        unreachable!("no layer holds transforms, inputs or swept keys")
                     }
                 };
                 for name in names {

@@ -42,6 +42,8 @@ pub struct Manifest {
     pub schedule: ScheduleSpec,
     pub accelerator: AcceleratorSpec,
     pub logging: LoggingSpec,
+    /// What `pipeline sweep` runs without flags (`sweep { … }`); in no stage's key.
+    pub sweep: Option<SweepSpec>,
     pub stages: Vec<StageSpec>,
     /// The directory relative paths in the manifest are resolved against.
     #[serde(skip)]
@@ -1460,4 +1462,41 @@ mod tests {
         assert_eq!(Precision::parse("16"), None);
         assert_eq!(LossKind::parse(""), None);
     }
+}
+
+/// `sweep { grid { … } random trials=N { … } monitor … mode … jobs … halving … }`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepSpec {
+    /// Swept keys and their values as `--set` takes them, in the order written.
+    pub grid: Vec<SweptKey>,
+    /// Keys drawn at random: each with one value, how it is drawn (`log(1e-4,1e-2)`).
+    pub random: Vec<SweptKey>,
+    pub trials: u64,
+    pub seed: u64,
+    pub monitor: Option<Spanned<String>>,
+    pub mode: Option<Mode>,
+    pub jobs: u64,
+    pub halving: Option<HalvingSpec>,
+    /// The block, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+/// One swept key of a `sweep` block: `optimizer.lr 1e-3 3e-3`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweptKey {
+    /// As written (`optimizer.lr`), located.
+    pub key: Spanned<String>,
+    /// Each value as `--set` takes it, located.
+    pub values: Vec<Spanned<String>>,
+}
+
+/// `halving min-epochs=2 eta=3 stage="train"`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HalvingSpec {
+    pub min_epochs: u64,
+    pub eta: u64,
+    pub stage: Option<Spanned<String>>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
 }

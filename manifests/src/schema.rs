@@ -41,6 +41,9 @@ pub enum Children {
     Transforms,
     /// Model inputs from files of their own (`data.inputs`'), each node named after one.
     Inputs,
+    /// Swept manifest keys (`sweep`'s `grid` and `random`), each node named by the key as
+    /// `--set` writes it, its values after it.
+    Swept,
 }
 
 /// One key of a [`Section`].
@@ -1023,6 +1026,108 @@ pub const LOGGING: Section = section(
     "What a run records besides `metrics.jsonl`. Not in any cache key: a run that only records more is still cached.",
 );
 
+/// Points of one sweep: more would be a typo (a grid of 1000 × 1000).
+pub const MAX_POINTS: i64 = 100_000;
+/// Points a sweep runs at once.
+pub const MAX_JOBS: i64 = 1024;
+
+pub const SWEEP: Section = section(
+    "sweep",
+    &[],
+    &[
+        key(
+            "grid",
+            Ty::Section(&GRID),
+            None,
+            "Swept keys and their values, one node each named by the key as `--set` writes it: `grid { optimizer.lr 1e-3 3e-3; test.batch-size 100 300; }`. The points are every combination.",
+        ),
+        key(
+            "random",
+            Ty::Section(&RANDOM),
+            None,
+            "Keys drawn at random for each of `trials` points, one node each: `random trials=8 seed=0 { optimizer.lr \"log(1e-4,1e-2)\"; }` (`log(a,b)`, `uniform(a,b)`, `int(a,b)`, `choice(v1,v2,…)`). With a `grid`, every grid point gets every draw.",
+        ),
+        key(
+            "monitor",
+            Ty::Text,
+            None,
+            "The metric the points are ranked by, `STAGE.METRIC` (`test.accuracy`, `train.val_loss`); default: the first eval stage's accuracy (loss for a regression), else the last train stage's loss.",
+        ),
+        key(
+            "mode",
+            Ty::Choice(Mode::NAMES),
+            None,
+            "Whether the best is the lowest or the highest; default: highest for accuracy, F1, precision, recall, AUROC and R², else lowest.",
+        ),
+        key(
+            "jobs",
+            int(1, MAX_JOBS),
+            Some(Val::Int(1)),
+            "Points run at once, the cores divided between them.",
+        ),
+        key(
+            "halving",
+            Ty::Section(&HALVING),
+            None,
+            "Successive halving: `halving min-epochs=2 eta=3`.",
+        ),
+    ],
+    "What `pipeline sweep FILE` runs: the manifest at every point of a grid (and every random draw), each point checked by `pipeline check`. The command line's `--grid`, `--random`, `--monitor`, `--mode`, `--jobs` and `--halving` add to it or replace it. In no stage's cache key: `pipeline run` ignores it.",
+);
+
+pub const GRID: Section = Section {
+    name: "grid",
+    doc: "Swept keys, one node each named by the key as `--set` writes it, followed by its values: `optimizer.lr 1e-3 3e-3`. Each value is checked as `--set KEY=VALUE` would be.",
+    args: &[],
+    keys: &[],
+    children: Children::Swept,
+};
+
+pub const RANDOM: Section = Section {
+    name: "random",
+    doc: "Keys drawn at random, one node each named by the key, followed by how it is drawn: `optimizer.lr \"log(1e-4,1e-2)\"`, `uniform(a,b)`, `int(a,b)` (both ends included) or `choice(v1,v2,…)`; real numbers to four significant digits.",
+    args: &[],
+    keys: &[
+        required(
+            "trials",
+            int(1, MAX_POINTS),
+            "How many points are drawn.",
+        ),
+        key(
+            "seed",
+            int(0, MAX_SEED),
+            Some(Val::Int(0)),
+            "The seed of the draws: the same seed, the same points.",
+        ),
+    ],
+    children: Children::Swept,
+};
+
+pub const HALVING: Section = section(
+    "halving",
+    &[],
+    &[
+        required(
+            "min-epochs",
+            int(1, MAX_EPOCHS),
+            "The epochs every point trains in the first rung.",
+        ),
+        key(
+            "eta",
+            int(2, 1000),
+            Some(Val::Int(3)),
+            "Each rung keeps the best 1/`eta` of the points and trains them `eta` × as many epochs, up to the stage's `epochs`.",
+        ),
+        key(
+            "stage",
+            Ty::Text,
+            None,
+            "The `train` stage whose epochs are the budget; default: the last train stage.",
+        ),
+    ],
+    "Successive halving: every point trains `min-epochs`, the best 1/`eta` continue to `eta` × as many epochs from where they were (a longer training extends the cached shorter one), and so on up to the stage's `epochs`.",
+);
+
 pub const TRAIN: Section = section(
     "train",
     &["name"],
@@ -1427,6 +1532,7 @@ pub const SECTIONS: &[&Section] = &[
     &SCHEDULE,
     &ACCELERATOR,
     &LOGGING,
+    &SWEEP,
 ];
 
 /// The schema of the stage kind `kind`.
