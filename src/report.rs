@@ -169,7 +169,7 @@ fn changes_section(shown: &[Shown]) -> String {
         for d in diffs.iter().filter(|d| d.change != "same") {
             let reasons = match d.reasons.is_empty() {
                 true => d.change.clone(),
-                false => d.reasons.join("; "),
+                false => pipeline_core::stale::joined(&d.reasons),
             };
             let _ = write!(
                 items,
@@ -351,7 +351,10 @@ fn cache_section(file: &Path, args: &ReportArgs) -> String {
         let stage = &manifest.stages[s.index];
         let (state, why) = match &s.freshness {
             Freshness::Fresh(_) => ("<span class=\"fresh\">fresh</span>", String::new()),
-            Freshness::Stale(reasons) => ("<span class=\"stale\">stale</span>", reasons.join("; ")),
+            Freshness::Stale(reasons) => (
+                "<span class=\"stale\">stale</span>",
+                pipeline_core::stale::joined(reasons),
+            ),
         };
         rows.push(vec![
             escape(stage.name()),

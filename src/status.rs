@@ -76,7 +76,7 @@ pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) ->
             let stage = &manifest.stages[s.index];
             let (status, why) = match &s.freshness {
                 Freshness::Fresh(_) => ("fresh", String::new()),
-                Freshness::Stale(reasons) => ("stale", reasons.join("; ")),
+                Freshness::Stale(reasons) => ("stale", pipeline_core::stale::joined(reasons)),
             };
             rows.push(vec![
                 stage.name().into(),

@@ -94,13 +94,6 @@ pub struct Extension {
     pub epochs: u64,
 }
 
-impl Extension {
-    /// What `status` says of the stage.
-    pub fn reason(&self) -> String {
-        format!("extends the cached {}-epoch training", self.epochs)
-    }
-}
-
 /// The epochs of a `train` stage's key.
 pub fn epochs_of(key: &serde_json::Value) -> Option<u64> {
     key["spec"]["stage"]["epochs"].as_u64()

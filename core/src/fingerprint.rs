@@ -2,6 +2,10 @@
 //! reused. A key is an explicit struct, serialised as canonical JSON (ordered maps only)
 //! and hashed with blake3; a stage's key holds its upstream stages' fingerprints, so a
 //! change reaches exactly the stage and its descendants (Merkle-style, as cargo's).
+//! The keys of every example's stages are pinned byte for byte
+//! (`tests/fixtures/stage-keys/`, `the_keys_of_the_examples_are_pinned`): a renamed field
+//! or a changed default cannot change keys unnoticed. What changed between two keys is
+//! said by typed reasons ([`crate::stale::Reason`]).
 //!
 //! | in the key | why |
 //! |---|---|
@@ -25,6 +29,7 @@
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
 
+use crate::stale::{Platform, Reason};
 use manifests::{EvalSpec, Manifest, Missing, Scale, StageConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -191,6 +196,15 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
     files
 }
 
+/// The fields of a stage's settings (as serialised) left out of its key: `init` is an
+/// input (its content is hashed), snapshots do not change the result.
+const UNKEYED_STAGE: [&str; 3] = ["init", "snapshot_every_epochs", "snapshot_every_steps"];
+/// … of `accelerator`: the device is in the environment, the precision in the key of its
+/// own, the thread count changes only the speed.
+const UNKEYED_ACCELERATOR: [&str; 3] = ["device", "precision", "threads"];
+/// … of `accelerator`'s distributed settings: they change how fast, not what.
+const UNKEYED_DISTRIBUTED: [&str; 3] = ["bucket_mb", "timeout_seconds", "backend"];
+
 /// The stage's settings plus the manifest sections it reads, with file paths removed
 /// (their contents are hashed as inputs instead).
 fn stage_spec(manifest: &Manifest, index: usize) -> Value {
@@ -207,7 +221,7 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     }
     let mut stage = to_value(&manifest.stages[index].config);
     if let Some(map) = stage.as_object_mut() {
-        for unkeyed in ["init", "snapshot_every_epochs", "snapshot_every_steps"] {
+        for unkeyed in UNKEYED_STAGE {
             map.remove(unkeyed);
         }
         // The same patterns freeze the same parameters in any order.
@@ -216,18 +230,16 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             patterns.dedup();
         }
     }
-    // How the steps are taken; the device is in the environment, precision in the key,
-    // and the thread count changes only the speed.
+    // How the steps are taken.
     let mut accelerator = to_value(&manifest.accelerator);
     if let Some(map) = accelerator.as_object_mut() {
-        for unkeyed in ["device", "precision", "threads"] {
+        for unkeyed in UNKEYED_ACCELERATOR {
             map.remove(unkeyed);
         }
-        // Bucket sizes, timeouts and the collectives' engine change how fast, not what.
         if let Some(d) = map.get_mut("distributed").and_then(Value::as_object_mut) {
-            d.remove("bucket_mb");
-            d.remove("timeout_seconds");
-            d.remove("backend");
+            for unkeyed in UNKEYED_DISTRIBUTED {
+                d.remove(unkeyed);
+            }
         }
     }
     match &manifest.stages[index].config {
@@ -295,7 +307,7 @@ pub fn explain_change(
     old: &StageKey,
     new: &StageKey,
     files: &BTreeMap<String, PathBuf>,
-) -> Vec<String> {
+) -> Vec<Reason> {
     let mut reasons = Vec::new();
     diff_values(
         "",
@@ -307,27 +319,50 @@ pub fn explain_change(
         let file = files
             .get(role)
             .and_then(|p| p.file_name())
-            .map_or(String::new(), |n| format!(" {}", n.to_string_lossy()));
-        match old.inputs.get(role) {
+            .map(|n| n.to_string_lossy().into_owned());
+        let role = role.clone();
+        match old.inputs.get(&role) {
             Some(h) if h == hash => {}
-            Some(_) => reasons.push(format!("{role} file{file} changed")),
-            None => reasons.push(format!("{role} file{file} added")),
+            Some(_) => reasons.push(Reason::FileChanged { role, file }),
+            None => reasons.push(Reason::FileAdded { role, file }),
         }
     }
-    let mut changed = |what: &str, a: &dyn std::fmt::Display, b: &dyn std::fmt::Display| {
+    let differ = |a: &dyn std::fmt::Display, b: &dyn std::fmt::Display| {
         let (a, b) = (a.to_string(), b.to_string());
-        if a != b {
-            reasons.push(format!("{what} changed {a} → {b}"));
-        }
+        (a != b).then_some((a, b))
     };
-    changed("seed", &old.seed, &new.seed);
-    changed("accelerator.precision", &old.precision, &new.precision);
+    for (key, from, to) in [
+        (
+            "seed",
+            &old.seed as &dyn std::fmt::Display,
+            &new.seed as &dyn std::fmt::Display,
+        ),
+        ("accelerator.precision", &old.precision, &new.precision),
+    ] {
+        if let Some((from, to)) = differ(from, to) {
+            reasons.push(Reason::Setting {
+                key: key.into(),
+                from,
+                to,
+            });
+        }
+    }
     let (a, b) = (&old.environment, &new.environment);
-    changed("the device", &a.device, &b.device);
-    changed("the number of processes", &a.processes, &b.processes);
-    changed("libtorch", &a.libtorch, &b.libtorch);
-    changed("pipeline", &a.tool, &b.tool);
-    changed("the cache key format", &old.version, &new.version);
+    for (what, from, to) in [
+        (
+            Platform::Device,
+            &a.device as &dyn std::fmt::Display,
+            &b.device as &dyn std::fmt::Display,
+        ),
+        (Platform::Processes, &a.processes, &b.processes),
+        (Platform::Libtorch, &a.libtorch, &b.libtorch),
+        (Platform::Tool, &a.tool, &b.tool),
+        (Platform::KeyFormat, &old.version, &new.version),
+    ] {
+        if let Some((from, to)) = differ(from, to) {
+            reasons.push(Reason::Platform { what, from, to });
+        }
+    }
     reasons
 }
 
@@ -426,7 +461,7 @@ fn flatten_model(nodes: &Value, prefix: &str, out: &mut Vec<(String, Value)>) {
 /// The differences between two models, node by node: `model layer 3 (linear): out
 /// changed 8 → 16`, `model layer 2 changed relu → gelu`, `model layer 4.1 (conv2d):
 /// kernel changed 3 → 5`, `model changed 5 layers → 6 layers`.
-fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
+fn diff_model(old: &Value, new: &Value, out: &mut Vec<Reason>) {
     let nodes = |v: &Value| {
         let mut all = Vec::new();
         flatten_model(v.get("nodes").unwrap_or(&v["layers"]), "", &mut all);
@@ -435,11 +470,10 @@ fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
     let (a, b) = (nodes(old), nodes(new));
     let same_places = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0);
     if !same_places {
-        out.push(format!(
-            "model changed {} layers → {} layers",
-            a.len(),
-            b.len()
-        ));
+        out.push(Reason::ModelSize {
+            from: a.len(),
+            to: b.len(),
+        });
         return;
     }
     for ((path, x), (_, y)) in a.iter().zip(&b) {
@@ -448,13 +482,25 @@ fn diff_model(old: &Value, new: &Value, out: &mut Vec<String>) {
             y["kind"].as_str().unwrap_or("?"),
         );
         if kx != ky {
-            out.push(format!("model layer {path} changed {kx} → {ky}"));
+            out.push(Reason::LayerKind {
+                at: path.clone(),
+                from: kx.into(),
+                to: ky.into(),
+            });
             continue;
         }
         let mut changes = Vec::new();
         diff_values("", x, y, &mut changes);
         for change in changes {
-            out.push(format!("model layer {path} ({kx}): {change}"));
+            if let Reason::Setting { key, from, to } = change {
+                out.push(Reason::LayerSetting {
+                    at: path.clone(),
+                    kind: kx.into(),
+                    key,
+                    from,
+                    to,
+                });
+            }
         }
     }
 }
@@ -467,7 +513,7 @@ fn shown(v: &Value) -> String {
     }
 }
 
-fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
+fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<Reason>) {
     match (old, new) {
         _ if path == "model" => diff_model(old, new, out),
         (Value::Object(a), Value::Object(b)) => {
@@ -487,18 +533,25 @@ fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
             }
         }
         (a, b) if a == b => {}
-        (a, b) => out.push(format!(
-            "{} changed {} → {}",
-            path.replace('_', "-"),
-            shown(a),
-            shown(b)
-        )),
+        (a, b) => out.push(Reason::Setting {
+            key: path.replace('_', "-"),
+            from: shown(a),
+            to: shown(b),
+        }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reasons in words.
+    fn explain(old: &StageKey, new: &StageKey, files: &BTreeMap<String, PathBuf>) -> Vec<String> {
+        explain_change(old, new, files)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
 
     const BASE: &str = r#"
 seed 1
@@ -532,6 +585,91 @@ checkpoint needs="train"
 
     fn changed(a: &[Fingerprint], b: &[Fingerprint]) -> Vec<bool> {
         a.iter().zip(b).map(|(x, y)| x.hash != y.hash).collect()
+    }
+
+    /// A field left out of the key by its serialised name must be there to leave out: a
+    /// renamed Rust field would otherwise slip into every key unnoticed.
+    #[test]
+    fn every_field_left_out_of_the_key_is_a_field_the_specs_have() {
+        let lowered = manifests::lower(BASE, "m", Path::new(""), &[]);
+        let m = lowered.manifest.unwrap();
+        let StageConfig::Train(train) = &m.stages[0].config else {
+            panic!("the first stage trains")
+        };
+        let accelerator = to_value(&m.accelerator);
+        for (fields, value) in [
+            (&UNKEYED_STAGE, to_value(train)),
+            (&UNKEYED_ACCELERATOR, accelerator.clone()),
+            (&UNKEYED_DISTRIBUTED, accelerator["distributed"].clone()),
+        ] {
+            for field in fields {
+                assert!(value.get(field).is_some(), "`{field}` is not in {value}");
+            }
+        }
+        assert!(to_value(&m.data).get("source").is_some());
+    }
+
+    /// The keys of every stage of every example, pinned byte for byte
+    /// (`tests/fixtures/stage-keys/`): a change in what a key holds, or in how a spec
+    /// serialises (a renamed field, a new one), changes these. When that is meant, bump
+    /// [`KEY_VERSION`] so that no entry is served under a new meaning, and rewrite them
+    /// with `PIPELINE_BLESS=1`; review the diff.
+    #[test]
+    fn the_keys_of_the_examples_are_pinned() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+            .collect();
+        examples.sort();
+        assert!(examples.len() >= 10, "{examples:?}");
+        let env = Environment {
+            tool: "pinned".into(),
+            libtorch: "2.13.0".into(),
+            device: "cpu".into(),
+            processes: 1,
+        };
+        for example in examples {
+            let name = example.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&example).unwrap();
+            // Lowered without `check`, which would read the data files.
+            let lowered = manifests::lower(&text, &name, Path::new("examples"), &[]);
+            let m = lowered
+                .manifest
+                .unwrap_or_else(|| panic!("{name}: {:#?}", lowered.diagnostics));
+            let plan = crate::Plan::new(&m);
+            let all = fingerprints(&m, &plan.order, &env, |p| {
+                Ok::<_, ()>(cache::hash_bytes(p.to_string_lossy().as_bytes()))
+            })
+            .unwrap();
+            let pinned: serde_json::Map<String, Value> = all
+                .iter()
+                .map(|(&i, f)| {
+                    let key: Value = serde_json::from_str(&f.key.canonical()).unwrap();
+                    (
+                        m.stages[i].name().to_string(),
+                        json!({"fingerprint": f.hash, "key": key}),
+                    )
+                })
+                .collect();
+            let text = serde_json::to_string_pretty(&pinned).unwrap() + "\n";
+            let path = root
+                .join("tests/fixtures/stage-keys")
+                .join(format!("{name}.json"));
+            if std::env::var_os("PIPELINE_BLESS").is_some() {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &text).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                panic!("{} is missing; run with PIPELINE_BLESS=1", path.display())
+            });
+            assert!(
+                text == expected,
+                "the stage keys of examples/{name}.kdl changed (see this test's doc):\n{text}"
+            );
+        }
     }
 
     #[test]
@@ -589,7 +727,7 @@ checkpoint needs="train"
         assert_eq!(changed(&a, &native), [true, true, true]);
         let files = BTreeMap::from([("model".to_string(), PathBuf::from("proj/net.pt"))]);
         assert_eq!(
-            explain_change(&a[0].key, &other[0].key, &files),
+            explain(&a[0].key, &other[0].key, &files),
             ["model file net.pt changed"]
         );
     }
@@ -625,15 +763,15 @@ checkpoint needs="train"
 
         let files = BTreeMap::from([("init".to_string(), PathBuf::from("w.safetensors"))]);
         assert_eq!(
-            explain_change(&a[0].key, &loose[0].key, &files),
+            explain(&a[0].key, &loose[0].key, &files),
             ["train.strict changed true → false"]
         );
         assert_eq!(
-            explain_change(&a[0].key, &frozen[0].key, &files),
+            explain(&a[0].key, &frozen[0].key, &files),
             ["train.freeze changed [] → [\"0.*\"]"]
         );
         assert_eq!(
-            explain_change(&frozen[0].key, &ab[0].key, &files),
+            explain(&frozen[0].key, &ab[0].key, &files),
             ["train.freeze changed [\"0.*\"] → [\"0.*\",\"2.*\"]"]
         );
         for reason in ["train.strict changed", "train.freeze changed"] {
@@ -675,17 +813,17 @@ checkpoint needs="train"
         let b = keys(&BASE.replace("lr=0.001", "lr=0.0003"));
         let files = BTreeMap::from([("data".to_string(), PathBuf::from("d.csv"))]);
         assert_eq!(
-            explain_change(&a[0].key, &b[0].key, &files),
+            explain(&a[0].key, &b[0].key, &files),
             ["optimizer.lr changed 0.001 → 0.0003"]
         );
         assert_eq!(
-            explain_change(&a[1].key, &b[1].key, &files),
+            explain(&a[1].key, &b[1].key, &files),
             Vec::<String>::new(),
             "upstream changes are the caller's to name"
         );
         let c = keys(&BASE.replace("train\n", "train epochs=3\n"));
         assert_eq!(
-            explain_change(&a[0].key, &c[0].key, &files),
+            explain(&a[0].key, &c[0].key, &files),
             ["train.epochs changed 10 → 3"]
         );
         let mut d = c[0].key.clone();
@@ -693,7 +831,7 @@ checkpoint needs="train"
         d.environment.device = "cuda".into();
         d.environment.processes = 2;
         assert_eq!(
-            explain_change(&c[0].key, &d, &files),
+            explain(&c[0].key, &d, &files),
             [
                 "data file d.csv changed",
                 "the device changed cpu → cuda",
@@ -737,7 +875,7 @@ checkpoint needs="train"
         let files = BTreeMap::from([("data".to_string(), PathBuf::from("d.csv"))]);
         let why = |a: &str, b: &str| -> Vec<String> {
             let (a, b) = (keys(a), keys(b));
-            explain_change(&a[0].key, &b[0].key, &files)
+            explain(&a[0].key, &b[0].key, &files)
         };
         let acc = |body: &str| match body.contains("strategy") {
             true => format!("{BASE}accelerator {{ {body} }}\n"),

@@ -11,6 +11,7 @@ use crate::fingerprint::{
     explain_change, fingerprints, stage_inputs, Environment, Fingerprint, SOURCE_ROLE,
 };
 use crate::image_listing::ImageListing;
+use crate::stale::Reason;
 use cache::{Entry, HashMemo, LastKeys, Lookup, Store};
 use manifests::{Diagnostic, Manifest, PredictionFormat, StageConfig};
 use miette::SourceSpan;
@@ -29,7 +30,7 @@ pub enum Freshness {
     /// The store holds the stage's outputs: nothing to do.
     Fresh(Entry),
     /// The stage must run, for these reasons.
-    Stale(Vec<String>),
+    Stale(Vec<Reason>),
 }
 
 #[derive(Debug, Clone)]
@@ -110,20 +111,20 @@ pub fn assess(
         let fingerprint = all[&index].clone();
         let mut extends = None;
         let freshness = match cache {
-            None => Freshness::Stale(vec!["the cache is off (--no-cache)".into()]),
-            Some(_) if forced.contains(&index) => Freshness::Stale(vec!["forced (--force)".into()]),
+            None => Freshness::Stale(vec![Reason::CacheOff]),
+            Some(_) if forced.contains(&index) => Freshness::Stale(vec![Reason::Forced]),
             Some(Cache { store, last }) => match store.get_requiring(
                 &fingerprint.hash,
                 required_outputs(&manifest.stages[index].config),
             ) {
                 Lookup::Hit(entry) => Freshness::Fresh(entry),
-                Lookup::Corrupt(why) => {
-                    Freshness::Stale(vec![format!("the cache entry is unusable: {why}")])
-                }
+                Lookup::Corrupt(why) => Freshness::Stale(vec![Reason::Unusable(why)]),
                 Lookup::Miss => {
                     extends = extend::find(store, manifest, index, &fingerprint);
                     Freshness::Stale(match &extends {
-                        Some(extension) => vec![extension.reason()],
+                        Some(extension) => vec![Reason::Extends {
+                            epochs: extension.epochs,
+                        }],
                         None => why_stale(manifest, index, &fingerprint, &states, &all, last),
                     })
                 }
@@ -184,7 +185,7 @@ fn why_stale(
     earlier: &[StageState],
     all: &BTreeMap<usize, Fingerprint>,
     last: &LastKeys,
-) -> Vec<String> {
+) -> Vec<Reason> {
     let stage = &manifest.stages[index];
     let needed: Vec<(&str, Option<&StageState>)> = stage
         .needs
@@ -196,48 +197,45 @@ fn why_stale(
             (n.value.as_str(), state)
         })
         .collect();
-    let mut reasons: Vec<String> = needed
+    let mut reasons: Vec<Reason> = needed
         .iter()
         .filter(|(_, s)| s.is_some_and(|s| !s.is_fresh()))
-        .map(|(name, _)| format!("upstream stage {name} is stale"))
+        .map(|(name, _)| Reason::UpstreamStale(name.to_string()))
         .collect();
     let previous = last.get(stage.name()).and_then(|(fp, key)| {
         let key: crate::fingerprint::StageKey = serde_json::from_value(key.clone()).ok()?;
         Some((fp.to_string(), key))
     });
     match previous {
-        None => reasons.push("never run".into()),
+        None => reasons.push(Reason::NeverRun),
         Some((old_fp, old_key)) => {
             if reasons.is_empty() {
                 for (name, state) in &needed {
                     if let Some(s) = state {
                         if !old_key.upstream.contains(&all[&s.index].hash) {
-                            reasons.push(format!("upstream stage {name} changed"));
+                            reasons.push(Reason::UpstreamChanged(name.to_string()));
                         }
                     }
                 }
             }
             let changes = explain_change(&old_key, &now.key, &stage_inputs(manifest, index));
             // Longer, but not continued from the shorter training: why.
-            let longer = crate::extend::epochs_of(&serde_json::json!(old_key))
-                .zip(crate::extend::epochs_of(&serde_json::json!(now.key)))
+            let longer = extend::epochs_of(&serde_json::json!(old_key))
+                .zip(extend::epochs_of(&serde_json::json!(now.key)))
                 .is_some_and(|(old, new)| old < new);
             let only_longer = changes.len() == 1 && longer;
             reasons.extend(changes);
             if let Some(why) = only_longer
-                .then(|| crate::extend::hindrance(manifest, index, now.key.environment.processes))
+                .then(|| extend::hindrance(manifest, index, now.key.environment.processes))
                 .flatten()
             {
-                reasons.push(format!("it retrains from the start: {why}"));
+                reasons.push(Reason::Retrains(why));
             }
             if reasons.is_empty() {
                 reasons.push(match (&stage.config, old_fp == now.hash) {
-                    (StageConfig::Eval(_), true) => "its result is missing from the cache".into(),
-                    (_, true) => format!(
-                        "output {} missing from the cache",
-                        output_name(&stage.config)
-                    ),
-                    (_, false) => "not in the cache".into(),
+                    (StageConfig::Eval(_), true) => Reason::ResultMissing,
+                    (_, true) => Reason::OutputMissing(output_name(&stage.config)),
+                    (_, false) => Reason::NotInCache,
                 });
             }
         }
@@ -645,7 +643,7 @@ mod tests {
                 .put(&s.fingerprint.hash, &json!({}), &json!({}), &[])
                 .unwrap();
         }
-        let reasons: Vec<(String, Option<Vec<String>>)> = assess_all(&m, Some(&cache))
+        let reasons: Vec<(String, Option<Vec<Reason>>)> = assess_all(&m, Some(&cache))
             .unwrap()
             .into_iter()
             .map(|s| {
@@ -657,9 +655,9 @@ mod tests {
             })
             .collect();
         let unusable = |what: &str| {
-            Some(vec![format!(
-                "the cache entry is unusable: output {what} is not in the entry"
-            )])
+            Some(vec![Reason::Unusable(format!(
+                "output {what} is not in the entry"
+            ))])
         };
         assert_eq!(
             reasons,

@@ -7,6 +7,7 @@
 use crate::fingerprint::{explain_change, stage_inputs, StageKey};
 use crate::freshness::StageState;
 use crate::report::RunReport;
+use crate::stale::Reason;
 use manifests::Manifest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -161,7 +162,7 @@ pub struct StageDiff {
     pub name: String,
     /// `changed`, `same`, `added` (only in `b`) or `removed` (only in `a`).
     pub change: String,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
     /// Metric name → (in `a`, in `b`): present in both and different, or in one only.
     pub metrics: BTreeMap<String, (Option<f64>, Option<f64>)>,
 }
@@ -184,7 +185,7 @@ pub fn diff(a: &RunRecord, b: &RunRecord) -> Vec<StageDiff> {
         };
         let mut reasons = explain_change(&sa.key, &sb.key, &sb.files);
         if reasons.is_empty() && sa.key.upstream != sb.key.upstream {
-            reasons.push("a stage it needs changed".into());
+            reasons.push(Reason::SomeUpstreamChanged);
         }
         let names: std::collections::BTreeSet<&String> =
             sa.metrics.keys().chain(sb.metrics.keys()).collect();

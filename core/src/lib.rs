@@ -45,6 +45,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod shards;
 pub mod split;
+pub mod stale;
 pub mod sweep;
 pub mod table;
 pub mod text;

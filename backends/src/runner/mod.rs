@@ -26,6 +26,7 @@ use pipeline_core::freshness::{Cache, Freshness, StageState, MODEL_OUTPUT};
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
 };
+use pipeline_core::stale::Reason;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -541,11 +542,10 @@ fn agree_on_freshness(
         .map(|(state, count)| {
             let mut state = state.clone();
             if state.is_fresh() && count < group.world as f64 {
-                state.freshness = Freshness::Stale(vec![format!(
-                    "cached here, but not for {} of the {} processes",
-                    group.world - count as usize,
-                    group.world
-                )]);
+                state.freshness = Freshness::Stale(vec![Reason::NotEverywhere {
+                    missing: group.world - count as usize,
+                    processes: group.world,
+                }]);
             }
             state
         })
