@@ -176,14 +176,15 @@ pub fn run(args: &SweepArgs) -> bool {
         (Some(halving), Some(budget)) => {
             halve(args, plan.jobs, &mut sweep, halving, budget, &monitor)
         }
-        _ => execute(args, plan.jobs, &mut sweep, &all, None, &monitor),
+        (None, _) => execute(args, plan.jobs, &mut sweep, &all, None, &monitor),
+        (Some(_), None) => unreachable!("`check` finds the budget of a halving"),
     }
-    // Under halving, the points that went furthest first.
-    let reached = |p: &Point| std::cmp::Reverse(p.rungs.len());
+    // The points that ran well first; under halving, those that went furthest first.
+    let rank = |p: &Point| (!p.ok(), std::cmp::Reverse(p.rungs.len()));
     let mut order = all;
     order.sort_by(|&a, &b| {
         let (a, b) = (&sweep[a], &sweep[b]);
-        (reached(a).cmp(&reached(b))).then(monitor.order(a.value(&monitor), b.value(&monitor)))
+        (rank(a).cmp(&rank(b))).then(monitor.order(a.value(&monitor), b.value(&monitor)))
     });
     if args.json {
         let points: Vec<Value> = order

@@ -188,7 +188,7 @@ fn a_schedule_that_spans_the_training_retrains_and_status_says_why() {
 }
 
 #[test]
-fn a_training_stopped_early_is_not_extended() {
+fn a_training_stopped_before_its_end_is_not_extended() {
     let dir = common::small_project("");
     let d = dir.path();
     let text_ = manifest("", "    max-steps 30");
@@ -196,4 +196,52 @@ fn a_training_stopped_early_is_not_extended() {
     let report = run(d, 5, &[]);
     assert!(report["stages"][0]["stopped"].is_object(), "{report}");
     assert_eq!(status(d, 8), "train train stale train.epochs changed 5 → 8");
+}
+
+#[test]
+fn a_training_a_callback_ended_at_its_last_epoch_is_not_extended() {
+    let dir = common::small_project("");
+    let d = dir.path();
+    std::fs::write(d.join("extend.kdl"), manifest("", "")).unwrap();
+    let one = run(d, 1, &[]);
+    let per_epoch = one["stages"][0]["metrics"]["steps"].as_f64().unwrap() as u64;
+    // `max-steps` ends the training at the last step of its fifth epoch: a longer
+    // training would end there too, so the five epochs keep no state to continue.
+    let limit = format!("    max-steps {}", 5 * per_epoch);
+    std::fs::write(d.join("extend.kdl"), manifest("", &limit)).unwrap();
+    let report = run(d, 5, &[]);
+    assert_eq!(
+        report["stages"][0]["metrics"]["steps"],
+        (5 * per_epoch) as f64
+    );
+    assert_eq!(status(d, 8), "train train stale train.epochs changed 5 → 8");
+}
+
+#[test]
+fn a_validation_that_decides_must_fall_on_the_shorter_trainings_end() {
+    let dir = common::small_project("");
+    let d = dir.path();
+    // Early stopping watches validations every 3 epochs (and at the end).
+    let train = "    early-stop monitor=\"val.loss\" patience=100\n    validate every-epochs=3";
+    std::fs::write(d.join("extend.kdl"), manifest("", train)).unwrap();
+    // 10 validated at its end, which 15 does not: it retrains.
+    run(d, 10, &[]);
+    assert_eq!(
+        status(d, 15),
+        "train train stale train.epochs changed 10 → 15"
+    );
+    // 9 ends on a validation 15 has too: it is continued, bit for bit.
+    run(d, 9, &[]);
+    assert_eq!(
+        status(d, 15),
+        "train train stale extends the cached 9-epoch training"
+    );
+    let extended = run(d, 15, &[]);
+    assert_eq!(extended["stages"][0]["resumed_at_epoch"], 10);
+    let continued = exported(d);
+    run(d, 15, &["--no-cache"]);
+    assert!(
+        continued == exported(d),
+        "the weights differ from a fresh run's"
+    );
 }

@@ -239,38 +239,12 @@ impl Store {
     /// [`Store::get`], and the entry must hold every output in `required` (a stage kind's
     /// outputs: an entry without them is corrupt, never served).
     pub fn get_requiring(&self, fingerprint: &str, required: &[&str]) -> Lookup {
-        if !is_fingerprint(fingerprint) {
-            return Lookup::Miss;
-        }
+        let entry = match self.entry_json(fingerprint) {
+            Some(Ok(entry)) => entry,
+            Some(Err(why)) => return Lookup::Corrupt(why),
+            None => return Lookup::Miss,
+        };
         let dir = self.entry_dir(fingerprint);
-        if fs::symlink_metadata(&dir).is_err() {
-            return Lookup::Miss;
-        }
-        let Some(checksum) = tagged_checksum(&dir, fingerprint) else {
-            return Lookup::Corrupt(format!(
-                "{} has no {TAG} naming it: pipeline did not write it",
-                dir.display()
-            ));
-        };
-        if checksum == NO_CHECKSUM {
-            return Lookup::Corrupt(
-                "it was written by an earlier pipeline, without a checksum".into(),
-            );
-        }
-        let bytes = match fs::read(dir.join("entry.json")) {
-            Ok(b) => b,
-            Err(e) => return Lookup::Corrupt(format!("entry.json is unreadable: {e}")),
-        };
-        if hash_bytes(&bytes) != checksum {
-            return Lookup::Corrupt("entry.json does not match its checksum".into());
-        }
-        let entry: Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => return Lookup::Corrupt(format!("entry.json is not valid JSON: {e}")),
-        };
-        if entry["fingerprint"].as_str() != Some(fingerprint) {
-            return Lookup::Corrupt("entry.json names another fingerprint".into());
-        }
         let Some(listed) = entry["outputs"].as_array() else {
             return Lookup::Corrupt("entry.json lists no outputs".into());
         };
@@ -310,6 +284,44 @@ impl Store {
             metrics: entry["metrics"].clone(),
             outputs,
         })
+    }
+
+    /// The checked `entry.json` of `fingerprint` (its outputs not looked at): `None` when
+    /// there is no entry, `Err` (why, in words) when it is not one pipeline wrote intact.
+    fn entry_json(&self, fingerprint: &str) -> Option<Result<Value, String>> {
+        if !is_fingerprint(fingerprint) {
+            return None;
+        }
+        let dir = self.entry_dir(fingerprint);
+        fs::symlink_metadata(&dir).ok()?;
+        Some((|| {
+            let Some(checksum) = tagged_checksum(&dir, fingerprint) else {
+                return Err(format!(
+                    "{} has no {TAG} naming it: pipeline did not write it",
+                    dir.display()
+                ));
+            };
+            if checksum == NO_CHECKSUM {
+                return Err("it was written by an earlier pipeline, without a checksum".into());
+            }
+            let bytes = fs::read(dir.join("entry.json"))
+                .map_err(|e| format!("entry.json is unreadable: {e}"))?;
+            if hash_bytes(&bytes) != checksum {
+                return Err("entry.json does not match its checksum".into());
+            }
+            let entry: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("entry.json is not valid JSON: {e}"))?;
+            if entry["fingerprint"].as_str() != Some(fingerprint) {
+                return Err("entry.json names another fingerprint".into());
+            }
+            Ok(entry)
+        })())
+    }
+
+    /// The key an intact `entry.json` of `fingerprint` holds, without reading its outputs
+    /// (cheap: [`Store::get`] hashes every output).
+    pub fn key_of(&self, fingerprint: &str) -> Option<Value> {
+        self.entry_json(fingerprint)?.ok().map(|e| e["key"].clone())
     }
 
     /// Stores the files `outputs` (name → source path) under `fingerprint`, atomically.
@@ -453,8 +465,8 @@ impl Store {
     /// Records that entry `fingerprint` belongs to `lineage`: entries a later one may
     /// continue from (a training that a longer one of the same settings extends). The
     /// index is an empty file per member, `lineages/LINEAGE/FINGERPRINT`, so that writers
-    /// never race on a shared file; members whose entry is gone are dropped as they are
-    /// met ([`Store::lineage`]).
+    /// never race on a shared file. A member whose entry is gone (`cache gc`) is a file
+    /// of no bytes, skipped by whoever reads the index.
     pub fn join_lineage(&self, lineage: &str, fingerprint: &str) -> io::Result<()> {
         check_fingerprint(lineage)?;
         check_fingerprint(fingerprint)?;
@@ -464,8 +476,9 @@ impl Store {
         File::create(dir.join(fingerprint)).map(drop)
     }
 
-    /// The entries of `lineage` the store still holds, intact, sorted by fingerprint.
-    pub fn lineage(&self, lineage: &str) -> Vec<Entry> {
+    /// The members of `lineage` the store still holds, with their keys (read, not
+    /// verified: [`Store::get`] the one to use), sorted by fingerprint.
+    pub fn lineage(&self, lineage: &str) -> Vec<(String, Value)> {
         if !is_fingerprint(lineage) {
             return Vec::new();
         }
@@ -478,18 +491,10 @@ impl Store {
             .filter(|name| is_fingerprint(name))
             .collect();
         members.sort();
-        let mut entries = Vec::new();
-        for member in members {
-            match self.get(&member) {
-                Lookup::Hit(entry) => entries.push(entry),
-                // Removed by `cache gc` or `cache verify --remove`: no longer a member.
-                Lookup::Miss => {
-                    let _ = fs::remove_file(dir.join(&member));
-                }
-                Lookup::Corrupt(_) => {}
-            }
-        }
-        entries
+        members
+            .into_iter()
+            .filter_map(|m| self.key_of(&m).map(|key| (m, key)))
+            .collect()
     }
 
     /// The snapshots of unfinished stages, as entries (kind `snapshot`): directories of
@@ -661,7 +666,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lineage_lists_its_entries_and_forgets_removed_ones() {
+    fn a_lineage_lists_its_entries_and_skips_removed_ones() {
         const LINE: &str = "00000000000000000000000000000000000000000000000000000000000000aa";
         let (_dir, store, file) = setup();
         assert!(store.lineage(LINE).is_empty());
@@ -670,21 +675,15 @@ mod tests {
         store.join_lineage(LINE, FP2).unwrap();
         store.join_lineage(LINE, FP).unwrap();
         store.join_lineage(LINE, FP).unwrap();
-        let members: Vec<String> = store
-            .lineage(LINE)
-            .into_iter()
-            .map(|e| e.fingerprint)
-            .collect();
-        assert_eq!(members, [FP, FP2]);
+        let key = json!({"lr": 0.1});
+        assert_eq!(
+            store.lineage(LINE),
+            [(FP.to_string(), key.clone()), (FP2.to_string(), key)]
+        );
         assert!(store.join_lineage("../x", FP).is_err());
         store.remove(FP).unwrap();
-        let members: Vec<String> = store
-            .lineage(LINE)
-            .into_iter()
-            .map(|e| e.fingerprint)
-            .collect();
+        let members: Vec<String> = store.lineage(LINE).into_iter().map(|m| m.0).collect();
         assert_eq!(members, [FP2]);
-        assert!(!store.root().join("lineages").join(LINE).join(FP).exists());
         assert_eq!(store.check_root(), Ok(RootState::Ours));
     }
 

@@ -118,18 +118,24 @@ pub fn find(
     let decides = !manifest.monitors(train).is_empty();
     let every = train.validate.every_epochs;
     let validates_at = |epoch: u64| !decides || (every > 0 && epoch.is_multiple_of(every));
-    store
-        .lineage(&lineage(&now.key))
+    let ours = lineage(&now.key);
+    let mut candidates: Vec<(u64, String)> = store
+        .lineage(&ours)
         .into_iter()
-        .filter(|e| e.output(FINAL_STATE).is_some() && e.output(FINAL_TENSORS).is_some())
-        .filter_map(|entry| {
+        .filter_map(|(fingerprint, key)| {
             // The index says which entries are of the lineage; their keys must agree.
-            let key: StageKey = serde_json::from_value(entry.key.clone()).ok()?;
-            if lineage(&key) != lineage(&now.key) {
-                return None;
-            }
-            let epochs = epochs_of(&entry.key)?;
-            (epochs < train.epochs && validates_at(epochs)).then_some(Extension { entry, epochs })
+            let epochs = epochs_of(&key)?;
+            let key: StageKey = serde_json::from_value(key).ok()?;
+            (lineage(&key) == ours && epochs < train.epochs && validates_at(epochs))
+                .then_some((epochs, fingerprint))
         })
-        .max_by_key(|e| e.epochs)
+        .collect();
+    // The longest first; only the one used is read in full (its outputs hashed).
+    candidates.sort_by(|a, b| b.cmp(a));
+    candidates.into_iter().find_map(|(epochs, fingerprint)| {
+        match store.get_requiring(&fingerprint, &[FINAL_STATE, FINAL_TENSORS]) {
+            cache::Lookup::Hit(entry) => Some(Extension { entry, epochs }),
+            cache::Lookup::Miss | cache::Lookup::Corrupt(_) => None,
+        }
+    })
 }

@@ -492,15 +492,16 @@ fn diff_model(old: &Value, new: &Value, out: &mut Vec<Reason>) {
         let mut changes = Vec::new();
         diff_values("", x, y, &mut changes);
         for change in changes {
-            if let Reason::Setting { key, from, to } = change {
-                out.push(Reason::LayerSetting {
+            out.push(match change {
+                Reason::Setting { key, from, to } => Reason::LayerSetting {
                     at: path.clone(),
                     kind: kx.into(),
                     key,
                     from,
                     to,
-                });
-            }
+                },
+                other => other,
+            });
         }
     }
 }
@@ -610,10 +611,11 @@ checkpoint needs="train"
     }
 
     /// The keys of every stage of every example, pinned byte for byte
-    /// (`tests/fixtures/stage-keys/`): a change in what a key holds, or in how a spec
-    /// serialises (a renamed field, a new one), changes these. When that is meant, bump
-    /// [`KEY_VERSION`] so that no entry is served under a new meaning, and rewrite them
-    /// with `PIPELINE_BLESS=1`; review the diff.
+    /// (`tests/fixtures/stage-keys/`, with the example's own hash): a change in what a
+    /// key holds, or in how a spec serialises (a renamed field, a new one), changes these.
+    /// When that is meant, bump [`KEY_VERSION`] so that no entry is served under a new
+    /// meaning, and rewrite them with `PIPELINE_BLESS=1` (which refuses keys that changed
+    /// while neither their example nor the version did); review the diff.
     #[test]
     fn the_keys_of_the_examples_are_pinned() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -643,7 +645,7 @@ checkpoint needs="train"
                 Ok::<_, ()>(cache::hash_bytes(p.to_string_lossy().as_bytes()))
             })
             .unwrap();
-            let pinned: serde_json::Map<String, Value> = all
+            let stages: serde_json::Map<String, Value> = all
                 .iter()
                 .map(|(&i, f)| {
                     let key: Value = serde_json::from_str(&f.key.canonical()).unwrap();
@@ -653,11 +655,27 @@ checkpoint needs="train"
                     )
                 })
                 .collect();
+            let pinned = json!({"example": cache::hash_bytes(text.as_bytes()), "stages": stages});
             let text = serde_json::to_string_pretty(&pinned).unwrap() + "\n";
             let path = root
                 .join("tests/fixtures/stage-keys")
                 .join(format!("{name}.json"));
             if std::env::var_os("PIPELINE_BLESS").is_some() {
+                let old: Option<Value> = std::fs::read(&path)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                if let Some(old) = old.filter(|o| o["example"] == pinned["example"]) {
+                    let version = |v: &Value| {
+                        v["stages"]
+                            .as_object()
+                            .and_then(|s| s.values().next())
+                            .map(|s| s["key"]["version"].clone())
+                    };
+                    assert!(
+                        old["stages"] == pinned["stages"] || version(&old) != version(&pinned),
+                        "the keys of examples/{name}.kdl changed while it did not: bump KEY_VERSION first"
+                    );
+                }
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
                 std::fs::write(&path, &text).unwrap();
                 continue;

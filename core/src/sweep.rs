@@ -385,7 +385,11 @@ impl Halving {
         let mut min_epochs = None;
         for setting in settings {
             let (key, value) = setting.split_once('=').ok_or_else(|| {
-                format!("--halving `{setting}` is not KEY=VALUE (min-epochs=2 eta=3)")
+                let file = match setting.ends_with(".kdl") {
+                    true => "; give the manifest before --halving",
+                    false => "",
+                };
+                format!("--halving `{setting}` is not KEY=VALUE (min-epochs=2 eta=3){file}")
             })?;
             let count = |least: u64| match value.trim().parse::<u64>() {
                 Ok(n) if n >= least => Ok(n),

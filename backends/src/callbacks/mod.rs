@@ -146,6 +146,24 @@ pub struct Snapshot<'a> {
     pub device: Device,
 }
 
+impl Snapshot<'_> {
+    /// Writes the snapshot to `snapshots`, replacing the one before.
+    pub fn save_to(&self, snapshots: &Snapshots) -> Result<(), Diagnostic> {
+        let sums = Sums {
+            loss: self.sums.loss,
+            hits: self.sums.hits,
+        };
+        snapshots.save(
+            self.position,
+            self.model,
+            self.opt,
+            self.scaler,
+            sums,
+            self.device,
+        )
+    }
+}
+
 /// How the training ended.
 pub struct RunEnd<'a> {
     /// Optimizer steps taken in all.

@@ -42,11 +42,21 @@ impl Callback for Progress {
             start.accumulate,
             start.steps,
         ));
-        if let Some(at) = start.resumed {
-            out.obs.notice(&format!(
+        // The final state of a shorter training says how long that one was.
+        let shorter = start
+            .resumed
+            .and_then(|at| at.last.as_ref())
+            .map(|l| l.epochs);
+        match (start.resumed, shorter) {
+            (Some(at), Some(epochs)) if epochs < self.epochs => out.obs.notice(&format!(
+                "continuing `{name}` from the cached {epochs}-epoch training: epochs {}–{}",
+                at.epoch, self.epochs
+            )),
+            (Some(at), _) => out.obs.notice(&format!(
                 "resuming `{name}` from its snapshot: epoch {}/{}, batch {}/{batches}",
                 at.epoch, self.epochs, at.step_in_epoch
-            ));
+            )),
+            (None, _) => {}
         }
     }
 

@@ -6,7 +6,7 @@
 //! the last epoch: the stage's result is stored instead.
 
 use super::{At, Callback, Made, Setup, Snapshot};
-use crate::snapshot::{Snapshots, Sums};
+use crate::snapshot::Snapshots;
 use manifests::Diagnostic;
 
 pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
@@ -36,11 +36,6 @@ impl Callback for SaveSnapshots<'_> {
     }
 
     fn save(&mut self, _at: At, s: &Snapshot) -> Result<(), Diagnostic> {
-        let sums = Sums {
-            loss: s.sums.loss,
-            hits: s.sums.hits,
-        };
-        self.snapshots
-            .save(s.position, s.model, s.opt, s.scaler, sums, s.device)
+        s.save_to(self.snapshots)
     }
 }
