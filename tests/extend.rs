@@ -228,7 +228,9 @@ fn a_validation_that_decides_must_fall_on_the_shorter_trainings_end() {
     run(d, 10, &[]);
     assert_eq!(
         status(d, 15),
-        "train train stale train.epochs changed 10 → 15"
+        "train train stale train.epochs changed 10 → 15; it retrains from the start: the \
+         cached 10-epoch training validated at its end, where a 15-epoch one does not \
+         (`validate every-epochs=3`), and a validation decides its course"
     );
     // 9 ends on a validation 15 has too: it is continued, bit for bit.
     run(d, 9, &[]);

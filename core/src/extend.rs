@@ -95,23 +95,26 @@ pub struct Extension {
 }
 
 /// The epochs of a `train` stage's key.
-pub fn epochs_of(key: &serde_json::Value) -> Option<u64> {
-    key["spec"]["stage"]["epochs"].as_u64()
+pub fn epochs(key: &StageKey) -> Option<u64> {
+    key.spec.get("stage")?.get("epochs")?.as_u64()
 }
 
 /// The longest cached training that `train` stage `index` (fingerprinted `now`) can
-/// continue, if any.
+/// continue. `Err(Some(why))` when a shorter one of the same settings is cached but cannot
+/// be continued (the words after "it retrains from the start:"), `Err(None)` when none is
+/// cached or the stage could not continue any ([`hindrance`], which `status` says where
+/// the key shows that only `epochs` grew).
 pub fn find(
     store: &Store,
     manifest: &Manifest,
     index: usize,
     now: &Fingerprint,
-) -> Option<Extension> {
+) -> Result<Extension, Option<String>> {
     let StageConfig::Train(train) = &manifest.stages[index].config else {
-        return None;
+        return Err(None);
     };
     if hindrance(manifest, index, now.key.environment.processes).is_some() {
-        return None;
+        return Err(None);
     }
     // The longer training validates at the shorter one's end only where `validate`
     // falls there; that matters when a validation decides anything.
@@ -119,23 +122,32 @@ pub fn find(
     let every = train.validate.every_epochs;
     let validates_at = |epoch: u64| !decides || (every > 0 && epoch.is_multiple_of(every));
     let ours = lineage(&now.key);
-    let mut candidates: Vec<(u64, String)> = store
+    let shorter: Vec<(u64, String)> = store
         .lineage(&ours)
         .into_iter()
         .filter_map(|(fingerprint, key)| {
             // The index says which entries are of the lineage; their keys must agree.
-            let epochs = epochs_of(&key)?;
             let key: StageKey = serde_json::from_value(key).ok()?;
-            (lineage(&key) == ours && epochs < train.epochs && validates_at(epochs))
-                .then_some((epochs, fingerprint))
+            let epochs = epochs(&key)?;
+            (lineage(&key) == ours && epochs < train.epochs).then_some((epochs, fingerprint))
         })
         .collect();
+    let (mut candidates, unfit): (Vec<_>, Vec<_>) = shorter
+        .into_iter()
+        .partition(|(epochs, _)| validates_at(*epochs));
     // The longest first; only the one used is read in full (its outputs hashed).
     candidates.sort_by(|a, b| b.cmp(a));
-    candidates.into_iter().find_map(|(epochs, fingerprint)| {
+    let found = candidates.into_iter().find_map(|(epochs, fingerprint)| {
         match store.get_requiring(&fingerprint, &[FINAL_STATE, FINAL_TENSORS]) {
             cache::Lookup::Hit(entry) => Some(Extension { entry, epochs }),
             cache::Lookup::Miss | cache::Lookup::Corrupt(_) => None,
         }
+    });
+    found.ok_or_else(|| {
+        let longest = unfit.iter().map(|u| u.0).max()?;
+        Some(format!(
+            "the cached {longest}-epoch training validated at its end, where a {}-epoch one does not (`validate every-epochs={every}`), and a validation decides its course",
+            train.epochs
+        ))
     })
 }

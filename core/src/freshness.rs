@@ -120,12 +120,18 @@ pub fn assess(
                 Lookup::Hit(entry) => Freshness::Fresh(entry),
                 Lookup::Corrupt(why) => Freshness::Stale(vec![Reason::Unusable(why)]),
                 Lookup::Miss => {
-                    extends = extend::find(store, manifest, index, &fingerprint);
-                    Freshness::Stale(match &extends {
-                        Some(extension) => vec![Reason::Extends {
-                            epochs: extension.epochs,
-                        }],
-                        None => why_stale(manifest, index, &fingerprint, &states, &all, last),
+                    Freshness::Stale(match extend::find(store, manifest, index, &fingerprint) {
+                        Ok(extension) => {
+                            let epochs = extension.epochs;
+                            extends = Some(extension);
+                            vec![Reason::Extends { epochs }]
+                        }
+                        Err(why) => {
+                            let mut reasons =
+                                why_stale(manifest, index, &fingerprint, &states, &all, last);
+                            reasons.extend(why.map(Reason::Retrains));
+                            reasons
+                        }
                     })
                 }
             },
@@ -220,8 +226,8 @@ fn why_stale(
             }
             let changes = explain_change(&old_key, &now.key, &stage_inputs(manifest, index));
             // Longer, but not continued from the shorter training: why.
-            let longer = extend::epochs_of(&serde_json::json!(old_key))
-                .zip(extend::epochs_of(&serde_json::json!(now.key)))
+            let longer = extend::epochs(&old_key)
+                .zip(extend::epochs(&now.key))
                 .is_some_and(|(old, new)| old < new);
             let only_longer = changes.len() == 1 && longer;
             reasons.extend(changes);
