@@ -518,4 +518,12 @@ sweep {
     std::fs::write(d.join("twice.kdl"), twice).unwrap();
     let e = common::refused(d, &["check", "twice.kdl"], 1);
     assert!(e.contains("sweep: `optimizer.lr` is swept twice"), "{e}");
+    // `--set` cannot give values to a block the manifest does not have.
+    let plain = text_.split("sweep {").next().unwrap();
+    std::fs::write(d.join("plain.kdl"), plain).unwrap();
+    let e = common::refused(d, &["check", "plain.kdl", "--set", "sweep.jobs=2"], 1);
+    assert!(
+        e.contains("the manifest has no `sweep` block to set"),
+        "{e}"
+    );
 }

@@ -12,7 +12,19 @@ use kdl::{KdlNode, KdlValue};
 impl Reader<'_> {
     /// The `sweep` block, once read into `f` (its keys); `None` when there is none.
     pub(crate) fn sweep(&mut self, f: &Fields, node: Option<&KdlNode>) -> Option<SweepSpec> {
-        let node = node?;
+        let Some(node) = node else {
+            // Only `--set` can give values to a block that is not written.
+            if !f.values.is_empty() {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::sweep::no_block",
+                        "--set sweep.…: the manifest has no `sweep` block to set",
+                    )
+                    .help("give `pipeline sweep` its flags (`--jobs 2`, `--monitor test.loss`), or write a `sweep { grid { … } }` block"),
+                );
+            }
+            return None;
+        };
         let grid = self.swept(node, GRID.name, false);
         let random = self.swept(node, RANDOM.name, true);
         let random_f = f.section_fields(RANDOM.name);
