@@ -200,19 +200,20 @@ pub struct SweepArgs {
     pub seed: Option<u64>,
     /// Successive halving: every point trains `min-epochs`, the best 1/`eta` continue
     /// to `eta` × as many (from where they were: no step is trained twice), and so on to
-    /// the manifest's epochs; `stage=NAME` names the train stage [default: the last].
+    /// the manifest's epochs; `stage=NAME` names the train stage [default: the last]
+    /// [default: the `sweep` block's `halving`, if any].
     #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3, value_delimiter = ',')]
     pub halving: Option<Vec<String>>,
     /// Points run at once, the cores divided between them [default: the block's, or 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// The metric the points are ranked by, `STAGE.METRIC` (`test.accuracy`,
-    /// `train.val_loss`) [default: the first eval stage's accuracy (loss for a
-    /// regression), else the last train stage's loss].
+    /// `train.val_loss`) [default: the `sweep` block's, else the first eval stage's
+    /// accuracy (loss for a regression), else the last train stage's loss].
     #[arg(long, value_name = "STAGE.METRIC")]
     pub monitor: Option<String>,
-    /// Whether the best is the lowest or the highest [default: highest for accuracy,
-    /// F1, precision, recall, AUROC and R², else lowest].
+    /// Whether the best is the lowest or the highest [default: the `sweep` block's, else
+    /// highest for accuracy, F1, precision, recall, AUROC and R², else lowest].
     #[arg(long, value_enum)]
     pub mode: Option<SweepMode>,
     /// An override every point has, e.g. `--set train.epochs=5` (repeatable).
