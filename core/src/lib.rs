@@ -8,7 +8,8 @@
 //!      ──check──▶ Vec<Diagnostic> (every rule, collected)  check.rs, compat.rs, outputs.rs
 //!      ──plan───▶ Plan (StageGraph, run order)             plan.rs
 //!                 + a fingerprint per stage                fingerprint.rs
-//!                 + fresh (cached) or stale, and why       freshness.rs
+//!                 + fresh (cached) or stale, and why       freshness.rs, stale.rs
+//!                 + a cached shorter training it extends   extend.rs
 //!      ──run────▶ RunReport (ran | cached | failed, …)    backends::runner
 //! ```
 //!
@@ -18,7 +19,8 @@
 //! the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`), the readers of
 //! tables (`table.rs`, `parquet.rs`), and images: decoding and the pixel operations of
 //! the transforms (`image.rs`), which images a data set holds (`image_listing.rs`), and
-//! texts tokenised (`text.rs`).
+//! texts tokenised (`text.rs`); and sweeps: their points, the metric that ranks them,
+//! successive halving's rungs and the `sweep` block's checks (`sweep.rs`).
 
 pub mod check;
 pub mod compat;
