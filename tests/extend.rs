@@ -44,6 +44,18 @@ checkpoint "export" needs="train" path="out/model.safetensors"
     )
 }
 
+/// The digits data in a fresh directory, with `extend.kdl` written as [`manifest`] says.
+fn project(schedule: &str, train: &str) -> tempfile::TempDir {
+    let dir = common::small_project("");
+    write(dir.path(), schedule, train);
+    dir
+}
+
+/// Rewrites `extend.kdl` in `dir`.
+fn write(dir: &Path, schedule: &str, train: &str) {
+    std::fs::write(dir.join("extend.kdl"), manifest(schedule, train)).unwrap();
+}
+
 fn run(dir: &Path, epochs: u64, extra: &[&str]) -> Value {
     let epochs = format!("train.epochs={epochs}");
     let mut args = vec!["run", "extend.kdl", "--json", "--set", &epochs];
@@ -78,9 +90,8 @@ fn exported(dir: &Path) -> Vec<u8> {
 
 /// Trains 10 epochs, extends to 15, and compares with 15 from scratch (`--no-cache`).
 fn extends_bit_for_bit(schedule: &str, train: &str) {
-    let dir = common::small_project("");
+    let dir = project(schedule, train);
     let d = dir.path();
-    std::fs::write(d.join("extend.kdl"), manifest(schedule, train)).unwrap();
     run(d, 10, &[]);
     assert_eq!(
         status(d, 15),
@@ -139,9 +150,8 @@ fn reduce_on_plateau_and_a_cosine_of_declared_length_extend_bit_for_bit() {
 
 #[test]
 fn the_longest_shorter_training_is_extended_and_a_shorter_one_retrains() {
-    let dir = common::small_project("");
+    let dir = project("", "");
     let d = dir.path();
-    std::fs::write(d.join("extend.kdl"), manifest("", "")).unwrap();
     run(d, 4, &[]);
     run(d, 8, &[]);
     assert_eq!(
@@ -162,10 +172,8 @@ fn the_longest_shorter_training_is_extended_and_a_shorter_one_retrains() {
 
 #[test]
 fn a_schedule_that_spans_the_training_retrains_and_status_says_why() {
-    let dir = common::small_project("");
+    let dir = project("schedule \"cosine\" min-lr=0.001", "");
     let d = dir.path();
-    let text_ = manifest("schedule \"cosine\" min-lr=0.001", "");
-    std::fs::write(d.join("extend.kdl"), text_).unwrap();
     run(d, 3, &[]);
     assert_eq!(
         status(d, 5),
@@ -177,8 +185,7 @@ fn a_schedule_that_spans_the_training_retrains_and_status_says_why() {
     assert_eq!(epochs_trained(d, &report), [1, 2, 3, 4, 5]);
 
     // keep-best's files are not part of the final state.
-    let text_ = manifest("", "    keep-best monitor=\"val.loss\" k=1");
-    std::fs::write(d.join("extend.kdl"), text_).unwrap();
+    write(d, "", "    keep-best monitor=\"val.loss\" k=1");
     run(d, 3, &[]);
     assert_eq!(
         status(d, 4),
@@ -189,10 +196,8 @@ fn a_schedule_that_spans_the_training_retrains_and_status_says_why() {
 
 #[test]
 fn a_training_stopped_before_its_end_is_not_extended() {
-    let dir = common::small_project("");
+    let dir = project("", "    max-steps 30");
     let d = dir.path();
-    let text_ = manifest("", "    max-steps 30");
-    std::fs::write(d.join("extend.kdl"), text_).unwrap();
     let report = run(d, 5, &[]);
     assert!(report["stages"][0]["stopped"].is_object(), "{report}");
     assert_eq!(status(d, 8), "train train stale train.epochs changed 5 → 8");
@@ -200,15 +205,14 @@ fn a_training_stopped_before_its_end_is_not_extended() {
 
 #[test]
 fn a_training_a_callback_ended_at_its_last_epoch_is_not_extended() {
-    let dir = common::small_project("");
+    let dir = project("", "");
     let d = dir.path();
-    std::fs::write(d.join("extend.kdl"), manifest("", "")).unwrap();
     let one = run(d, 1, &[]);
     let per_epoch = one["stages"][0]["metrics"]["steps"].as_f64().unwrap() as u64;
     // `max-steps` ends the training at the last step of its fifth epoch: a longer
     // training would end there too, so the five epochs keep no state to continue.
     let limit = format!("    max-steps {}", 5 * per_epoch);
-    std::fs::write(d.join("extend.kdl"), manifest("", &limit)).unwrap();
+    write(d, "", &limit);
     let report = run(d, 5, &[]);
     assert_eq!(
         report["stages"][0]["metrics"]["steps"],
@@ -219,11 +223,10 @@ fn a_training_a_callback_ended_at_its_last_epoch_is_not_extended() {
 
 #[test]
 fn a_validation_that_decides_must_fall_on_the_shorter_trainings_end() {
-    let dir = common::small_project("");
-    let d = dir.path();
     // Early stopping watches validations every 3 epochs (and at the end).
     let train = "    early-stop monitor=\"val.loss\" patience=100\n    validate every-epochs=3";
-    std::fs::write(d.join("extend.kdl"), manifest("", train)).unwrap();
+    let dir = project("", train);
+    let d = dir.path();
     // 10 validated at its end, which 15 does not: it retrains.
     run(d, 10, &[]);
     assert_eq!(

@@ -607,8 +607,8 @@ fn keeps_final_state(
     distributed: Option<(usize, usize)>,
 ) -> bool {
     let processes = distributed.map_or(1, |(_, world)| world as u64);
-    let train = matches!(manifest.stages[state.index].config, StageConfig::Train(_));
-    train && extend::hindrance(manifest, state.index, processes).is_none()
+    // Only a train stage has no hindrance.
+    extend::hindrance(manifest, state.index, processes).is_none()
 }
 
 /// Where a stage writes files bound for the cache: the cache's `tmp/` (the same file
