@@ -16,6 +16,8 @@
 #     text example's tokenizer;
 #   - tensorboard (PyPI, without TensorFlow), whose event reader the TensorBoard tests
 #     read pipeline's event files with;
+#   - moto (PyPI, with its server), the S3-compatible server the object-storage tests run
+#     on a free local port;
 #   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
 #     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
@@ -107,6 +109,13 @@ pip_once "tokenizers-$TOKENIZERS_VERSION" "the text example's tokenizer is train
 TENSORBOARD_VERSION=2.21.0
 pip_once "tensorboard-$TENSORBOARD_VERSION" "the TensorBoard tests read with it" \
   "tensorboard==$TENSORBOARD_VERSION"
+
+# --- an S3 server for the object-storage tests ------------------------------------------
+# tests/object_store.rs shares a stage cache and checkpoints through a real S3-compatible
+# server (moto's, started on a free local port by the tests; no account, no network).
+MOTO_VERSION=5.2.1
+pip_once "moto-$MOTO_VERSION" "the object-storage tests run an S3 server" \
+  "moto[server]==$MOTO_VERSION"
 
 # --- CUDA headers for the NCCL shim ------------------------------------------------------
 # torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts

@@ -5,7 +5,7 @@
 //! only entries, snapshots and temporary directories it can show it wrote: a user's files
 //! are never deleted, even with the cache pointed at their directory.
 
-use cache::{recorded_stages, EntryInfo, Lookup, RootState, Store};
+use cache::{recorded_stages, EntryInfo, Lookup, Remote, RootState, Store};
 use manifests::Diagnostic;
 use manifests::Override;
 use pipeline_cli::cli::{CacheCommand, CacheDir};
@@ -48,6 +48,12 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
         }
         false
     };
+    if let Some(location) = prepare::cache_remote(dir) {
+        return match Remote::open(&location).and_then(|r| r.list().map(|e| (r, e))) {
+            Ok((remote, entries)) => run_remote(command, &remote, entries, dir),
+            Err(e) => fail(prepare::remote_unavailable(e)),
+        };
+    }
     match store.check_root() {
         Err(e) => return fail(prepare::not_a_cache(e)),
         Ok(RootState::Absent) if !matches!(command, CacheCommand::Ls { .. }) => {
@@ -89,7 +95,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             max_size,
             dry_run,
         } => gc(
-            &store,
+            &Place::Local(&store),
             entries,
             (keep, set),
             *older_than,
@@ -97,7 +103,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             *dry_run,
             dir,
         ),
-        CacheCommand::Verify { remove } => verify(&store, &entries, *remove),
+        CacheCommand::Verify { remove } => verify(&Place::Local(&store), &entries, *remove),
     }
 }
 
@@ -128,8 +134,15 @@ fn ago(t: Option<SystemTime>) -> String {
 }
 
 fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
+    let place = store.root().display().to_string();
+    list(&place, &users_of(store.root()), entries, json)
+}
+
+/// The stages (`manifest.kdl: train`) whose last run used each fingerprint, from the
+/// record in the local cache `root`.
+fn users_of(root: &Path) -> BTreeMap<String, Vec<String>> {
     let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (manifest, stage, fp) in recorded_stages(store.root()) {
+    for (manifest, stage, fp) in recorded_stages(root) {
         let name = Path::new(&manifest)
             .file_name()
             .map_or(manifest.clone(), |n| n.to_string_lossy().into_owned());
@@ -138,6 +151,16 @@ fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
             .or_default()
             .push(format!("{name}: {stage}"));
     }
+    users
+}
+
+/// `cache ls`'s table (or JSON) of `entries` at `place`.
+fn list(
+    place: &str,
+    users: &BTreeMap<String, Vec<String>>,
+    entries: &[EntryInfo],
+    json: bool,
+) -> bool {
     let total: u64 = entries.iter().map(|e| e.bytes).sum();
     if json {
         let list: Vec<_> = entries
@@ -154,7 +177,7 @@ fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
             .collect();
         println!(
             "{}",
-            json!({ "cache": store.root(), "bytes": total, "entries": list })
+            json!({ "cache": place, "bytes": total, "entries": list })
         );
         return true;
     }
@@ -178,12 +201,7 @@ fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
                 .map_or(String::new(), |u| u.join(", ")),
         ]);
     }
-    println!(
-        "{} · {} entries · {}",
-        store.root().display(),
-        entries.len(),
-        size(total)
-    );
+    println!("{place} · {} entries · {}", entries.len(), size(total));
     if !entries.is_empty() {
         print!("{}", summary::columns(&rows));
     }
@@ -210,7 +228,7 @@ fn reachable(file: &Path, set: &[Override], dir: &CacheDir) -> Result<BTreeSet<S
 }
 
 fn gc(
-    store: &Store,
+    place: &Place,
     mut entries: Vec<EntryInfo>,
     (keep_files, set): (&[PathBuf], &[Override]),
     older_than: Option<f64>,
@@ -226,7 +244,9 @@ fn gc(
         }
     }
     // Snapshots of unfinished stages go the same way as entries.
-    entries.extend(store.snapshots());
+    if let Place::Local(store) = place {
+        entries.extend(store.snapshots());
+    }
     let mut doomed: Vec<EntryInfo> = Vec::new();
     // Oldest first, so `--max-size` removes the least recently used.
     entries.sort_by_key(|e| std::cmp::Reverse(age(e.last_used)));
@@ -245,10 +265,7 @@ fn gc(
     let mut ok = true;
     for e in &doomed {
         if !dry_run {
-            let removed = match e.kind.as_str() {
-                "snapshot" => store.remove_snapshot(&e.fingerprint),
-                _ => store.remove(&e.fingerprint),
-            };
+            let removed = place.remove(e);
             if let Err(err) = removed {
                 eprintln!("error: cannot remove entry {}: {err}", e.fingerprint);
                 ok = false;
@@ -263,7 +280,10 @@ fn gc(
         );
     }
     if !dry_run {
-        store.clean_tmp(Duration::from_secs(24 * 3600));
+        if let Err(e) = place.tidy() {
+            eprintln!("error: {e}");
+            ok = false;
+        }
     }
     println!(
         "{verb} {} entries ({}); {} left",
@@ -274,12 +294,19 @@ fn gc(
     ok
 }
 
-fn verify(store: &Store, entries: &[EntryInfo], remove: bool) -> bool {
+fn verify(place: &Place, entries: &[EntryInfo], remove: bool) -> bool {
     let mut corrupt = 0;
     for e in entries {
-        if let Lookup::Corrupt(why) = store.get(&e.fingerprint) {
+        let why = match place.corrupt(&e.fingerprint) {
+            Ok(why) => why,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return false;
+            }
+        };
+        if let Some(why) = why {
             corrupt += 1;
-            let fate = match remove.then(|| store.remove(&e.fingerprint)) {
+            let fate = match remove.then(|| place.remove(e)) {
                 Some(Ok(())) => "; removed, the next run that needs it rebuilds it",
                 Some(Err(_)) => "; could not be removed",
                 None => "; the next run that needs it rebuilds it",
@@ -289,4 +316,85 @@ fn verify(store: &Store, entries: &[EntryInfo], remove: bool) -> bool {
     }
     println!("{} entries checked, {corrupt} corrupt", entries.len());
     corrupt == 0 || remove
+}
+
+/// The cache a command works on: the local directory, or the shared one it names.
+enum Place<'a> {
+    Local(&'a Store),
+    Shared(&'a Remote),
+}
+
+impl Place<'_> {
+    fn remove(&self, e: &EntryInfo) -> std::io::Result<()> {
+        match (self, e.kind.as_str()) {
+            (Place::Local(store), "snapshot") => store.remove_snapshot(&e.fingerprint),
+            (Place::Local(store), _) => store.remove(&e.fingerprint),
+            (Place::Shared(remote), _) => Ok(remote.remove(&e.fingerprint)?),
+        }
+    }
+
+    /// Why entry `fingerprint` is corrupt, every output re-hashed; `None` when intact.
+    fn corrupt(&self, fingerprint: &str) -> Result<Option<String>, cache::io::IoError> {
+        match self {
+            Place::Local(store) => Ok(match store.get(fingerprint) {
+                Lookup::Corrupt(why) => Some(why),
+                _ => None,
+            }),
+            Place::Shared(remote) => remote.verify(fingerprint),
+        }
+    }
+
+    /// After removing entries: what crashed writers left a day ago or more (in the
+    /// shared cache, also the outputs no entry names any more).
+    fn tidy(&self) -> Result<(), cache::io::IoError> {
+        match self {
+            Place::Local(store) => {
+                store.clean_tmp(Duration::from_secs(24 * 3600));
+            }
+            Place::Shared(remote) => {
+                let (objects, bytes) = remote.sweep(cache::GRACE)?;
+                if objects > 0 {
+                    eprintln!("removed {objects} objects no entry names ({})", size(bytes));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `cache ls | gc | verify` on the shared cache `remote`.
+fn run_remote(
+    command: &CacheCommand,
+    remote: &Remote,
+    entries: Vec<EntryInfo>,
+    dir: &CacheDir,
+) -> bool {
+    let place = Place::Shared(remote);
+    // The keys a manifest reaches, computed without fetching anything.
+    let local = CacheDir {
+        local_only: true,
+        ..dir.clone()
+    };
+    match command {
+        CacheCommand::Ls { json } => {
+            let users = users_of(&prepare::cache_root(dir, Path::new("")));
+            list(&remote.describe(), &users, &entries, *json)
+        }
+        CacheCommand::Gc {
+            keep,
+            set,
+            older_than,
+            max_size,
+            dry_run,
+        } => gc(
+            &place,
+            entries,
+            (keep, set),
+            *older_than,
+            *max_size,
+            *dry_run,
+            &local,
+        ),
+        CacheCommand::Verify { remove } => verify(&place, &entries, *remove),
+    }
 }

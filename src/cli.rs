@@ -262,9 +262,15 @@ pub enum RunsCommand {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CacheDir {
     /// The cache directory [default: $PIPELINE_CACHE_DIR, or .pipeline/cache next to the
-    /// manifest]. An empty one counts as unset.
+    /// manifest]. An empty one counts as unset. A URL, `s3://BUCKET/PREFIX`, shares the
+    /// cache through object storage (endpoint and credentials from the AWS_* variables),
+    /// with the local directory in front of it.
     #[arg(long = "cache-dir", value_name = "DIR", global = true, value_parser = parse_dir)]
     pub dir: Option<PathBuf>,
+    /// Only the local directory, whatever URL is given (`cache gc` computes the keys to
+    /// keep without fetching anything).
+    #[arg(skip)]
+    pub local_only: bool,
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -15,19 +15,23 @@ use std::path::{Path, PathBuf};
 /// The environment variable that names a cache shared across projects.
 pub const CACHE_DIR_ENV: &str = "PIPELINE_CACHE_DIR";
 
-/// The cache directory: `--cache-dir`, else `$PIPELINE_CACHE_DIR`, else `.pipeline/cache`
-/// in `base` (the manifest's directory). An empty `--cache-dir ""` or
-/// `PIPELINE_CACHE_DIR=` counts as unset (it would otherwise make the current directory
-/// the cache).
-pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
-    dir.dir
-        .clone()
+/// `--cache-dir`, else `$PIPELINE_CACHE_DIR`, each unless empty (an empty one would
+/// otherwise make the current directory the cache).
+fn given(dir: &CacheDir) -> impl Iterator<Item = PathBuf> {
+    let flag = dir.dir.clone();
+    let env = std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from);
+    [flag, env]
+        .into_iter()
+        .flatten()
         .filter(|d| !d.as_os_str().is_empty())
-        .or_else(|| {
-            std::env::var_os(CACHE_DIR_ENV)
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from)
-        })
+}
+
+/// The local cache directory: `--cache-dir`, else `$PIPELINE_CACHE_DIR`, else
+/// `.pipeline/cache` in `base` (the manifest's directory). A URL among them
+/// (`s3://bucket/prefix`) names the shared cache ([`cache_remote`]), not this one.
+pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
+    given(dir)
+        .find(|d| !cache::io::is_url(&d.to_string_lossy()))
         .unwrap_or_else(|| {
             let base = if base.as_os_str().is_empty() {
                 Path::new(".")
@@ -36,6 +40,45 @@ pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
             };
             base.join(".pipeline").join("cache")
         })
+}
+
+/// The shared cache behind the local one: the first of `--cache-dir` and
+/// `$PIPELINE_CACHE_DIR` that is a URL (`s3://bucket/prefix`, `file:///shared/dir`).
+pub fn cache_remote(dir: &CacheDir) -> Option<String> {
+    if dir.local_only {
+        return None;
+    }
+    given(dir)
+        .map(|d| d.to_string_lossy().into_owned())
+        .find(|d| cache::io::is_url(d))
+}
+
+/// The store of `dir`: the local cache, with the shared one behind it when one is
+/// given, opened and asked once whether it can be used (an unreachable endpoint, refused
+/// credentials or a missing bucket is an error now, not a retraining later).
+pub fn open_store(dir: &CacheDir, base: &Path) -> Result<cache::Store, Diagnostic> {
+    let store = cache::Store::new(cache_root(dir, base))
+        .requiring(pipeline_core::freshness::required_outputs_of_key);
+    let Some(location) = cache_remote(dir) else {
+        return Ok(store);
+    };
+    let remote = cache::Remote::open(&location)
+        .and_then(|remote| remote.check().map(|()| remote))
+        .map_err(remote_unavailable)?;
+    Ok(store.with_remote(remote))
+}
+
+/// The diagnostic for a shared cache that cannot be used.
+pub fn remote_unavailable(e: cache::io::IoError) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::cache::remote_unavailable",
+        format!("the shared cache cannot be used: {e}"),
+    )
+    .help(
+        "check the endpoint (AWS_ENDPOINT_URL), the bucket and the credentials \
+         (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), or leave --cache-dir and \
+         PIPELINE_CACHE_DIR unset to use the local cache alone",
+    )
 }
 
 /// What every stage key of this build shares, for a run of `processes` on `device`
@@ -169,9 +212,8 @@ pub fn prepare(
     let (cache, mut memo) = match cache {
         None => (None, cache::HashMemo::none()),
         Some(dir) => {
-            let root = cache_root(dir, &manifest.base_dir);
-            let store = cache::Store::new(&root)
-                .requiring(pipeline_core::freshness::required_outputs_of_key);
+            let store = open_store(dir, &manifest.base_dir)?;
+            let root = store.root().to_path_buf();
             store.check_root().map_err(not_a_cache)?;
             let cache = Cache {
                 store,

@@ -48,8 +48,16 @@ fn answer_from_cache(args: &RunArgs) -> Option<()> {
     }
     prepared.memo.save();
     let cache = prepared.cache.as_mut()?;
-    for state in &prepared.states {
+    for (state, stage) in prepared.states.iter().zip(&stages) {
         cache.store.touch(&state.fingerprint.hash);
+        if let Freshness::Fresh(entry) = &state.freshness {
+            if let Err(e) = cache.store.publish(entry) {
+                eprintln!(
+                    "warning: stage `{}` is cached here but could not be shared: {e}",
+                    stage.name
+                );
+            }
+        }
         let stage = manifest.stages[state.index].name();
         let _ = cache.last.record(
             stage,

@@ -11,8 +11,10 @@
 
 mod atomic;
 mod hash;
+pub mod io;
 mod last_keys;
 mod memo;
+mod remote;
 mod root;
 mod run_dir;
 mod store;
@@ -21,6 +23,7 @@ pub use atomic::{write_atomic, write_atomic_with};
 pub use hash::{hash_bytes, hash_file, require_regular};
 pub use last_keys::{recorded_stages, LastKeys};
 pub use memo::HashMemo;
+pub use remote::{Fetched, Remote, GRACE};
 pub use root::{is_fingerprint, NotACache, RootState, LAYOUT, TAG_FILE, TAG_SIGNATURE};
 pub use run_dir::{MetricsLog, RunDir};
 pub use store::{Entry, EntryInfo, Lock, Lookup, Store};

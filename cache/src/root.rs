@@ -39,6 +39,7 @@ const ROOT_NAMES: &[&str] = &[
     "locks",
     "snapshots",
     "lineages",
+    "published",
     "manifests",
     "hashes.json",
 ];
@@ -96,7 +97,8 @@ fn is_pid(text: &str) -> bool {
 
 /// Whether `name` is one pipeline gives to what it writes in `<cache>/tmp/`:
 /// `<fp>.<pid>` (an entry being stored), `<fp>.removed.<pid>` and `<fp>.replaced.<pid>`
-/// (an entry or snapshot being removed), `<fp>.<pid>.run` (a stage's scratch directory,
+/// (an entry or snapshot being removed), `<fp>.pulled.<pid>` (an entry being fetched
+/// from a remote cache), `<fp>.<pid>.run` (a stage's scratch directory,
 /// `backends/src/runner.rs`).
 pub fn is_tmp_name(name: &str) -> bool {
     let Some((fp, rest)) = name.split_once('.') else {
@@ -106,7 +108,7 @@ pub fn is_tmp_name(name: &str) -> bool {
         return false;
     }
     match rest.split('.').collect::<Vec<_>>()[..] {
-        [pid] | [pid, "run"] | ["removed" | "replaced", pid] => is_pid(pid),
+        [pid] | [pid, "run"] | ["removed" | "replaced" | "pulled", pid] => is_pid(pid),
         _ => false,
     }
 }
@@ -222,6 +224,11 @@ fn foreign_content(root: &Path) -> io::Result<Option<String>> {
     for (name, is_dir) in names(&root.join("lineages"))? {
         if !(is_dir && is_fingerprint(&name)) {
             return holds(format!("lineages/{name}"));
+        }
+    }
+    for (name, is_dir) in names(&root.join("published"))? {
+        if !(is_dir && name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())) {
+            return holds(format!("published/{name}"));
         }
     }
     for (name, _) in names(&root.join("tmp"))? {

@@ -25,6 +25,8 @@
 //! the names the store and the runner give their temporary directories, nothing else.
 
 use crate::hash::{hash_bytes, hash_file};
+use crate::io::IoError;
+use crate::remote::{Fetched, Remote};
 use crate::root::{self, is_fingerprint, is_tmp_name, NotACache, RootState};
 use serde_json::{json, Value};
 use std::fs::{self, File};
@@ -57,6 +59,8 @@ pub struct Store {
     root: PathBuf,
     /// The outputs an entry must hold, by its key (see [`Store::requiring`]).
     required: fn(&Value) -> &'static [&'static str],
+    /// A cache shared with other machines (`--cache-dir s3://…`), behind this one.
+    remote: Option<Remote>,
 }
 
 fn nothing_required(_key: &Value) -> &'static [&'static str] {
@@ -103,7 +107,7 @@ fn is_entry(dir: &Path, fingerprint: &str) -> bool {
 }
 
 /// Whether `name` is a plain file name (an output's name cannot climb out of `outputs/`).
-fn is_plain_name(name: &str) -> bool {
+pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
 }
 
@@ -176,7 +180,19 @@ impl Store {
         Store {
             root: root.into(),
             required: nothing_required,
+            remote: None,
         }
+    }
+
+    /// This store in front of `remote`: a lookup this store misses is fetched from
+    /// there (checked, then stored here), and [`Store::publish`] sends entries there.
+    pub fn with_remote(mut self, remote: Remote) -> Store {
+        self.remote = Some(remote);
+        self
+    }
+
+    pub fn remote(&self) -> Option<&Remote> {
+        self.remote.as_ref()
     }
 
     /// Every lookup of this store also requires the outputs `required` names for the
@@ -239,6 +255,90 @@ impl Store {
     /// [`Store::get`], and the entry must hold every output in `required` (a stage kind's
     /// outputs: an entry without them is corrupt, never served).
     pub fn get_requiring(&self, fingerprint: &str, required: &[&str]) -> Lookup {
+        match (self.get_local(fingerprint, required), &self.remote) {
+            (Lookup::Hit(entry), _) => Lookup::Hit(entry),
+            (local, None) => local,
+            (local, Some(remote)) => match self.pull(remote, fingerprint) {
+                Ok(true) => self.get_local(fingerprint, required),
+                Ok(false) => local,
+                Err(why) => match local {
+                    Lookup::Miss => Lookup::Corrupt(why),
+                    local => local,
+                },
+            },
+        }
+    }
+
+    /// Copies entry `fingerprint` from `remote` into this store: `Ok(false)` when it is
+    /// not there, `Err` (why, in words) when it cannot be used.
+    fn pull(&self, remote: &Remote, fingerprint: &str) -> Result<bool, String> {
+        if !is_fingerprint(fingerprint) {
+            return Ok(false);
+        }
+        let tmp = self
+            .ensure_root()
+            .and_then(|()| self.tmp_path(fingerprint, "pulled"))
+            .map_err(|e| format!("cannot fetch it from {}: {e}", remote.describe()))?;
+        let _ = fs::remove_dir_all(&tmp);
+        let fetched = remote.fetch(fingerprint, &tmp);
+        let stored = match fetched {
+            Ok(Fetched::Absent) => Ok(false),
+            Ok(Fetched::Corrupt(why)) => Err(format!(
+                "the copy in {} is unusable: {why}",
+                remote.describe()
+            )),
+            Ok(Fetched::Found {
+                key,
+                metrics,
+                outputs,
+            }) => match self.put_local(fingerprint, &key, &metrics, &outputs) {
+                Ok(_) => {
+                    self.mark_published(&self.published_marker(remote, fingerprint));
+                    Ok(true)
+                }
+                Err(e) => Err(format!(
+                    "cannot store the copy from {}: {e}",
+                    remote.describe()
+                )),
+            },
+            Err(e) => Err(format!("cannot fetch it: {e}")),
+        };
+        let _ = fs::remove_dir_all(&tmp);
+        stored
+    }
+
+    /// Sends entry `entry` of this store to the remote cache, when there is one:
+    /// `Ok(true)` when it was sent, `Ok(false)` when the remote had it already.
+    /// Entries this store fetched from the remote or sent there are marked as such
+    /// (`published/<remote>/<fingerprint>`, empty), so a cached rerun asks the remote
+    /// nothing.
+    pub fn publish(&self, entry: &Entry) -> Result<bool, IoError> {
+        let Some(remote) = &self.remote else {
+            return Ok(false);
+        };
+        let marker = self.published_marker(remote, &entry.fingerprint);
+        if marker.exists() {
+            return Ok(false);
+        }
+        let sent = remote.publish(entry)?;
+        self.mark_published(&marker);
+        Ok(sent)
+    }
+
+    /// The file that says entry `fingerprint` is in `remote` too.
+    fn published_marker(&self, remote: &Remote, fingerprint: &str) -> PathBuf {
+        let place = &hash_bytes(remote.describe().as_bytes())[..16];
+        self.root.join("published").join(place).join(fingerprint)
+    }
+
+    fn mark_published(&self, marker: &Path) {
+        if let Some(dir) = marker.parent() {
+            let _ = fs::create_dir_all(dir).and_then(|()| File::create(marker));
+        }
+    }
+
+    /// [`Store::get_requiring`] in this store only.
+    fn get_local(&self, fingerprint: &str, required: &[&str]) -> Lookup {
         let entry = match self.entry_json(fingerprint) {
             Some(Ok(entry)) => entry,
             Some(Err(why)) => return Lookup::Corrupt(why),
@@ -321,13 +421,26 @@ impl Store {
     /// The key an intact `entry.json` of `fingerprint` holds, without reading its outputs
     /// (cheap: [`Store::get`] hashes every output).
     pub fn key_of(&self, fingerprint: &str) -> Option<Value> {
-        self.entry_json(fingerprint)?.ok().map(|e| e["key"].clone())
+        match self.entry_json(fingerprint) {
+            Some(Ok(entry)) => Some(entry["key"].clone()),
+            _ => self.remote.as_ref()?.key_of(fingerprint),
+        }
     }
 
     /// Stores the files `outputs` (name → source path) under `fingerprint`, atomically.
     /// An entry that exists already is replaced (it was found corrupt, or was forced);
     /// anything else in its place is left alone and the store refuses.
     pub fn put(
+        &self,
+        fingerprint: &str,
+        key: &Value,
+        metrics: &Value,
+        outputs: &[(String, PathBuf)],
+    ) -> io::Result<Entry> {
+        self.put_local(fingerprint, key, metrics, outputs)
+    }
+
+    fn put_local(
         &self,
         fingerprint: &str,
         key: &Value,
@@ -473,7 +586,11 @@ impl Store {
         self.ensure_root()?;
         let dir = self.root.join("lineages").join(lineage);
         fs::create_dir_all(&dir)?;
-        File::create(dir.join(fingerprint)).map(drop)
+        File::create(dir.join(fingerprint))?;
+        match &self.remote {
+            Some(remote) => Ok(remote.join_lineage(lineage, fingerprint)?),
+            None => Ok(()),
+        }
     }
 
     /// The members of `lineage` the store still holds, with their keys (read, not
@@ -490,7 +607,11 @@ impl Store {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|name| is_fingerprint(name))
             .collect();
+        if let Some(remote) = &self.remote {
+            members.extend(remote.lineage(lineage).unwrap_or_default());
+        }
         members.sort();
+        members.dedup();
         members
             .into_iter()
             .filter_map(|m| self.key_of(&m).map(|key| (m, key)))

@@ -187,6 +187,12 @@ impl<'a> Context<'a> {
                     .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
                 {
                     Ok(stored) => {
+                        if let Err(e) = c.store.publish(&stored) {
+                            obs.notice(&format!(
+                                "warning: stage `{}` is cached here but could not be shared: {e}",
+                                result.name
+                            ));
+                        }
                         // A longer training of the same settings may continue this one.
                         if stored.output(FINAL_STATE).is_some() {
                             let lineage = extend::lineage(&state.fingerprint.key);
@@ -470,6 +476,12 @@ pub fn run(
                     }
                     if let Some(c) = cache.as_deref() {
                         c.store.touch(&entry.fingerprint);
+                        if let Err(e) = c.store.publish(&entry) {
+                            obs.notice(&format!(
+                                "warning: stage `{}` is cached here but could not be shared: {e}",
+                                stage.name()
+                            ));
+                        }
                     }
                     let result = cached_result(manifest, index, &entry)
                         .unwrap_or_else(|e| failed(manifest, index, e));
