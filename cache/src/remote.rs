@@ -474,9 +474,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(remote.verify(FP).unwrap().is_some());
-        // Publishing again repairs it (its missing blob sent again).
+        // Publishing again repairs it (its missing blob sent again); the store that sent
+        // it once does not send it again.
         io.delete(&blob).unwrap();
-        a.publish(&entry).unwrap();
+        assert!(!a.publish(&entry).unwrap(), "marked as published");
+        assert!(matches!(b.get(FP), Lookup::Corrupt(_)));
+        remote.publish(&entry).unwrap();
         assert!(matches!(b.get(FP), Lookup::Hit(_)));
         remote.remove(FP).unwrap();
         assert!(remote.list().unwrap().is_empty());
