@@ -42,6 +42,18 @@ fn http(port: u16, method: &str, path: &str) -> (u16, String) {
     (status.unwrap_or(0), answer)
 }
 
+/// The bytes of object `key` of `bucket`, as boto3 (the AWS SDK for Python, which moto
+/// brings) downloads them.
+fn object(port: u16, bucket: &str, key: &str) -> Vec<u8> {
+    let out = Command::new(venv_python())
+        .args(["-c", "import boto3, sys; sys.stdout.buffer.write(boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='a', aws_secret_access_key='b').get_object(Bucket=sys.argv[2], Key=sys.argv[3])['Body'].read())"])
+        .args([&format!("http://127.0.0.1:{port}"), bucket, key])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{key}: {}", text(&out.stderr));
+    out.stdout
+}
+
 /// The keys under `prefix` in `bucket`.
 fn keys(port: u16, bucket: &str, prefix: &str) -> Vec<String> {
     let (_, answer) = http(
@@ -219,6 +231,71 @@ fn a_machine_with_a_local_cache_shares_it_when_given_the_bucket() {
     assert_eq!(statuses(&shared), ["cached", "cached", "cached"]);
     let other = run_small(project.path(), &b, &s3.endpoint(), "s3://team/later");
     assert_eq!(statuses(&other), ["cached", "cached", "cached"]);
+}
+
+#[test]
+fn a_checkpoint_stage_writes_into_the_bucket_and_replaces_only_its_own() {
+    let s3 = S3Server::start(&[], &["team"]);
+    let manifest = SMALL.replace(
+        "out/model.safetensors",
+        "s3://team/models/small.safetensors",
+    );
+    let project = small_project(&manifest);
+    let local = project.path().join("local");
+    let report = run(
+        project.path(),
+        &local,
+        &s3.endpoint(),
+        &["run", "small.kdl", "--json"],
+    );
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        report["stages"][2]["outputs"][0],
+        "s3://team/models/small.safetensors"
+    );
+    assert_eq!(
+        report["stages"][2]["outputs"][1],
+        "s3://team/models/small.json"
+    );
+    let sent = object(s3.port, "team", "models/small.safetensors");
+    assert!(sent == std::fs::read(entry_output(&local, "checkpoint.safetensors")).unwrap());
+    let metadata: Value =
+        serde_json::from_slice(&object(s3.port, "team", "models/small.json")).unwrap();
+    assert_eq!(metadata["stage"], "export");
+    // Run again with other settings: its own checkpoint there is replaced.
+    let out = run(
+        project.path(),
+        &local,
+        &s3.endpoint(),
+        &["run", "small.kdl", "--set", "train.epochs=2"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(sent != object(s3.port, "team", "models/small.safetensors"));
+    // Someone else's object at that key is not.
+    let foreign = manifest.replace("models/small", "theirs/model");
+    std::fs::write(project.path().join("small.kdl"), foreign).unwrap();
+    assert_eq!(
+        http(s3.port, "PUT", "/team/theirs/model.safetensors").0,
+        200
+    );
+    let out = run(
+        project.path(),
+        &local,
+        &s3.endpoint(),
+        &["run", "small.kdl"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("pipeline::checkpoint::upload_failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("will not replace s3://team/theirs/model.safetensors"),
+        "{stderr}"
+    );
+    assert_eq!(object(s3.port, "team", "theirs/model.safetensors"), b"");
 }
 
 /// The first lines of a refusal, with the port of `endpoint` written as PORT.
