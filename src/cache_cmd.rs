@@ -211,7 +211,7 @@ fn list(
 /// The fingerprints the stages of `file` (with the `--set` overrides `set`) have now, on
 /// either kind of device.
 fn reachable(file: &Path, set: &[Override], dir: &CacheDir) -> Result<BTreeSet<String>, ()> {
-    let loaded = Loaded::read(file, set);
+    let loaded = Loaded::read_to_run(file, set, dir);
     let manifest = loaded.report().ok_or(())?;
     let mut keep = BTreeSet::new();
     for device in ["cpu", "cuda"] {

@@ -3,6 +3,7 @@
 //! starts in milliseconds).
 
 pub mod cli;
+pub mod fetch;
 pub mod load;
 pub mod prepare;
 pub mod render;

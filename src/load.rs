@@ -1,5 +1,6 @@
 //! Reading a manifest file and checking it, for every command.
 
+use crate::cli::CacheDir;
 use crate::render::{self, Source};
 use manifests::{Diagnostic, Manifest, Override};
 use pipeline_core::Checked;
@@ -43,6 +44,21 @@ impl Loaded {
                 }
             }
         }
+    }
+
+    /// [`Loaded::read`] for a command that plans a run (`run`, `status`, `sweep`, `cache
+    /// gc`): inputs named by URL fetched into the cache `cache` (`src/fetch.rs`); one that
+    /// cannot be is one more error. `check` reads without it: it never goes online.
+    pub fn read_to_run(path: &Path, overrides: &[Override], cache: &CacheDir) -> Loaded {
+        let mut loaded = Loaded::read(path, overrides);
+        if loaded.checked.valid().is_some() {
+            if let Some(manifest) = loaded.checked.manifest.as_mut() {
+                if let Err(d) = crate::fetch::fetch_inputs(manifest, cache) {
+                    loaded.checked.diagnostics.push(d);
+                }
+            }
+        }
+        loaded
     }
 
     /// [`Loaded::read`], with the errors of the manifest's `sweep` block (`pipeline check`

@@ -321,7 +321,7 @@ fn confusion_matrix(m: &Value) -> Option<String> {
 
 /// Each stage of the manifest as the cache has it now (`pipeline status`).
 fn cache_section(file: &Path, args: &ReportArgs) -> String {
-    let loaded = Loaded::read(file, &[]);
+    let loaded = Loaded::read_to_run(file, &[], &args.cache);
     let Some(manifest) = loaded.checked.valid() else {
         let why = loaded
             .checked

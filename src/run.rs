@@ -32,7 +32,7 @@ fn answer_from_cache(args: &RunArgs) -> Option<()> {
     if args.no_cache {
         return None;
     }
-    let loaded = Loaded::read(&args.file, &args.set);
+    let loaded = Loaded::read_to_run(&args.file, &args.set, &args.cache);
     let manifest = loaded.checked.valid()?;
     if !loaded.checked.diagnostics.is_empty() {
         return None; // warnings: the worker shows them

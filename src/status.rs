@@ -13,7 +13,7 @@ use serde_json::json;
 use std::path::Path;
 
 pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) -> bool {
-    let loaded = Loaded::read(file, overrides);
+    let loaded = Loaded::read_to_run(file, overrides, cache);
     let Some(manifest) = loaded.report() else {
         if json {
             let failure = render::json_failure(&loaded.checked.diagnostics, loaded.source.as_ref());

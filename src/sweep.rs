@@ -255,7 +255,7 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Chec
     for (i, swept) in grid.into_iter().enumerate() {
         let mut overrides = args.set.clone();
         overrides.extend(swept.iter().cloned());
-        let loaded = Loaded::read(&args.file, &overrides);
+        let loaded = Loaded::read_to_run(&args.file, &overrides, &args.cache);
         match loaded.checked.valid() {
             None => {
                 for d in loaded
@@ -407,7 +407,7 @@ fn halve(
 /// The fingerprints of the stages a point would compute (stale now): two points that
 /// share one are not run at once.
 fn stale_stages(args: &SweepArgs, overrides: &[Override]) -> BTreeSet<String> {
-    let loaded = Loaded::read(&args.file, overrides);
+    let loaded = Loaded::read_to_run(&args.file, overrides, &args.cache);
     let Some(manifest) = loaded.checked.valid() else {
         return BTreeSet::new();
     };

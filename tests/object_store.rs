@@ -298,6 +298,65 @@ fn a_checkpoint_stage_writes_into_the_bucket_and_replaces_only_its_own() {
     assert_eq!(object(s3.port, "team", "theirs/model.safetensors"), b"");
 }
 
+#[test]
+fn starting_weights_come_from_the_bucket_and_a_new_version_retrains() {
+    let s3 = S3Server::start(&[], &["team"]);
+    let export = SMALL.replace("out/model.safetensors", "s3://team/models/base.safetensors");
+    let project = small_project(&export);
+    let dir = project.path();
+    let local = dir.join("local");
+    let tune = SMALL
+        .replace(
+            "train epochs=3 batch-size=64",
+            "train epochs=2 batch-size=64 init=\"s3://team/models/base.safetensors\"",
+        )
+        .replace("out/model.safetensors", "tuned.safetensors");
+    std::fs::write(dir.join("tune.kdl"), &tune).unwrap();
+    let missing = run(dir, &local, &s3.endpoint(), &["run", "tune.kdl"]);
+    let stderr = text(&missing.stderr);
+    assert!(
+        stderr.contains("pipeline::train::init_unavailable"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("base.safetensors in s3://team/models"),
+        "{stderr}"
+    );
+    let exported = run(dir, &local, &s3.endpoint(), &["run", "small.kdl"]);
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    let tuned = |expected: [&str; 3]| {
+        let out = run(dir, &local, &s3.endpoint(), &["run", "tune.kdl", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(statuses(&report), expected);
+        report
+    };
+    let first = tuned(["ran", "ran", "ran"]);
+    assert_eq!(
+        first["stages"][0]["init"]["loaded"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    tuned(["cached", "cached", "cached"]);
+    // Other weights at that URL: the fine-tuning's key changes with their content.
+    let out = run(
+        dir,
+        &local,
+        &s3.endpoint(),
+        &["run", "small.kdl", "--set", "train.epochs=1"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status = run(dir, &local, &s3.endpoint(), &["status", "tune.kdl"]);
+    assert!(
+        text(&status.stdout).contains("init file base.safetensors changed"),
+        "{}",
+        text(&status.stdout)
+    );
+    tuned(["ran", "ran", "ran"]);
+}
+
 /// The first lines of a refusal, with the port of `endpoint` written as PORT.
 fn refusal(out: &Output, port: u16) -> String {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

@@ -40,6 +40,7 @@ const ROOT_NAMES: &[&str] = &[
     "snapshots",
     "lineages",
     "published",
+    "downloads",
     "manifests",
     "hashes.json",
 ];
@@ -226,9 +227,11 @@ fn foreign_content(root: &Path) -> io::Result<Option<String>> {
             return holds(format!("lineages/{name}"));
         }
     }
-    for (name, is_dir) in names(&root.join("published"))? {
-        if !(is_dir && name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())) {
-            return holds(format!("published/{name}"));
+    for dir in ["published", "downloads"] {
+        for (name, is_dir) in names(&root.join(dir))? {
+            if !(is_dir && name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())) {
+                return holds(format!("{dir}/{name}"));
+            }
         }
     }
     for (name, _) in names(&root.join("tmp"))? {

@@ -520,6 +520,7 @@ impl<'a> Reader<'a> {
             sweep,
             stages,
             base_dir: base_dir.to_path_buf(),
+            fetched: Default::default(),
         }
     }
 

@@ -48,12 +48,21 @@ pub struct Manifest {
     /// The directory relative paths in the manifest are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Inputs the manifest names by URL (`init "s3://bucket/key"`), and the local copy of
+    /// each that a run fetched (see `src/fetch.rs`); the manifest keeps the URL, so a
+    /// stage's key is the same on every machine.
+    #[serde(skip)]
+    pub fetched: std::collections::BTreeMap<PathBuf, PathBuf>,
 }
 
 impl Manifest {
-    /// A path from the manifest, resolved against the manifest's directory.
+    /// A path from the manifest, resolved against the manifest's directory (or a URL's
+    /// local copy, once fetched).
     pub fn resolve(&self, path: &Path) -> PathBuf {
-        self.base_dir.join(path)
+        match self.fetched.get(path) {
+            Some(local) => local.clone(),
+            None => self.base_dir.join(path),
+        }
     }
 
     pub fn stage(&self, name: &str) -> Option<&StageSpec> {

@@ -120,6 +120,26 @@ impl CheckpointIo for LocalIo {
         }
     }
 
+    fn version(&self, key: &str) -> Result<Option<String>, IoError> {
+        match fs::metadata(self.path(key)?) {
+            Ok(meta) if meta.is_file() => {
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                    .unwrap_or_default();
+                Ok(Some(format!(
+                    "{} bytes, modified {}",
+                    meta.len(),
+                    modified.as_nanos()
+                )))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.error("read", key, e)),
+        }
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<Object>, IoError> {
         let mut found = Vec::new();
         let mut pending = vec![(self.dir.clone(), String::new())];

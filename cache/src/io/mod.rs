@@ -83,6 +83,11 @@ pub trait CheckpointIo: Send + Sync + fmt::Debug {
     /// The size of object `key`, `None` when there is none.
     fn size(&self, key: &str) -> Result<Option<u64>, IoError>;
 
+    /// What identifies the current content of object `key` (S3's ETag and size; a
+    /// file's size and modification time), `None` when there is none: a copy made when
+    /// it was the same is still good.
+    fn version(&self, key: &str) -> Result<Option<String>, IoError>;
+
     /// Every object whose key starts with `prefix`.
     fn list(&self, prefix: &str) -> Result<Vec<Object>, IoError>;
 

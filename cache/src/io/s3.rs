@@ -188,6 +188,22 @@ impl S3Io {
         self.error(format!("cannot {what} {key}: {why}"))
     }
 
+    /// The size and ETag of object `key`, `None` when there is none.
+    fn head(&self, key: &str) -> Result<Option<(u64, Option<String>)>, IoError> {
+        let (head, status) = self
+            .bucket
+            .head_object(self.full(key))
+            .map_err(|e| self.failed("read", key, e))?;
+        match status {
+            404 => Ok(None),
+            200 => Ok(Some((
+                head.content_length.unwrap_or(0).max(0) as u64,
+                head.e_tag,
+            ))),
+            status => Err(self.refused("read", key, status, "")),
+        }
+    }
+
     /// `Ok` for a 2xx answer, the refusal otherwise.
     fn ok(&self, what: &str, key: &str, status: u16, body: &[u8]) -> Result<(), IoError> {
         match status {
@@ -280,15 +296,13 @@ impl CheckpointIo for S3Io {
     }
 
     fn size(&self, key: &str) -> Result<Option<u64>, IoError> {
-        let (head, status) = self
-            .bucket
-            .head_object(self.full(key))
-            .map_err(|e| self.failed("read", key, e))?;
-        match status {
-            404 => Ok(None),
-            200 => Ok(Some(head.content_length.unwrap_or(0).max(0) as u64)),
-            status => Err(self.refused("read", key, status, "")),
-        }
+        Ok(self.head(key)?.map(|(size, _)| size))
+    }
+
+    fn version(&self, key: &str) -> Result<Option<String>, IoError> {
+        Ok(self
+            .head(key)?
+            .map(|(size, etag)| format!("{size} bytes, ETag {}", etag.unwrap_or_default())))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<Object>, IoError> {

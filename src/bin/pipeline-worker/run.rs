@@ -10,7 +10,7 @@ use pipeline_core::launch::Rendezvous;
 use serde_json::json;
 
 pub fn run(args: &RunArgs) -> bool {
-    let loaded = Loaded::read(&args.file, &args.set);
+    let loaded = Loaded::read_to_run(&args.file, &args.set, &args.cache);
     let source = loaded.source.as_ref();
     let Some(manifest) = loaded.report() else {
         if args.json {
