@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -235,6 +236,59 @@ def bench_cache(reps):
     }
 
 
+def bench_bucket(reps):
+    """A cached rerun of the digits example answered from a shared cache in an S3 bucket
+    (moto's server on this machine, so the network is loopback: what is measured is
+    pipeline's own cost) against the same rerun answered from the local cache, in turns.
+    "From the bucket" is a machine that has never run it: an empty local cache, so every
+    entry is fetched, checked and stored locally."""
+    import boto3
+
+    moto = Path(sys.executable).with_name("moto_server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        creds = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench").create_bucket(Bucket="bench")
+        url = "s3://bench/digits"
+        with tempfile.TemporaryDirectory() as tmp:
+            project = Path(tmp)
+            (project / "data").mkdir()
+            shutil.copy(ROOT / "examples" / "data" / "digits.csv.gz", project / "data")
+            shutil.copy(ROOT / "examples" / "digits.kdl", project)
+
+            def wall(args, local):
+                env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+                env.update(creds, PIPELINE_CACHE_DIR=str(local))
+                start = time.perf_counter()
+                subprocess.run([PIPELINE, *args], cwd=project, check=True, capture_output=True, env=env)
+                return time.perf_counter() - start
+
+            first = wall(["run", "digits.kdl", "--cache-dir", url], project / "machine-a")
+            plain, local, bucket = [], [], []
+            for rep in range(reps):
+                p = wall(["run", "digits.kdl"], project / "machine-a")
+                a = wall(["run", "digits.kdl", "--cache-dir", url], project / "machine-a")
+                b = wall(["run", "digits.kdl", "--cache-dir", url], project / f"machine-b-{rep}")
+                plain.append(p)
+                local.append((a, a / p))
+                bucket.append((b, b / p))
+        pair = lambda xs: {"s": summary([x for x, _ in xs]), "ratio": summary([r for _, r in xs])}
+        return {"first_run_s": first, "plain_s": summary(plain), "local": pair(local), "bucket": pair(bucket)}
+    finally:
+        server.kill()
+        server.wait()
+
+
 def bench_scaling(reps, epochs):
     """The MLP workload on 1 process (2 threads) and on 2 processes under `ddp` (1 thread
     each, the same per-process batch): samples per second over both processes, and the
@@ -343,7 +397,7 @@ def bench_sweep(reps):
     return {name: {"wall": summary([r["wall"] for r in rs]), "trained": rs[0]["trained"]} for name, rs in runs.items()}
 
 
-def table(results, startup, device, cache=None, scaling=None, logging=None, sweep=None):
+def table(results, startup, device, cache=None, scaling=None, logging=None, sweep=None, bucket=None):
     out = []
     for w, sides in results.items():
         base = sides.get("plain")
@@ -377,6 +431,17 @@ def table(results, startup, device, cache=None, scaling=None, logging=None, swee
         h, m = c["hash_first_s"], c["hash_memo_s"]
         out.append(f"| `pipeline status` hashing a {c['hash_file_gb']:.2f} GB data file | {h['median']:.3f} | {h['min']:.3f}–{h['max']:.3f} | {c['hash_file_gb'] / h['median']:.2f} GB/s |")
         out.append(f"| the same, unchanged file (hash memo) | {m['median']:.3f} | {m['min']:.3f}–{m['max']:.3f} | |")
+    if bucket:
+        b = bucket
+        out.append("\n**A shared cache in an S3 bucket** (examples/digits.kdl, every stage cached; moto on loopback; wall time including process start)\n")
+        out.append("| answered from | seconds (median) | min–max | × the local cache alone, paired by repetition (median) | min–max |")
+        out.append("|---|---|---|---|---|")
+        p = b["plain_s"]
+        out.append(f"| the local cache alone (no bucket) | {p['median']:.3f} | {p['min']:.3f}–{p['max']:.3f} | 1.00 | |")
+        for name, key in [("the local cache, bucket configured (one request checks it)", "local"), ("the bucket: a machine that never ran it (3 entries fetched and checked)", "bucket")]:
+            s, r = b[key]["s"], b[key]["ratio"]
+            out.append(f"| {name} | {s['median']:.3f} | {s['min']:.3f}–{s['max']:.3f} | {r['median']:.2f} | {r['min']:.2f}–{r['max']:.2f} |")
+        out.append(f"| (the first run, which trained and published) | {b['first_run_s']:.3f} | | | |")
     if scaling:
         names = list(scaling)
         base = scaling[names[0]]["samples_per_second"]["median"]
@@ -421,7 +486,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,scaling,logging,sweep")
+    p.add_argument("--workloads", default="mlp,cnn,lstm,transformer,startup,cache,bucket,scaling,logging,sweep")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--quick", action="store_true", help="one repetition, one measured epoch: a smoke test")
     p.add_argument("--write-docs", action="store_true", help="put the table into docs/benchmarks.md")
@@ -443,10 +508,11 @@ def main():
     scaling = bench_scaling(1 if args.quick else 3, 2 if args.quick else 3) if "scaling" in workloads and args.device == "cpu" else None
     logging = bench_logging(1 if args.quick else 9, 2 if args.quick else 3, args.threads) if "logging" in workloads and args.device == "cpu" else None
     sweep = bench_sweep(1 if args.quick else 3) if "sweep" in workloads and args.device == "cpu" else None
-    text = table(results, startup, args.device, cache, scaling, logging, sweep)
+    bucket = bench_bucket(3 if args.quick else 10) if "bucket" in workloads else None
+    text = table(results, startup, args.device, cache, scaling, logging, sweep, bucket)
     print(text)
     command = "bench/run.sh " + " ".join(sys.argv[1:])
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling, "logging": logging, "sweep": sweep}
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "machine": machine(), "command": command.strip(), "threads": args.threads, "reps": reps, "epochs": epochs, "training": results, "startup": startup, "cache": cache, "scaling": scaling, "logging": logging, "sweep": sweep, "bucket": bucket}
     (BENCH / "results").mkdir(exist_ok=True)
     (BENCH / "results" / "latest.json").write_text(json.dumps(record, indent=2))
     if args.write_docs:
