@@ -272,6 +272,23 @@ fn a_checkpoint_stage_writes_into_the_bucket_and_replaces_only_its_own() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(sent != object(s3.port, "team", "models/small.safetensors"));
+    // The first settings again, answered from the cache: their checkpoint is put back.
+    let out = run(
+        project.path(),
+        &local,
+        &s3.endpoint(),
+        &["run", "small.kdl", "--json"],
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(statuses(&again), ["cached", "cached", "cached"]);
+    assert!(sent == object(s3.port, "team", "models/small.safetensors"));
+    let metadata_now: Value =
+        serde_json::from_slice(&object(s3.port, "team", "models/small.json")).unwrap();
+    assert_eq!(metadata_now, metadata);
+    assert!(
+        !project.path().join("s3:").exists(),
+        "no local file named after the URL"
+    );
     // Someone else's object at that key is not.
     let foreign = manifest.replace("models/small", "theirs/model");
     std::fs::write(project.path().join("small.kdl"), foreign).unwrap();

@@ -330,6 +330,83 @@ fn metadata_written_by_pipeline(path: &Path) -> bool {
             .unwrap_or(false)
 }
 
+/// Sends checkpoint stage `index`'s files (`weights`, `metadata`) to `url` in object
+/// storage (`s3://bucket/key.safetensors`, its metadata beside it as `key.json`), unless
+/// they are there already: the metadata there names `fingerprint`. The weights go first,
+/// the metadata last, so metadata naming a fingerprint is never beside other weights.
+/// Refuses to replace an object that `pipeline` did not write (one without pipeline's
+/// metadata beside it). The URLs of the two objects.
+pub fn send_checkpoint(
+    manifest: &Manifest,
+    index: usize,
+    url: &str,
+    (weights, metadata): (&Path, &Path),
+    fingerprint: &str,
+) -> Result<Vec<PathBuf>, Diagnostic> {
+    let stage = &manifest.stages[index];
+    let span = match &stage.config {
+        StageConfig::Checkpoint(spec) => path_span(stage, spec.path.as_ref().and_then(|p| p.span)),
+        _ => stage.name.span,
+    };
+    let fail = |why: String| {
+        Diagnostic::error(
+            "pipeline::checkpoint::upload_failed",
+            format!("stage `{}`: {why}", stage.name()),
+        )
+        .label_opt(span, "sent here")
+        .help(format!(
+            "the checkpoint is kept in {}; check the endpoint and credentials \
+             (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), or give another `path`",
+            weights.display()
+        ))
+    };
+    let (parent, name) = cache::io::split_object(url)
+        .ok_or_else(|| fail(format!("`{url}` names no object (write `s3://bucket/key`)")))?;
+    let io = cache::io::open(parent).map_err(|e| fail(e.to_string()))?;
+    let meta_name = metadata_path(Path::new(name))
+        .to_string_lossy()
+        .into_owned();
+    let sent = vec![
+        PathBuf::from(url),
+        PathBuf::from(format!("{parent}/{meta_name}")),
+    ];
+    let there = io
+        .read_bytes(&meta_name)
+        .map_err(|e| fail(e.to_string()))?
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let ours = there.as_ref().is_some_and(|v| {
+        v["tool"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("pipeline "))
+    });
+    let weights_there = io.size(name).map_err(|e| fail(e.to_string()))?;
+    if weights_there.is_some() && !ours {
+        return Err(fail(format!(
+            "will not replace {url}: no checkpoint metadata of pipeline's is beside it ({})",
+            sent[1].display()
+        )));
+    }
+    let same = there
+        .as_ref()
+        .is_some_and(|v| v["fingerprint"] == fingerprint)
+        && weights_there == std::fs::metadata(weights).ok().map(|m| m.len());
+    if !same {
+        for (key, file) in [(name, weights), (meta_name.as_str(), metadata)] {
+            let mut source = std::fs::File::open(file)
+                .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
+            io.write(key, &mut source)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+    }
+    Ok(sent)
+}
+
+/// Whether a path from the manifest names an object in storage (`s3://bucket/key`)
+/// rather than a file.
+pub fn is_url(path: &Path) -> bool {
+    cache::io::is_url(&path.to_string_lossy())
+}
+
 /// Whether stage `index` may write its files at `path`: a checkpoint's weights there and
 /// its metadata beside them, or a `predict` stage's predictions. `Err` says why not, as a
 /// diagnostic on the stage's path.

@@ -187,6 +187,13 @@ pub fn cached_result(
     if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
         let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
         result.outputs = match &spec.path {
+            Some(url) if crate::outputs::is_url(&url.value) => crate::outputs::send_checkpoint(
+                manifest,
+                index,
+                &url.value.to_string_lossy(),
+                (weights, metadata),
+                &entry.fingerprint,
+            )?,
             Some(path) => {
                 let path = manifest.resolve(&path.value);
                 let meta_path = crate::outputs::metadata_path(&path);

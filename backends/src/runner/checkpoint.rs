@@ -6,7 +6,6 @@ use manifests::{CheckpointSpec, Diagnostic, WeightsFrom};
 use pipeline_core::freshness::{StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use tch::Kind;
 
 impl Context<'_> {
@@ -26,8 +25,8 @@ impl Context<'_> {
         let remote = spec
             .path
             .as_ref()
-            .map(|p| p.value.to_string_lossy().into_owned())
-            .filter(|p| cache::io::is_url(p));
+            .filter(|p| pipeline_core::outputs::is_url(&p.value))
+            .map(|p| p.value.to_string_lossy().into_owned());
         let local = match remote {
             Some(_) => None,
             None => spec.path.as_ref(),
@@ -107,54 +106,14 @@ impl Context<'_> {
             (CHECKPOINT_METADATA.to_string(), outputs[1].clone()),
         ];
         if let Some(url) = remote {
-            outputs = upload(&url, &outputs).map_err(|why| {
-                Diagnostic::error(
-                    "pipeline::checkpoint::upload_failed",
-                    format!("stage `{}`: {why}", stage.name()),
-                )
-                .label_opt(spec.path.as_ref().and_then(|p| p.span), "sent here")
-                .help(format!(
-                    "the checkpoint is kept in {}; check the endpoint and credentials \
-                     (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
-                    path.display()
-                ))
-            })?;
+            outputs = pipeline_core::outputs::send_checkpoint(
+                manifest,
+                index,
+                &url,
+                (&outputs[0], &outputs[1]),
+                &state.fingerprint.hash,
+            )?;
         }
         Ok(Produced::metrics(BTreeMap::new(), outputs, store))
     }
-}
-
-/// Sends the checkpoint's weights to `url` and its metadata beside them (`w.json` for
-/// `w.safetensors`), metadata first: a reader that finds the weights finds what applying
-/// them needs. Refuses to replace an object there that `pipeline` did not write (one
-/// without pipeline's metadata beside it). The URLs written.
-fn upload(url: &str, files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let (parent, name) = cache::io::split_object(url)
-        .ok_or_else(|| format!("`{url}` names no object (write `s3://bucket/key`)"))?;
-    let io = cache::io::open(parent).map_err(|e| e.to_string())?;
-    let meta_name = pipeline_core::outputs::metadata_path(Path::new(name))
-        .to_string_lossy()
-        .into_owned();
-    if io.size(name).map_err(|e| e.to_string())?.is_some() {
-        let ours = io
-            .read_bytes(&meta_name)
-            .map_err(|e| e.to_string())?
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| Some(v["tool"].as_str()?.starts_with("pipeline ")))
-            .unwrap_or(false);
-        if !ours {
-            return Err(format!(
-                "will not replace {url}: no checkpoint metadata of pipeline's is beside it ({parent}/{meta_name})"
-            ));
-        }
-    }
-    for (key, file) in [(&meta_name, &files[1]), (&name.to_string(), &files[0])] {
-        let mut source = std::fs::File::open(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        io.write(key, &mut source).map_err(|e| e.to_string())?;
-    }
-    Ok(vec![
-        PathBuf::from(url),
-        PathBuf::from(format!("{parent}/{meta_name}")),
-    ])
 }
