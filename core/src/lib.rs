@@ -20,7 +20,9 @@
 //! tables (`table.rs`, `parquet.rs`), and images: decoding and the pixel operations of
 //! the transforms (`image.rs`), which images a data set holds (`image_listing.rs`), and
 //! texts tokenised (`text.rs`); and sweeps: their points, the metric that ranks them,
-//! successive halving's rungs and the `sweep` block's checks (`sweep.rs`).
+//! successive halving's rungs and the `sweep` block's checks (`sweep.rs`); and where a
+//! worker stands in a distributed run, by the cluster environment that started it
+//! (`launch/`: torchrun, SLURM, Open MPI, one file each, and a registry).
 
 pub mod check;
 pub mod compat;

@@ -1,0 +1,185 @@
+//! Where a worker stands in a distributed run, as whatever started it says: one trait,
+//! [`ClusterEnvironment`], and a registry of its members, one file each (Lightning's
+//! `ClusterEnvironment` plugins), so that a scheduler can start the workers itself.
+//!
+//! | member | started by | says so with | file |
+//! |---|---|---|---|
+//! | `torchrun` | torchrun, `pipeline run --nproc-per-node` | `WORLD_SIZE` | `torchrun.rs` |
+//! | `slurm` | `srun` | `SLURM_NTASKS` | `slurm.rs` |
+//! | `openmpi` | Open MPI's `mpirun` | `OMPI_COMM_WORLD_SIZE` | `openmpi.rs` |
+//!
+//! The first registered member that detects its variables decides; a library user's
+//! members ([`register`]) are asked before the built-ins.
+
+mod openmpi;
+mod slurm;
+mod torchrun;
+
+pub use slurm::first_host;
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// The rendezvous of one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendezvous {
+    pub host: String,
+    pub port: u16,
+    pub rank: usize,
+    pub world: usize,
+    pub local_rank: usize,
+}
+
+/// The port rank 0 serves the rendezvous on when none is given (as torchrun's).
+pub const DEFAULT_PORT: u16 = 29500;
+
+/// The process's environment, as a function (tests give a map).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// A kind of cluster that starts the processes of a distributed run.
+pub trait ClusterEnvironment: Send + Sync {
+    /// Its name in messages and `pipeline explain`.
+    fn name(&self) -> &'static str;
+
+    /// Whether this process was started by it (its variables are set).
+    fn detect(&self, env: Env) -> bool;
+
+    /// This process's place in the run; `Err` when the variables contradict or are
+    /// malformed.
+    fn rendezvous(&self, env: Env) -> Result<Rendezvous, String>;
+}
+
+fn registry() -> &'static RwLock<Vec<Arc<dyn ClusterEnvironment>>> {
+    static MEMBERS: OnceLock<RwLock<Vec<Arc<dyn ClusterEnvironment>>>> = OnceLock::new();
+    MEMBERS.get_or_init(|| {
+        RwLock::new(vec![
+            Arc::new(torchrun::Torchrun),
+            Arc::new(slurm::Slurm),
+            Arc::new(openmpi::OpenMpi),
+        ])
+    })
+}
+
+/// Adds a kind of cluster, asked before those registered so far (one with the same name
+/// is replaced).
+pub fn register(member: Arc<dyn ClusterEnvironment>) {
+    let mut members = registry().write().unwrap_or_else(|e| e.into_inner());
+    members.retain(|m| m.name() != member.name());
+    members.insert(0, member);
+}
+
+/// The registered kinds of cluster, in the order they are asked.
+pub fn members() -> Vec<Arc<dyn ClusterEnvironment>> {
+    registry().read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `name=value` read as a number.
+pub fn number<T: std::str::FromStr>(env: Env, name: &str) -> Result<Option<T>, String> {
+    env(name)
+        .map(|v| {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("{name}={v} is not a number"))
+        })
+        .transpose()
+}
+
+/// `name` as a number, which must be set.
+pub fn required<T: std::str::FromStr>(env: Env, name: &str, why: &str) -> Result<T, String> {
+    number(env, name)?.ok_or_else(|| format!("{why} but {name} is not"))
+}
+
+/// The rendezvous port: `MASTER_PORT`, else [`DEFAULT_PORT`].
+pub fn port(env: Env) -> Result<u16, String> {
+    Ok(number(env, "MASTER_PORT")?.unwrap_or(DEFAULT_PORT))
+}
+
+impl Rendezvous {
+    /// The rendezvous the environment `get` describes, by the first cluster that detects
+    /// its variables: `None` when this is not a distributed run (no cluster, or a world of
+    /// one), `Err` when the variables contradict or are malformed.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Rendezvous>, String> {
+        let env: Env = &get;
+        let Some(cluster) = members().into_iter().find(|m| m.detect(env)) else {
+            return Ok(None);
+        };
+        let r = cluster
+            .rendezvous(env)
+            .map_err(|why| format!("{} environment: {why}", cluster.name()))?;
+        if r.world <= 1 {
+            return Ok(None);
+        }
+        if r.rank >= r.world {
+            return Err(format!(
+                "{} environment: rank {} is not below the world size {}",
+                cluster.name(),
+                r.rank,
+                r.world
+            ));
+        }
+        Ok(Some(r))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    pub(crate) fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn no_cluster_or_a_world_of_one_is_not_distributed() {
+        assert_eq!(Rendezvous::from_env(env(&[])), Ok(None));
+        assert_eq!(
+            Rendezvous::from_env(env(&[("WORLD_SIZE", "1"), ("RANK", "0")])),
+            Ok(None)
+        );
+        assert_eq!(
+            Rendezvous::from_env(env(&[("WORLD_SIZE", "2"), ("RANK", "2")])),
+            Err("torchrun environment: rank 2 is not below the world size 2".into())
+        );
+    }
+
+    /// A cluster of a library user's, asked before the built-ins.
+    struct Fixed;
+
+    impl ClusterEnvironment for Fixed {
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+        fn detect(&self, env: Env) -> bool {
+            env("FIXED_RANK").is_some()
+        }
+        fn rendezvous(&self, env: Env) -> Result<Rendezvous, String> {
+            Ok(Rendezvous {
+                host: "head".into(),
+                port: 1,
+                rank: required(env, "FIXED_RANK", "FIXED_RANK is read")?,
+                world: 4,
+                local_rank: 0,
+            })
+        }
+    }
+
+    #[test]
+    fn a_registered_cluster_is_asked_first() {
+        register(Arc::new(Fixed));
+        let r = Rendezvous::from_env(env(&[
+            ("FIXED_RANK", "3"),
+            ("WORLD_SIZE", "2"),
+            ("RANK", "0"),
+        ]));
+        assert_eq!(r.unwrap().unwrap().rank, 3);
+        assert_eq!(members()[0].name(), "fixed");
+        assert_eq!(
+            members().iter().map(|m| m.name()).collect::<Vec<_>>()[1..],
+            ["torchrun", "slurm", "openmpi"]
+        );
+    }
+}
