@@ -519,6 +519,8 @@ fn processes_whose_caches_differ_train_together() {
             ("MASTER_PORT", port.to_string()),
         ]
     });
+    assert!(out1.status.success(), "{}", text(&out1.stderr));
+    assert!(out0.status.success(), "{}", text(&out0.stderr));
     let report: Value = serde_json::from_slice(&out0.stdout).unwrap();
     let statuses: Vec<&str> = report["stages"]
         .as_array()
