@@ -49,8 +49,20 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
         false
     };
     if let Some(location) = prepare::cache_remote(dir) {
-        return match Remote::open(&location).and_then(|r| r.list().map(|e| (r, e))) {
-            Ok((remote, entries)) => run_remote(command, &remote, entries, dir),
+        let opened = Remote::open(&location)
+            .and_then(|r| r.check().map(|()| r))
+            .and_then(|r| r.list().map(|e| (r, e)));
+        return match opened {
+            Ok((remote, entries)) => {
+                // The stages that used each entry are recorded in the local cache; the
+                // keys `gc` keeps are computed without fetching anything.
+                let local = CacheDir {
+                    local_only: true,
+                    ..dir.clone()
+                };
+                let users = users_of(&prepare::cache_root(dir, base));
+                dispatch(command, &Place::Shared(&remote), entries, &users, &local)
+            }
             Err(e) => fail(prepare::remote_unavailable(e)),
         };
     }
@@ -86,8 +98,21 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             ))
         }
     };
+    let users = users_of(store.root());
+    dispatch(command, &Place::Local(&store), entries, &users, dir)
+}
+
+/// `cache ls | gc | verify` on `place`'s `entries`; `users` are the stages that last used
+/// each, `dir` where the keys `gc` keeps are computed.
+fn dispatch(
+    command: &CacheCommand,
+    place: &Place,
+    entries: Vec<EntryInfo>,
+    users: &BTreeMap<String, Vec<String>>,
+    dir: &CacheDir,
+) -> bool {
     match command {
-        CacheCommand::Ls { json } => ls(&store, &entries, *json),
+        CacheCommand::Ls { json } => list(&place.describe(), users, &entries, *json),
         CacheCommand::Gc {
             keep,
             set,
@@ -95,7 +120,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             max_size,
             dry_run,
         } => gc(
-            &Place::Local(&store),
+            place,
             entries,
             (keep, set),
             *older_than,
@@ -103,7 +128,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
             *dry_run,
             dir,
         ),
-        CacheCommand::Verify { remove } => verify(&Place::Local(&store), &entries, *remove),
+        CacheCommand::Verify { remove } => verify(place, &entries, *remove),
     }
 }
 
@@ -131,11 +156,6 @@ fn ago(t: Option<SystemTime>) -> String {
         s if s < 172_800 => format!("{} h ago", s / 3600),
         s => format!("{} d ago", s / 86_400),
     }
-}
-
-fn ls(store: &Store, entries: &[EntryInfo], json: bool) -> bool {
-    let place = store.root().display().to_string();
-    list(&place, &users_of(store.root()), entries, json)
 }
 
 /// The stages (`manifest.kdl: train`) whose last run used each fingerprint, from the
@@ -325,6 +345,14 @@ enum Place<'a> {
 }
 
 impl Place<'_> {
+    /// The place in messages.
+    fn describe(&self) -> String {
+        match self {
+            Place::Local(store) => store.root().display().to_string(),
+            Place::Shared(remote) => remote.describe(),
+        }
+    }
+
     fn remove(&self, e: &EntryInfo) -> std::io::Result<()> {
         match (self, e.kind.as_str()) {
             (Place::Local(store), "snapshot") => store.remove_snapshot(&e.fingerprint),
@@ -359,42 +387,5 @@ impl Place<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// `cache ls | gc | verify` on the shared cache `remote`.
-fn run_remote(
-    command: &CacheCommand,
-    remote: &Remote,
-    entries: Vec<EntryInfo>,
-    dir: &CacheDir,
-) -> bool {
-    let place = Place::Shared(remote);
-    // The keys a manifest reaches, computed without fetching anything.
-    let local = CacheDir {
-        local_only: true,
-        ..dir.clone()
-    };
-    match command {
-        CacheCommand::Ls { json } => {
-            let users = users_of(&prepare::cache_root(dir, Path::new("")));
-            list(&remote.describe(), &users, &entries, *json)
-        }
-        CacheCommand::Gc {
-            keep,
-            set,
-            older_than,
-            max_size,
-            dry_run,
-        } => gc(
-            &place,
-            entries,
-            (keep, set),
-            *older_than,
-            *max_size,
-            *dry_run,
-            &local,
-        ),
-        CacheCommand::Verify { remove } => verify(&place, &entries, *remove),
     }
 }

@@ -497,19 +497,7 @@ fn the_bucketed_sampler_trains_on_two_processes() {
 #[test]
 fn processes_whose_caches_differ_train_together() {
     let dir = project();
-    let first = pipeline(
-        dir.path(),
-        &[
-            "run",
-            "ddp.kdl",
-            "--nproc-per-node",
-            "2",
-            "--cache-dir",
-            "cache-a",
-        ],
-    );
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    let stored = tensors(&dir.path().join("out/model.safetensors"));
+    let stored = launched(dir.path());
     let (out0, out1) = started_by_a_scheduler(dir.path(), ["cache-a", "cache-b"], |rank, port| {
         vec![
             ("RANK", rank.to_string()),
@@ -533,6 +521,24 @@ fn processes_whose_caches_differ_train_together() {
         stored == tensors(&dir.path().join("out/model.safetensors")),
         "the processes did not train as one"
     );
+}
+
+/// The weights `pipeline run ddp.kdl --nproc-per-node 2` exports in `dir`, its cache
+/// `cache-a`.
+fn launched(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    let first = pipeline(
+        dir,
+        &[
+            "run",
+            "ddp.kdl",
+            "--nproc-per-node",
+            "2",
+            "--cache-dir",
+            "cache-a",
+        ],
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    tensors(&dir.join("out/model.safetensors"))
 }
 
 /// `pipeline run ddp.kdl --json` started twice in `dir`, as a scheduler starts the
@@ -571,19 +577,7 @@ fn started_by_a_scheduler(
 #[test]
 fn processes_started_by_open_mpi_train_as_the_launchers_do() {
     let dir = project();
-    let first = pipeline(
-        dir.path(),
-        &[
-            "run",
-            "ddp.kdl",
-            "--nproc-per-node",
-            "2",
-            "--cache-dir",
-            "cache-a",
-        ],
-    );
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    let stored = tensors(&dir.path().join("out/model.safetensors"));
+    let stored = launched(dir.path());
     let (out0, out1) = started_by_a_scheduler(dir.path(), ["cache-b", "cache-c"], |rank, port| {
         vec![
             ("OMPI_COMM_WORLD_RANK", rank.to_string()),
