@@ -374,6 +374,20 @@ fn starting_weights_come_from_the_bucket_and_a_new_version_retrains() {
     tuned(["ran", "ran", "ran"]);
 }
 
+/// `check` (which never goes online) refuses URLs where only a file can be, schemes no
+/// place is registered for, and URLs that name no object, each on its line.
+#[test]
+fn check_refuses_urls_it_cannot_use() {
+    let manifest = SMALL
+        .replace("data/digits.csv.gz", "s3://team/digits.csv.gz")
+        .replace("out/model.safetensors", "gs://team/model.safetensors")
+        .replace("train epochs=3", "train init=\"s3://team\" epochs=3");
+    let project = small_project(&manifest);
+    let out = common::pipeline(project.path(), &["check", "small.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    common::assert_fixture("check-urls.stderr", &text(&out.stderr));
+}
+
 /// The first lines of a refusal, with the port of `endpoint` written as PORT.
 fn refusal(out: &Output, port: u16) -> String {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

@@ -19,7 +19,9 @@
 //! Honest limit: the proof is a marker or a note, not a signature; a file that carries
 //! it was written by `pipeline` or made to look so on purpose.
 
-use manifests::{CheckpointSpec, Diagnostic, EvalSpec, Manifest, PredictSpec, StageConfig};
+use manifests::{
+    CheckpointSpec, Diagnostic, EvalSpec, Manifest, PredictSpec, Spanned, StageConfig,
+};
 use miette::SourceSpan;
 use std::fs;
 use std::io::Read;
@@ -197,10 +199,95 @@ fn path_span(stage: &manifests::StageSpec, path: Option<SourceSpan>) -> Option<S
     path.or(stage.name.span)
 }
 
+/// Every path the manifest names, with its role and whether it may be a URL (an object
+/// in storage): a `checkpoint` stage's `path` and a `train` stage's `init`; the data and
+/// the rest are read from files.
+fn named_paths(manifest: &Manifest) -> Vec<(String, &Spanned<PathBuf>, bool)> {
+    let data = &manifest.data;
+    let mut all = vec![("the data file".to_string(), &data.source, false)];
+    all.extend(
+        data.labels_file
+            .iter()
+            .map(|p| ("the labels file".into(), p, false)),
+    );
+    all.extend(
+        data.text
+            .iter()
+            .map(|t| ("the tokenizer".into(), &t.tokenizer, false)),
+    );
+    all.extend(
+        data.extra_inputs
+            .iter()
+            .map(|i| (format!("input `{}`", i.name), &i.source, false)),
+    );
+    all.extend(
+        manifest
+            .model
+            .torchscript
+            .iter()
+            .map(|t| ("the TorchScript model".into(), &t.path, false)),
+    );
+    for stage in &manifest.stages {
+        let of = |what: &str| format!("{what} of stage `{}`", stage.name());
+        match &stage.config {
+            StageConfig::Train(t) => {
+                all.extend(t.init.iter().map(|p| (of("the starting weights"), p, true)))
+            }
+            StageConfig::Checkpoint(c) => {
+                all.extend(c.path.iter().map(|p| (of("the checkpoint"), p, true)))
+            }
+            StageConfig::Eval(e) => {
+                all.extend(e.source.iter().map(|p| (of("the source"), p, false)));
+                all.extend(e.output.iter().map(|p| (of("the predictions"), p, false)));
+            }
+            StageConfig::Predict(p) => {
+                all.push((of("the source"), &p.source, false));
+                all.extend(p.output.iter().map(|o| (of("the predictions"), o, false)));
+            }
+        }
+    }
+    all
+}
+
+/// The URLs among the manifest's paths that cannot be used: where only a file can be,
+/// with a scheme no place is registered for, or naming no object (`s3://bucket`).
+fn urls(manifest: &Manifest) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for (role, path, may_be_url) in named_paths(manifest) {
+        let text = path.value.to_string_lossy();
+        let Some(scheme) = cache::io::scheme(&text) else {
+            continue;
+        };
+        let registered = cache::io::members().iter().any(|m| m.scheme == scheme);
+        let why = if !may_be_url {
+            format!("{role} is read from a file, not from `{text}`")
+        } else if !registered {
+            let known: Vec<String> = cache::io::members()
+                .iter()
+                .map(|m| format!("`{}://`", m.scheme))
+                .collect();
+            format!(
+                "no place is registered for `{scheme}://` (registered: {})",
+                known.join(", ")
+            )
+        } else if cache::io::split_object(&text).is_none() {
+            format!("`{text}` names no object: write `{scheme}://bucket/key`")
+        } else {
+            continue;
+        };
+        diags.push(
+            Diagnostic::error("pipeline::manifest::bad_url", why)
+                .label_opt(path.span, "this URL")
+                .help("only a `checkpoint` stage's `path` and a `train` stage's `init` may name an object in storage (`s3://bucket/key`); give a file for the rest"),
+        );
+    }
+    diags
+}
+
 /// The rules on where checkpoints are written, for `pipeline check`; `manifest_path` is
 /// the manifest's own file.
 pub fn check(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Diagnostic> {
-    let mut diags = Vec::new();
+    let mut diags = urls(manifest);
     let outputs = outputs(manifest);
     for pair in outputs.windows(2) {
         if let [weights, metadata] = pair {
