@@ -291,7 +291,7 @@ impl Store {
                 key,
                 metrics,
                 outputs,
-            }) => match self.put_local(fingerprint, &key, &metrics, &outputs) {
+            }) => match self.put(fingerprint, &key, &metrics, &outputs) {
                 Ok(_) => {
                     self.mark_published(&self.published_marker(remote, fingerprint));
                     Ok(true)
@@ -431,16 +431,6 @@ impl Store {
     /// An entry that exists already is replaced (it was found corrupt, or was forced);
     /// anything else in its place is left alone and the store refuses.
     pub fn put(
-        &self,
-        fingerprint: &str,
-        key: &Value,
-        metrics: &Value,
-        outputs: &[(String, PathBuf)],
-    ) -> io::Result<Entry> {
-        self.put_local(fingerprint, key, metrics, outputs)
-    }
-
-    fn put_local(
         &self,
         fingerprint: &str,
         key: &Value,
