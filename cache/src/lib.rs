@@ -1,6 +1,8 @@
 //! Storage for what `pipeline` produces: content hashes (and their memo), crash-safe
 //! writes, the run directories under `.pipeline/runs/`, and the content-addressed stage
-//! cache (`store.rs`) with the record of each manifest's last keys (`last_keys.rs`).
+//! cache (`store.rs`) with the record of each manifest's last keys (`last_keys.rs`);
+//! where objects can be kept besides (`io/`: a directory, S3-compatible storage), and
+//! the stage cache shared through one of them, behind the local one (`remote.rs`).
 //!
 //! Invariant: a file this crate writes is either absent or complete. Every write goes
 //! to a temporary file in the same directory, is synced, and is renamed into place.
