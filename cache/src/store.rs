@@ -578,7 +578,9 @@ impl Store {
         fs::create_dir_all(&dir)?;
         File::create(dir.join(fingerprint))?;
         match &self.remote {
-            Some(remote) => Ok(remote.join_lineage(lineage, fingerprint)?),
+            Some(remote) => remote
+                .join_lineage(lineage, fingerprint)
+                .map_err(|e| io::Error::other(format!("on other machines ({e})"))),
             None => Ok(()),
         }
     }

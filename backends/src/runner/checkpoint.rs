@@ -27,10 +27,7 @@ impl Context<'_> {
             .as_ref()
             .filter(|p| pipeline_core::outputs::is_url(&p.value))
             .map(|p| p.value.to_string_lossy().into_owned());
-        let local = match remote {
-            Some(_) => None,
-            None => spec.path.as_ref(),
-        };
+        let local = spec.path.as_ref().filter(|_| remote.is_none());
         let path = self.output_path(index, local, "safetensors")?;
         let (sample_shape, scaling) = (&self.session.data.sample_shape, &self.session.data.scaling);
         let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));

@@ -187,12 +187,7 @@ impl<'a> Context<'a> {
                     .put(&state.fingerprint.hash, &key, &metrics, &produced.store)
                 {
                     Ok(stored) => {
-                        if let Err(e) = c.store.publish(&stored) {
-                            obs.notice(&format!(
-                                "warning: stage `{}` is cached here but could not be shared: {e}",
-                                result.name
-                            ));
-                        }
+                        share(&c.store, &stored, &result.name, obs);
                         // A longer training of the same settings may continue this one.
                         if stored.output(FINAL_STATE).is_some() {
                             let lineage = extend::lineage(&state.fingerprint.key);
@@ -476,12 +471,7 @@ pub fn run(
                     }
                     if let Some(c) = cache.as_deref() {
                         c.store.touch(&entry.fingerprint);
-                        if let Err(e) = c.store.publish(&entry) {
-                            obs.notice(&format!(
-                                "warning: stage `{}` is cached here but could not be shared: {e}",
-                                stage.name()
-                            ));
-                        }
+                        share(&c.store, &entry, stage.name(), obs);
                     }
                     let result = cached_result(manifest, index, &entry)
                         .unwrap_or_else(|e| failed(manifest, index, e));
@@ -577,6 +567,16 @@ fn stored_entry(cache: Option<&Cache>, state: &StageState, world: usize) -> Opti
             }
         }
         _ => None,
+    }
+}
+
+/// Sends stage `name`'s entry to the shared cache, when there is one; a warning when it
+/// cannot be (the stage stays cached on this machine).
+fn share(store: &Store, entry: &Entry, name: &str, obs: &mut dyn Observer) {
+    if let Err(e) = store.publish(entry) {
+        obs.notice(&format!(
+            "warning: stage `{name}` is cached here but could not be shared: {e}"
+        ));
     }
 }
 
