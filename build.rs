@@ -1,30 +1,12 @@
 //! Gives `pipeline-worker` (the binary that links libtorch) an rpath to `torch/lib`,
 //! which torch-sys does not add; `DEP_TCH_LIBTORCH_LIB` reaches this script because
 //! `torch-sys` is a direct dependency. `pipeline` links no libtorch and needs none.
-//!
-//! Both binaries get `PIPELINE_LIBTORCH_VERSION` (from `torch/version.py`), which is part
-//! of every cache key: `pipeline` decides what is cached without loading libtorch.
-
-/// `__version__ = '2.13.0+cu130'` in torch's `version.py` → `2.13.0+cu130`.
-fn libtorch_version(lib: &str) -> Option<String> {
-    let path = std::path::Path::new(lib).parent()?.join("version.py");
-    println!("cargo:rerun-if-changed={}", path.display());
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().find(|l| l.starts_with("__version__"))?;
-    Some(line.split(['\'', '"']).nth(1)?.to_string())
-}
+//! (`cli/build.rs` gives both the libtorch version, which every cache key holds.)
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    let lib = std::env::var("DEP_TCH_LIBTORCH_LIB");
-    match &lib {
+    match std::env::var("DEP_TCH_LIBTORCH_LIB") {
         Ok(lib) => println!("cargo:rustc-link-arg-bin=pipeline-worker=-Wl,-rpath,{lib}"),
         Err(_) => println!("cargo:warning=DEP_TCH_LIBTORCH_LIB is not set: pipeline-worker will need LD_LIBRARY_PATH"),
     }
-    let version = lib
-        .ok()
-        .as_deref()
-        .and_then(libtorch_version)
-        .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=PIPELINE_LIBTORCH_VERSION={version}");
 }

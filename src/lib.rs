@@ -1,68 +1,47 @@
-//! What the two binaries share: `pipeline` (checks, graphs, and hands `run` over) and
-//! `pipeline-worker` (runs; the only one that loads libtorch, so that `pipeline check`
-//! starts in milliseconds).
+//! The worker, as a library: what executes `pipeline run` with libtorch. The
+//! `pipeline-worker` binary is [`worker_main`]; a program built on pipeline that
+//! registers its own accelerators, strategies or precisions calls [`main_with_worker`]
+//! and is both the command line and its own worker (`examples/extension/`).
+//!
+//! Everything else about the command line is `pipeline_cli` (the `cli/` crate), which
+//! does not link libtorch, so that `pipeline check` starts in milliseconds.
 
-pub mod cli;
-pub mod fetch;
-pub mod load;
-pub mod prepare;
-pub mod render;
-pub mod summary;
+mod progress;
+mod run;
 
-/// The exit status of a command whose reader went away (`pipeline status | head -1`):
-/// a shell's status for a process ended by SIGPIPE.
-pub const BROKEN_PIPE_STATUS: i32 = 128 + 13;
+pub use pipeline_cli;
 
-/// Whether a panic is `print!`'s on a closed stdout or stderr (EPIPE).
-fn is_broken_pipe(text: &str) -> bool {
-    text.starts_with("failed printing to std")
-        && (text.contains("Broken pipe") || text.contains("os error 32"))
-}
+use clap::Parser;
+use pipeline_cli::app::AS_WORKER;
+use pipeline_cli::cli::{Cli, Command};
+use std::process::ExitCode;
 
-/// Panics are bugs; show one line, never a libtorch C++ backtrace.
-///
-/// One is not: `print!` panics when the reader of stdout has gone (`pipeline status |
-/// head -1`), since Rust ignores SIGPIPE. Both binaries then stop at once and quietly,
-/// with [`BROKEN_PIPE_STATUS`], as a process ended by SIGPIPE would. SIGPIPE itself stays
-/// ignored: the worker's c10d sockets must see a closed peer as an error, not die of it.
-pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
-        let payload = info.payload();
-        let text = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("unknown panic");
-        if is_broken_pipe(text) {
-            std::process::exit(BROKEN_PIPE_STATUS);
+/// `pipeline-worker`: runs `pipeline run`'s arguments (which the facade hands over
+/// unchanged).
+pub fn worker_main() -> ExitCode {
+    pipeline_cli::install_panic_hook();
+    let ok = match Cli::parse().command {
+        Command::Run(args) => run::run(&args),
+        _ => {
+            eprintln!("error: pipeline-worker only runs pipelines; use `pipeline`");
+            false
         }
-        let cut = text.find("Exception raised from").unwrap_or(text.len());
-        let first = text[..cut]
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or(text)
-            .trim();
-        eprintln!("error: internal error: {first}");
-        if let Some(at) = info.location() {
-            eprintln!("  at {}:{}", at.file(), at.line());
-        }
-        eprintln!("  this is a bug in pipeline; please report it with the manifest that caused it");
-    }));
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_print_on_a_closed_pipe_is_a_broken_pipe() {
-        assert!(super::is_broken_pipe(
-            "failed printing to stdout: Broken pipe (os error 32)"
-        ));
-        assert!(super::is_broken_pipe(
-            "failed printing to stderr: Broken pipe (os error 32)"
-        ));
-        assert!(!super::is_broken_pipe("index out of bounds"));
-        assert!(!super::is_broken_pipe(
-            "failed printing to stdout: No space left on device (os error 28)"
-        ));
+    };
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
+}
+
+/// The whole command line in one program that is also its own worker: call it from the
+/// `main` of a program after registering its members
+/// (`backends::accelerator::register_strategy`, …), so that both `check` and the
+/// workers know them. The program starts itself, marked by `PIPELINE_AS_WORKER`, where
+/// `pipeline` would start `pipeline-worker`.
+pub fn main_with_worker() -> ExitCode {
+    if std::env::var_os(AS_WORKER).is_some() {
+        return worker_main();
+    }
+    pipeline_cli::app::main_as_own_worker()
 }

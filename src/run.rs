@@ -1,99 +1,149 @@
-//! `pipeline run` in the libtorch-free binary: when every stage is fresh in the cache, the
-//! run is answered here in milliseconds; otherwise it is handed to `pipeline-worker`,
-//! installed next to this binary, with the same arguments.
+//! `pipeline run FILE`: check, plan, look up the cache, execute what is stale, summarise.
 
+use crate::progress;
+use backends::process_group::ProcessGroup;
+use manifests::Diagnostic;
 use pipeline_cli::cli::RunArgs;
 use pipeline_cli::load::Loaded;
-use pipeline_cli::{prepare, summary};
-use pipeline_core::freshness::Freshness;
+use pipeline_cli::{prepare, render, summary};
 use pipeline_core::launch::Rendezvous;
-use pipeline_core::report::{cached_result, RunReport};
 use serde_json::json;
-use std::os::unix::process::CommandExt;
-use std::process::ExitCode;
 
-pub fn run(args: &RunArgs) -> ExitCode {
-    // The processes of a run that may span machines (several nodes, or started by
-    // torchrun or srun) must agree on what is cached, each reading its own machine's
-    // cache: their workers compare, so none answers alone.
-    let maybe_across_machines = args.nnodes > 1
-        || Rendezvous::from_env(|k| std::env::var(k).ok()).is_ok_and(|r| r.is_some());
-    match (!maybe_across_machines).then(|| answer_from_cache(args)) {
-        Some(Some(())) => ExitCode::SUCCESS,
-        _ if args.nproc_per_node > 1 || args.nnodes > 1 => crate::launch::launch(args),
-        _ => hand_over_to_worker(),
-    }
-}
-
-/// Prints the report of a run whose stages are all fresh; `None` when anything would run,
-/// or anything is uncertain (an invalid manifest, `auto` on a machine with a GPU driver),
-/// which the worker then handles and reports.
-fn answer_from_cache(args: &RunArgs) -> Option<()> {
-    if args.no_cache {
-        return None;
-    }
+pub fn run(args: &RunArgs) -> bool {
     let loaded = Loaded::read_to_run(&args.file, &args.set, &args.cache);
-    let manifest = loaded.checked.valid()?;
-    if !loaded.checked.diagnostics.is_empty() {
-        return None; // warnings: the worker shows them
+    let source = loaded.source.as_ref();
+    let Some(manifest) = loaded.report() else {
+        if args.json {
+            println!(
+                "{}",
+                render::json_failure(&loaded.checked.diagnostics, source)
+            );
+        }
+        return false;
+    };
+    // A run that cannot start: the diagnostic, and with `--json` the one document,
+    // `{"ok": false, "pipeline", "diagnostics", "stages": []}`.
+    let fail = |d: Diagnostic| {
+        eprintln!("{}", render::human(&d, source));
+        if args.json {
+            let mut doc = render::json_failure(std::slice::from_ref(&d), source);
+            doc["pipeline"] = json!(manifest.name);
+            doc["stages"] = json!([]);
+            println!("{doc}");
+        }
+        false
+    };
+
+    let rendezvous = match Rendezvous::from_env(|k| std::env::var(k).ok()) {
+        Ok(r) => r,
+        Err(why) => {
+            return fail(
+                Diagnostic::error(
+                    "pipeline::launch::bad_environment",
+                    format!("the distributed environment is inconsistent: {why}"),
+                )
+                .help("set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together (or let `pipeline run --nproc-per-node N` do it)"),
+            )
+        }
+    };
+    let local_rank = rendezvous.as_ref().map(|r| r.local_rank);
+    let device = match backends::accelerator::resolve(&manifest.accelerator, local_rank) {
+        Ok(d) => d,
+        Err(d) => return fail(d),
+    };
+    // What can be refused before the processes meet (NCCL without CUDA, a strategy
+    // without processes); the rules that need the data are decided once it is loaded.
+    let facts = pipeline_core::compat::Facts {
+        cuda: Some(device.is_cuda()),
+        train_samples: None,
+        world: Some(rendezvous.as_ref().map_or(1, |r| r.world)),
+        at_run: true,
+    };
+    if let Some(d) = pipeline_core::compat::check(manifest, &facts)
+        .into_iter()
+        .find(Diagnostic::is_error)
+    {
+        return fail(d);
     }
-    let device = prepare::device_kind_without_libtorch(&manifest.accelerator)?;
-    let mut prepared = prepare::prepare_run(manifest, args, device).ok()?;
-    let mut stages = Vec::new();
-    for state in &prepared.states {
-        let Freshness::Fresh(entry) = &state.freshness else {
-            return None;
-        };
-        stages.push(cached_result(manifest, state.index, entry).ok()?);
-    }
-    prepared.memo.save();
-    let cache = prepared.cache.as_mut()?;
-    for (state, stage) in prepared.states.iter().zip(&stages) {
-        cache.store.touch(&state.fingerprint.hash);
-        if let Freshness::Fresh(entry) = &state.freshness {
-            if let Err(e) = cache.store.publish(entry) {
-                eprintln!(
-                    "warning: stage `{}` is cached here but could not be shared: {e}",
-                    stage.name
-                );
+    let kind = backends::accelerator::of(device).map_or("cpu", |a| a.describe().name);
+    let mut prepared = match prepare::prepare_run(manifest, args, kind) {
+        Ok(p) => p,
+        Err(d) => return fail(d),
+    };
+    let group = match &rendezvous {
+        None => None,
+        Some(r) => {
+            let timeout = std::time::Duration::from_secs_f64(
+                manifest.accelerator.distributed.timeout_seconds,
+            );
+            let backend = backends::accelerator::comm_backend(
+                manifest.accelerator.distributed.backend,
+                device,
+            );
+            match ProcessGroup::join(&r.host, r.port, r.rank, r.world, timeout, backend) {
+                Ok(g) => Some(g),
+                Err(e) => return fail(
+                    Diagnostic::error(
+                        "pipeline::launch::rendezvous_failed",
+                        format!(
+                            "rank {} of {} could not join the others at {}:{}: {}",
+                            r.rank,
+                            r.world,
+                            r.host,
+                            r.port,
+                            backends::error::short_message(&e)
+                        ),
+                    )
+                    .label_opt(manifest.accelerator.span("timeout"), "waited this long")
+                    .help("check that every process started and can reach MASTER_ADDR:MASTER_PORT"),
+                ),
             }
         }
-        let stage = manifest.stages[state.index].name();
-        let _ = cache.last.record(
-            stage,
-            &state.fingerprint.hash,
-            &json!(state.fingerprint.key),
-        );
-    }
-    let report = RunReport {
-        pipeline: manifest.name.clone(),
-        run_dir: None,
-        device: device.to_string(),
-        stages,
     };
-    if args.json {
-        println!("{}", summary::json(&report, loaded.source.as_ref()));
-    } else {
-        for s in &report.stages {
-            eprintln!("{}", summary::stage_line(s));
+    let rank = rendezvous.as_ref().map_or(0, |r| r.rank);
+    // Only rank 0 shows progress (and writes the cache); the others train silently.
+    let mut observer = match rank {
+        0 => progress::for_stderr(args.json),
+        _ => Box::new(backends::observer::Silent),
+    };
+    let report = match backends::run(
+        manifest,
+        &prepared.states,
+        prepared.cache.as_mut(),
+        device,
+        group,
+        args.tensorboard_dir.as_deref(),
+        observer.as_mut(),
+    ) {
+        Ok(r) => r,
+        Err(d) => return fail(d),
+    };
+    // Every rank shows its own failures (a peer that timed out names itself); only rank 0
+    // reports the run.
+    for s in &report.stages {
+        if let Some(e) = &s.error {
+            eprintln!("{}", render::human(e, source));
         }
+    }
+    if rank != 0 {
+        return report.ok();
+    }
+    prepared.memo.save();
+    // The run's record, for `pipeline runs`.
+    if let Some(run_dir) = &report.run_dir {
+        let record =
+            pipeline_core::history::RunRecord::of(&report, &prepared.states, manifest, &args.file);
+        if let Err(e) = record.write(run_dir) {
+            eprintln!(
+                "warning: cannot write {}: {e}",
+                run_dir.join(pipeline_core::history::RECORD).display()
+            );
+        }
+    }
+    if args.json {
+        println!("{}", summary::json(&report, source));
+    } else {
         print!("{}", summary::table(&report));
     }
-    Some(())
-}
-
-/// Replaces this process with `pipeline-worker` and the same arguments; returns only if
-/// that fails.
-fn hand_over_to_worker() -> ExitCode {
-    let worker = std::env::current_exe().map(|exe| exe.with_file_name("pipeline-worker"));
-    let error = match &worker {
-        Ok(path) => std::process::Command::new(path)
-            .args(std::env::args_os().skip(1))
-            .exec(),
-        Err(e) => std::io::Error::new(e.kind(), e.to_string()),
-    };
-    let shown = worker.map_or_else(|_| "pipeline-worker".into(), |p| p.display().to_string());
-    eprintln!("error: cannot start {shown}: {error}");
-    eprintln!("  help: `pipeline run` needs pipeline-worker installed next to pipeline");
-    ExitCode::FAILURE
+    report.ok()
 }

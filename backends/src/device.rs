@@ -1,15 +1,15 @@
-//! Choosing the device a run uses from `accelerator.device`.
+//! libtorch's CUDA library, loaded when the `cuda` accelerator (`accelerator/cuda.rs`)
+//! is first asked for; and how a device is named.
 //!
 //! libtorch's CUDA support lives in `libtorch_cuda.so`, which registers itself with
 //! libtorch when it is loaded. It is not linked into the binary (see `build.rs`): it is
 //! loaded here, before anything asks libtorch about CUDA, and only when the manifest
 //! asks for `cuda` or `auto`, so CPU runs never pay for it.
 
-use manifests::{AcceleratorSpec, DeviceSpec, Diagnostic};
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use tch::{Cuda, Device};
+use tch::Device;
 
 /// Loads `libtorch_cuda.so` (from the directory the running libtorch was loaded from) once;
 /// `Err` says why it could not be loaded.
@@ -87,59 +87,6 @@ pub(crate) fn dl_error() -> String {
     }
 }
 
-/// The device for `spec`: `auto` is CUDA when a GPU is visible, the CPU otherwise.
-pub fn resolve(spec: &AcceleratorSpec) -> Result<Device, Diagnostic> {
-    if spec.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
-        // cuBLAS is deterministic only with a fixed workspace, set before CUDA starts
-        // (nothing else runs yet: this is the first thing a run does).
-        std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-    }
-    match spec.device {
-        DeviceSpec::Cpu => Ok(Device::Cpu),
-        DeviceSpec::Auto => Ok(if load_cuda().is_ok() {
-            Device::cuda_if_available()
-        } else {
-            Device::Cpu
-        }),
-        DeviceSpec::Cuda(n) => {
-            let count = match load_cuda() {
-                Ok(()) if Cuda::is_available() => Cuda::device_count() as usize,
-                Ok(()) => 0,
-                Err(why) => {
-                    return Err(Diagnostic::error(
-                        "pipeline::accelerator::cuda_unavailable",
-                        format!("`accelerator.device` asks for cuda:{n}, but {why}"),
-                    )
-                    .label_opt(spec.span("device"), "CUDA requested here")
-                    .help("install a CUDA build of torch, or use `device \"cpu\"`"));
-                }
-            };
-            if n < count {
-                Ok(Device::Cuda(n))
-            } else {
-                let found = match count {
-                    0 => "no CUDA device is available on this machine".to_string(),
-                    c => format!("this machine has {c} CUDA device(s), numbered from 0"),
-                };
-                Err(Diagnostic::error(
-                    "pipeline::accelerator::cuda_unavailable",
-                    format!("`accelerator.device` asks for cuda:{n}, but {found}"),
-                )
-                .label_opt(spec.span("device"), "CUDA requested here")
-                .help("use `device \"auto\"` to fall back to the CPU, or `device \"cpu\"`"))
-            }
-        }
-    }
-}
-
-/// The GPU of the process with `local_rank` on its machine: the local rank's among the
-/// GPUs it sees, as torchrun's processes take them; the only one when the scheduler shows
-/// each process its own (`srun --gpus-per-task 1`); shared round-robin when there are
-/// more processes than GPUs, which Gloo allows and NCCL refuses when the group forms.
-pub fn for_local_rank(local_rank: usize) -> Device {
-    Device::Cuda(local_rank % (Cuda::device_count().max(1) as usize))
-}
-
 /// How the device is named in messages and metadata.
 pub fn describe(device: Device) -> String {
     match device {
@@ -153,7 +100,7 @@ pub fn describe(device: Device) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::{Kind, Tensor};
+    use tch::{Cuda, Kind, Tensor};
 
     /// Loading the library late must still register libtorch's CUDA kernels and hooks:
     /// then touching a CUDA tensor reaches the CUDA runtime (which, on a machine without a

@@ -10,6 +10,7 @@
 //! groups, TorchScript modules with their buffers), compiled by `build.rs` against the
 //! same libtorch's headers.
 
+pub mod accelerator;
 mod arrays;
 mod callbacks;
 pub mod checkpoint;

@@ -20,7 +20,7 @@ use tch::nn;
 use tch::{Device, Kind, TchError, Tensor};
 
 /// `bytes` for people: `1.2 GB`.
-fn show_bytes(bytes: u128) -> String {
+pub(crate) fn show_bytes(bytes: u128) -> String {
     let (unit, scale) = match bytes {
         b if b >= 1 << 40 => ("TB", 1u64 << 40),
         b if b >= 1 << 30 => ("GB", 1 << 30),
@@ -29,17 +29,8 @@ fn show_bytes(bytes: u128) -> String {
     format!("{:.1} {unit}", bytes as f64 / scale as f64)
 }
 
-/// The memory the CPU can still give (`MemAvailable` of /proc/meminfo).
-fn available_memory() -> Option<u128> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// Refuses a model whose parameters alone cannot fit in memory, before allocating any:
-/// on the CPU, against the memory available now; on CUDA (whose memory libtorch does
-/// not report before a context exists), against 1 TB, more than any single GPU has.
+/// Refuses a model whose parameters alone cannot fit in memory, before allocating any,
+/// against what the device's accelerator says it has (`Accelerator::memory_limit`).
 fn fits_in_memory(
     spec: &ModelSpec,
     network: &Network,
@@ -49,12 +40,9 @@ fn fits_in_memory(
     let values = network.parameter_count();
     // Initialised in fp32, then converted.
     let bytes = values.saturating_mul(kind.elt_size_in_bytes().max(4) as u128);
-    let (limit, what) = match device {
-        Device::Cpu => match available_memory() {
-            Some(m) => (m, format!("this machine has {} available", show_bytes(m))),
-            None => return Ok(()),
-        },
-        _ => (1 << 40, "no GPU has as much".to_string()),
+    let Some((limit, what)) = crate::accelerator::of(device).and_then(|a| a.memory_limit(device))
+    else {
+        return Ok(());
     };
     if bytes <= limit {
         return Ok(());

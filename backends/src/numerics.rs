@@ -3,8 +3,9 @@
 //! dynamic loss scaler of `16-mixed`, gradient clipping, and deterministic algorithms.
 //! What tch lacks comes from the shim (`shim/amp.cpp`).
 
+use crate::accelerator::Precision;
 use crate::optimizer::check;
-use manifests::{AcceleratorSpec, Clipping, Diagnostic, Manifest, Precision};
+use manifests::{AcceleratorSpec, Clipping, Diagnostic, Manifest};
 use std::ffi::c_void;
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -54,9 +55,10 @@ fn ptr(t: &mut Tensor) -> *mut c_void {
     t.as_mut_ptr() as *mut c_void
 }
 
-/// The dtypes and autocast of a run.
-#[derive(Debug, Clone, Copy)]
+/// The dtypes and autocast of a run, from its precision.
+#[derive(Clone, Copy)]
 pub struct Numerics {
+    pub precision: &'static dyn Precision,
     /// The dtype of the weights (and of the inputs fed to them).
     pub weights: Kind,
     /// The dtype autocast computes in, for mixed precisions.
@@ -65,29 +67,20 @@ pub struct Numerics {
 }
 
 impl Numerics {
-    pub fn new(spec: &AcceleratorSpec, device: Device) -> Numerics {
-        let (weights, autocast) = match spec.precision {
-            Precision::Fp32 => (Kind::Float, None),
-            Precision::Fp64 => (Kind::Double, None),
-            Precision::Bf16Mixed => (Kind::Float, Some(Kind::BFloat16)),
-            Precision::Fp16Mixed => (Kind::Float, Some(Kind::Half)),
-            Precision::Bf16True => (Kind::BFloat16, None),
-            Precision::Fp16True => (Kind::Half, None),
-        };
-        Numerics {
-            weights,
-            autocast,
+    pub fn new(spec: &AcceleratorSpec, device: Device) -> Result<Numerics, Diagnostic> {
+        let precision = crate::accelerator::precision(spec)?;
+        Ok(Numerics {
+            precision,
+            weights: precision.weights(),
+            autocast: precision.autocast(),
             device,
-        }
+        })
     }
 
-    /// `x` in the weights' dtype (inputs are read as fp32).
+    /// A batch of inputs as the weights take it (inputs are read as fp32): the
+    /// precision's [`Precision::input`].
     pub fn input(&self, x: &Tensor) -> Result<Tensor, TchError> {
-        if x.kind() == self.weights || !x.is_floating_point() {
-            Ok(x.shallow_clone())
-        } else {
-            x.f_to_kind(self.weights)
-        }
+        self.precision.input(x)
     }
 
     /// Runs `f` (a forward pass and loss) under autocast when the precision is mixed.

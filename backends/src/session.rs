@@ -1,6 +1,7 @@
 //! [`Session`]: a manifest with its data loaded on its device, checked against the model
 //! before any stage runs.
 
+use crate::accelerator::Strategy;
 use crate::data::Dataset;
 use crate::error::{short_message, torch_error};
 use crate::loss::Loss;
@@ -11,12 +12,13 @@ use manifests::{Diagnostic, Manifest, SplitName};
 use tch::Device;
 
 /// What every stage of a run shares.
-#[derive(Debug)]
 pub struct Session<'a> {
     pub manifest: &'a Manifest,
     pub data: Dataset,
     pub device: Device,
     pub numerics: Numerics,
+    /// How the processes share the training (`accelerator.strategy`).
+    pub strategy: &'static dyn Strategy,
     /// The other processes of a distributed run.
     pub group: Option<ProcessGroup>,
     /// Total and trainable parameters of the model.
@@ -34,7 +36,7 @@ impl<'a> Session<'a> {
         self.group.as_ref().map_or(0, |g| g.rank)
     }
 
-    /// Sets the thread count, loads the data onto `device` (from [`crate::device::resolve`]) and
+    /// Sets the thread count, loads the data onto `device` (from [`crate::accelerator::resolve`]) and
     /// runs the model once on two samples, so a bad data file or model fails here with a
     /// diagnostic.
     pub fn open(
@@ -52,7 +54,8 @@ impl<'a> Session<'a> {
                 &e,
             )
         })?;
-        let numerics = Numerics::new(&manifest.accelerator, device);
+        let numerics = Numerics::new(&manifest.accelerator, device)?;
+        let strategy = crate::accelerator::strategy(&manifest.accelerator)?;
         let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
         data.to_device(device);
         let (parameters, loss, outputs) = dry_run(manifest, &data, &numerics)?;
@@ -61,6 +64,7 @@ impl<'a> Session<'a> {
             data,
             device,
             numerics,
+            strategy,
             group,
             parameters,
             loss,

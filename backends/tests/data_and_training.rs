@@ -33,7 +33,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         m,
         &states,
         None,
-        backends::device::resolve(&m.accelerator)?,
+        backends::accelerator::resolve(&m.accelerator, None)?,
         None,
         None,
         &mut Silent,
@@ -434,7 +434,7 @@ fn bf16_mixed_computes_the_forward_pass_in_bf16_and_keeps_fp32_weights() {
         dir.path(),
         "data { source \"c.csv\"; }\nmodel { linear 8; relu; linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\"\naccelerator precision=\"bf16-mixed\"\ntrain epochs=2\ncheckpoint needs=\"train\"\n",
     );
-    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu);
+    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu).unwrap();
     let model =
         backends::model::Model::build(&m.model, &features(&[2]), Device::Cpu, numerics.weights)
             .unwrap();
@@ -462,7 +462,7 @@ fn bf16_mixed_computes_the_forward_pass_in_bf16_and_keeps_fp32_weights() {
             .unwrap()
             .replace("bf16-mixed", "bf16-true"),
     );
-    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu);
+    let numerics = backends::numerics::Numerics::new(&m.accelerator, Device::Cpu).unwrap();
     assert_eq!(numerics.weights, Kind::BFloat16);
     let report = run_uncached(&m, &[0, 1]).unwrap();
     assert!(report.ok(), "{report:#?}");

@@ -7,10 +7,15 @@
 //! with what it found (a GPU or not, the size of the training split), so rules that need
 //! those facts warn at check time and decide at run time. `docs/compatibility.md` is
 //! generated from this table ([`markdown`]); a test keeps it current.
+//!
+//! The rules know no member by name: they ask the registered accelerators, precisions
+//! and strategies (`manifests::accelerator`) what they are — whether a precision needs
+//! CUDA, a strategy runs several processes — so a member a library registers is checked
+//! like a built-in. The generated doc lists the members with what each says.
 
+use manifests::accelerator::{ACCELERATORS, PRECISIONS, STRATEGIES};
 use manifests::{
-    AcceleratorSpec, CommBackend, DeviceSpec, Diagnostic, Manifest, Precision, Severity,
-    StageConfig, Strategy,
+    AcceleratorSpec, CommBackend, DeviceSpec, Diagnostic, Manifest, Severity, StageConfig,
 };
 
 /// What the rules may know beyond the manifest.
@@ -60,7 +65,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::fp16_on_cpu",
         keys: &["accelerator.precision", "accelerator.device"],
-        summary: "float16 precisions (`16-mixed`, `16-true`) on the CPU.",
+        summary: "a precision that needs CUDA (float16: `16-mixed`, `16-true`) on another accelerator (the CPU).",
         severity: Severity::Error,
         when: "check (`cpu`); run (`auto` without a GPU; check warns)",
         help: "write `precision \"bf16-mixed\"`: bfloat16 autocast runs on the CPU; float16 needs `device \"cuda\"`",
@@ -78,7 +83,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::loss_scale_without_fp16",
         keys: &["accelerator.loss-scale", "accelerator.precision"],
-        summary: "a dynamic loss scaler with a precision other than `16-mixed` (bfloat16 has fp32's range and needs none; `16-true` has no fp32 weights to unscale into).",
+        summary: "a dynamic loss scaler with a precision that needs none (of the built-ins, all but `16-mixed`: bfloat16 has fp32's range; `16-true` has no fp32 weights to unscale into).",
         severity: Severity::Error,
         when: "check",
         help: "remove `loss-scale`, or use `precision \"16-mixed\"`",
@@ -123,7 +128,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::processes_without_strategy",
         keys: &["accelerator.strategy"],
-        summary: "several processes with `strategy \"none\"`: each would train the same model alone.",
+        summary: "several processes with a strategy of one process (`none`): each would train the same model alone.",
         severity: Severity::Error,
         when: "run",
         help: "write `strategy \"ddp\"`, or run one process",
@@ -132,7 +137,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::clip_value_with_sharded_state",
         keys: &["accelerator.clip-value", "accelerator.strategy"],
-        summary: "clipping by value with the optimizer state sharded (`zero1`), which clips by norm only (as fairscale's OSS).",
+        summary: "clipping by value with a strategy that shards the optimizer's state (`zero1`), which clips by norm only (as fairscale's OSS).",
         severity: Severity::Error,
         when: "check",
         help: "clip by norm (`max-norm`), or use `strategy \"ddp\"`",
@@ -150,7 +155,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::nccl_without_cuda",
         keys: &["accelerator.backend", "accelerator.device"],
-        summary: "`backend \"nccl\"` on the CPU: NCCL carries CUDA tensors only.",
+        summary: "`backend \"nccl\"` on an accelerator NCCL cannot carry (the CPU): NCCL carries CUDA tensors only.",
         severity: Severity::Error,
         when: "check (`cpu`); run (`auto` without a GPU; check warns)",
         help: "write `backend \"gloo\"` (or `\"auto\"`, which picks Gloo on the CPU and NCCL on CUDA), or `device \"cuda\"`",
@@ -159,7 +164,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         code: "pipeline::accelerator::sync_batch_norm_without_strategy",
         keys: &["accelerator.sync-batch-norm", "accelerator.strategy"],
-        summary: "`sync-batch-norm` without a distributed strategy: one process already normalises over its whole batch.",
+        summary: "`sync-batch-norm` without a strategy of several processes: one process already normalises over its whole batch.",
         severity: Severity::Warning,
         when: "check",
         help: "remove `sync-batch-norm`, or write `strategy \"ddp\"` and start several processes",
@@ -234,12 +239,15 @@ impl Rule {
 
 fn fp16_on_cpu(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
-    if !a.precision.is_fp16() {
+    if !a.precision.describe().needs_cuda {
         return Vec::new();
     }
     let p = a.precision.as_str();
     let d = match a.device {
-        DeviceSpec::Cpu => rule.error(format!("precision `{p}` needs CUDA, but the device is the CPU")),
+        DeviceSpec::On(acc, _) if !acc.describe().cuda => rule.error(format!(
+            "precision `{p}` needs CUDA, but the device is {}",
+            acc.describe().called
+        )),
         DeviceSpec::Auto if facts.cuda == Some(false) && facts.at_run => rule.error(format!(
             "precision `{p}` needs CUDA, but `auto` found no GPU and chose the CPU"
         )),
@@ -248,17 +256,22 @@ fn fp16_on_cpu(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
         )),
         _ => return Vec::new(),
     };
+    let called = a
+        .device
+        .accelerator()
+        .map_or("the CPU", |acc| acc.describe().called);
     vec![d
         .entry(a, "precision", "float16")
-        .entry(a, "device", "the CPU")]
+        .entry(a, "device", called)]
 }
 
 fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
     match (a.device, facts.cuda) {
-        (DeviceSpec::Cuda(n), Some(false)) if !facts.at_run => vec![rule
+        (DeviceSpec::On(acc, _), Some(false)) if acc.describe().cuda && !facts.at_run => vec![rule
             .warning(format!(
-                "`device \"cuda:{n}\"`, but this machine has no NVIDIA driver: a run here would stop"
+                "`device \"{}\"`, but this machine has no NVIDIA driver: a run here would stop",
+                a.device
             ))
             .entry(a, "device", "CUDA requested here")],
         // At run time `device::resolve` reports it, with what libtorch found.
@@ -268,7 +281,7 @@ fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic>
 
 fn loss_scale_without_fp16(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
-    if a.loss_scale != Some(manifests::LossScale::Dynamic) || a.precision == Precision::Fp16Mixed {
+    if a.loss_scale != Some(manifests::LossScale::Dynamic) || a.precision.describe().loss_scaling {
         return Vec::new();
     }
     vec![rule
@@ -330,14 +343,10 @@ fn uneven_accumulation(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnost
 }
 
 fn strategy_with_one_process(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
-    let d = &m.accelerator.distributed;
-    let name = match d.strategy {
-        Strategy::None => return Vec::new(),
-        Strategy::Ddp => "ddp",
-        Strategy::Zero1 => "zero1",
-    };
+    let strategy = m.accelerator.distributed.strategy;
+    let name = strategy.as_str();
     match facts.world {
-        Some(1) => vec![rule
+        Some(1) if strategy.describe().distributed => vec![rule
             .error(format!("`strategy \"{name}\"` in a run of one process"))
             .entry(&m.accelerator, "strategy", "needs several processes")],
         _ => Vec::new(),
@@ -346,8 +355,11 @@ fn strategy_with_one_process(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Di
 
 fn clip_value_with_sharded_state(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
-    match (a.distributed.strategy, a.clipping.value) {
-        (Strategy::Zero1, Some(_)) => vec![rule
+    match (
+        a.distributed.strategy.describe().shards_optimizer,
+        a.clipping.value,
+    ) {
+        (true, Some(_)) => vec![rule
             .error("clipping by value with sharded optimizer state".into())
             .entry(a, "clip-value", "by value")
             .entry(a, "strategy", "sharded optimizer state")],
@@ -371,7 +383,11 @@ fn nccl_without_cuda(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic
         return Vec::new();
     }
     let d = match a.device {
-        DeviceSpec::Cpu => rule.error("`backend \"nccl\"` with the CPU as the device".into()),
+        DeviceSpec::On(acc, _) if !acc.describe().backends.contains(&CommBackend::Nccl) => rule
+            .error(format!(
+                "`backend \"nccl\"` with {} as the device",
+                acc.describe().called
+            )),
         DeviceSpec::Auto if facts.cuda == Some(false) && facts.at_run => {
             rule.error("`backend \"nccl\"`, but `auto` found no GPU and chose the CPU".into())
         }
@@ -380,15 +396,22 @@ fn nccl_without_cuda(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic
         ),
         _ => return Vec::new(),
     };
+    let called = a
+        .device
+        .accelerator()
+        .map_or("the CPU", |acc| acc.describe().called);
     vec![d
         .entry(a, "backend", "CUDA tensors only")
-        .entry(a, "device", "the CPU")]
+        .entry(a, "device", called)]
 }
 
 fn sync_batch_norm_without_strategy(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
-    match (a.distributed.sync_batch_norm, a.distributed.strategy) {
-        (true, Strategy::None) => vec![rule
+    match (
+        a.distributed.sync_batch_norm,
+        a.distributed.strategy.describe().distributed,
+    ) {
+        (true, false) => vec![rule
             .warning("`sync-batch-norm` has nothing to synchronise in a run of one process".into())
             .entry(a, "sync-batch-norm", "no effect")
             .entry(a, "strategy", "one process")],
@@ -411,8 +434,11 @@ fn sync_batch_norm_torchscript(rule: &Rule, m: &Manifest, _: &Facts) -> Vec<Diag
 }
 
 fn processes_without_strategy(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
-    match (m.accelerator.distributed.strategy, facts.world) {
-        (Strategy::None, Some(world)) if world > 1 => vec![rule
+    match (
+        m.accelerator.distributed.strategy.describe().distributed,
+        facts.world,
+    ) {
+        (false, Some(world)) if world > 1 => vec![rule
             .error(format!("{world} processes, but no distributed strategy"))
             .entry(&m.accelerator, "strategy", "one process's strategy")],
         _ => Vec::new(),
@@ -442,6 +468,60 @@ pub fn markdown() -> String {
             r.when,
             keys.join(", "),
             r.help
+        );
+    }
+    out + &members()
+}
+
+/// The registered members the rules ask (`manifests::accelerator`), with what each says
+/// of itself: a member a library registers is held to the same rules by what it says.
+fn members() -> String {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let mut out = String::from(
+        "\n## Members\n\n\
+         The rules above ask each member what it is, rather than knowing the built-in names:\n\
+         a member registered by a program built on pipeline (`docs/extending.md`) is checked\n\
+         the same way.\n\n\
+         ### Accelerators (`accelerator.device`)\n\n\
+         | name | numbered (`NAME:N`) | CUDA | collectives | |\n|---|---|---|---|---|\n",
+    );
+    for a in ACCELERATORS.all() {
+        let backends: Vec<String> = a
+            .backends
+            .iter()
+            .map(|b| format!("`{}`", b.as_str()))
+            .collect();
+        out += &format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            a.name,
+            yes(a.indexed),
+            yes(a.cuda),
+            backends.join(", "),
+            a.doc
+        );
+    }
+    out += "\n### Precisions (`accelerator.precision`)\n\n\
+            | name | weights | autocast | loss scaler | needs CUDA | |\n|---|---|---|---|---|---|\n";
+    for p in PRECISIONS.all() {
+        out += &format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            p.name,
+            p.weights.as_str(),
+            p.autocast.map_or("none", |d| d.as_str()),
+            yes(p.loss_scaling),
+            yes(p.needs_cuda),
+            p.doc
+        );
+    }
+    out += "\n### Strategies (`accelerator.strategy`)\n\n\
+            | name | several processes | shards the optimizer's state | |\n|---|---|---|---|\n";
+    for st in STRATEGIES.all() {
+        out += &format!(
+            "| `{}` | {} | {} | {} |\n",
+            st.name,
+            yes(st.distributed),
+            yes(st.shards_optimizer),
+            st.doc
         );
     }
     out

@@ -149,9 +149,11 @@ fn schema_word(rng: &mut Rng) -> String {
         return section.name.to_string();
     }
     let key = rng.pick(section.keys);
-    match &key.ty {
-        Ty::Choice(choices) if rng.one_in(2) => format!("\"{}\"", rng.pick(choices)),
-        _ => key.name.to_string(),
+    // A name the key takes (a choice, or a registered precision or strategy).
+    let names = key.ty.names();
+    match names.is_empty() || !rng.one_in(2) {
+        true => key.name.to_string(),
+        false => format!("\"{}\"", rng.pick(&names)),
     }
 }
 

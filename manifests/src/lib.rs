@@ -13,6 +13,8 @@
 //! - `sweep.rs` — the `sweep` block → the keys `pipeline sweep` sweeps;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
+//! - `accelerator/` — the registries of accelerators, strategies and precisions: what a
+//!   manifest may name, and what the compatibility rules ask of each member;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
 //! - `overrides.rs` — `--set PATH=VALUE`;
 //! - `limits.rs` — how large and how deep a text may be, before the KDL parser sees it;
@@ -22,6 +24,7 @@
 
 #[macro_use]
 mod choice;
+pub mod accelerator;
 pub mod diagnostic;
 mod images;
 mod inputs;

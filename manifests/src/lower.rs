@@ -417,9 +417,9 @@ impl<'a> Reader<'a> {
                 Some(Value::Device(d)) => *d,
                 _ => DeviceSpec::Auto,
             },
-            precision: Precision::parse(&acc_f.text("precision"))
-                // Not reached: `precision` has a default.
-                .unwrap_or(Precision::Fp32),
+            // Not reached: `precision` has a default, and the reader took only names
+            // that are registered.
+            precision: Precision::named(&acc_f.text("precision")).unwrap_or(Precision::FP32),
             // `None` when not written (no default); a written value is one of the names.
             loss_scale: acc_f
                 .opt_text("loss-scale")
@@ -434,7 +434,7 @@ impl<'a> Reader<'a> {
             threads: acc_f.opt_int("threads").map(|t| t as u64),
             distributed: Distributed {
                 // The fallbacks of these four are not reached: each key has a default.
-                strategy: Strategy::parse(&acc_f.text("strategy")).unwrap_or(Strategy::None),
+                strategy: Strategy::named(&acc_f.text("strategy")).unwrap_or(Strategy::NONE),
                 backend: CommBackend::parse(&acc_f.text("backend")).unwrap_or(CommBackend::Auto),
                 sync_batch_norm: acc_f.bool("sync-batch-norm"),
                 drop_remainder: match ShardRemainder::parse(&acc_f.text("shard-remainder"))
@@ -1163,9 +1163,10 @@ mod tests {
         })
     }
 
-    /// Every name of every `Ty::Choice` list in the schema, given with `--set`, lowers to
-    /// the value of that name, and every default is one of its list: the fallbacks of
-    /// the choice keys are reached only for a required key that was left out.
+    /// Every name of every `Ty::Choice` list (and `Ty::Member` family) in the schema,
+    /// given with `--set`, lowers to the value of that name, and every default is one of
+    /// its list: the fallbacks of the choice keys are reached only for a required key
+    /// that was left out.
     #[test]
     fn every_name_of_every_choice_list_lowers_to_that_name() {
         // A labels file, which every format but images may have (and NPY needs).
@@ -1180,9 +1181,11 @@ mod tests {
         let mut keys = 0;
         for section in sections {
             for key in section.keys {
-                let schema::Ty::Choice(names) = key.ty else {
+                // Member keys too: every registered precision and strategy.
+                let names = key.ty.names();
+                if names.is_empty() {
                     continue;
-                };
+                }
                 let what = format!("{}.{}", section.name, key.name);
                 let lowered = lowered(section.name, key.name).unwrap_or_else(|| {
                     panic!("`{what}` is a choice this test does not know: lower it with its enum's `parse`, and add it to `lowered`")
@@ -1193,7 +1196,7 @@ mod tests {
                         "`{what}`: the default {default:?} is not one of {names:?}"
                     );
                 }
-                for name in names {
+                for name in &names {
                     let ov = Override::parse(&format!("{what}={name}")).unwrap();
                     // Images take their labels from the folder or the listing; only
                     // `.npy` data and images stream.

@@ -49,7 +49,7 @@ pub struct Manifest {
     #[serde(skip)]
     pub base_dir: PathBuf,
     /// Inputs the manifest names by URL (`init "s3://bucket/key"`), and the local copy of
-    /// each that a run fetched (see `src/fetch.rs`); the manifest keeps the URL, so a
+    /// each that a run fetched (see `cli/src/fetch.rs`); the manifest keeps the URL, so a
     /// stage's key is the same on every machine.
     #[serde(skip)]
     pub fetched: std::collections::BTreeMap<PathBuf, PathBuf>,
@@ -847,43 +847,7 @@ impl ScheduleSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceSpec {
-    Auto,
-    Cpu,
-    Cuda(usize),
-}
-
-choice! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    pub enum Precision {
-        #[serde(rename = "32")]
-        Fp32 = "32",
-        #[serde(rename = "64")]
-        Fp64 = "64",
-        #[serde(rename = "bf16-mixed")]
-        Bf16Mixed = "bf16-mixed",
-        #[serde(rename = "bf16-true")]
-        Bf16True = "bf16-true",
-        #[serde(rename = "16-mixed")]
-        Fp16Mixed = "16-mixed",
-        #[serde(rename = "16-true")]
-        Fp16True = "16-true",
-    }
-}
-
-impl Precision {
-    /// float16 (not bfloat16) somewhere: needs CUDA.
-    pub fn is_fp16(self) -> bool {
-        matches!(self, Precision::Fp16Mixed | Precision::Fp16True)
-    }
-
-    /// fp32 weights with a lower-precision forward pass under autocast.
-    pub fn is_mixed(self) -> bool {
-        matches!(self, Precision::Bf16Mixed | Precision::Fp16Mixed)
-    }
-}
+pub use crate::accelerator::{Accelerator, DeviceSpec, Precision, Strategy};
 
 choice! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -909,17 +873,6 @@ impl Clipping {
     /// Whether gradients are clipped at all.
     pub fn enabled(&self) -> bool {
         self.max_norm.is_some() || self.value.is_some()
-    }
-}
-
-choice! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum Strategy {
-        None = "none",
-        Ddp = "ddp",
-        /// Data parallel with the optimizer state sharded (ZeRO stage 1, fairscale's OSS).
-        Zero1 = "zero1",
     }
 }
 
@@ -1012,9 +965,10 @@ impl AcceleratorSpec {
         self.spans.contains_key(key) || self.from_set.contains_key(key)
     }
 
-    /// Whether a dynamic loss scaler runs: `16-mixed` unless `loss-scale "off"`.
+    /// Whether a dynamic loss scaler runs: a precision that needs one (`16-mixed`) unless
+    /// `loss-scale "off"`.
     pub fn scales_loss(&self) -> bool {
-        self.precision == Precision::Fp16Mixed && self.loss_scale != Some(LossScale::Off)
+        self.precision.describe().loss_scaling && self.loss_scale != Some(LossScale::Off)
     }
 }
 
@@ -1412,9 +1366,7 @@ mod tests {
         check(SplitName::ALL, SplitName::as_str);
         check(LossKind::ALL, LossKind::as_str);
         check(OptimizerKind::ALL, OptimizerKind::as_str);
-        check(Precision::ALL, Precision::as_str);
         check(LossScale::ALL, LossScale::as_str);
-        check(Strategy::ALL, Strategy::as_str);
         check(CommBackend::ALL, CommBackend::as_str);
         check(StageKind::ALL, StageKind::as_str);
         check(PredictionFormat::ALL, PredictionFormat::as_str);
@@ -1460,15 +1412,6 @@ mod tests {
         for s in StageKind::ALL {
             assert_eq!(StageKind::parse(s.as_str()), Some(*s));
         }
-        assert_eq!(
-            Precision::ALL
-                .iter()
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>(),
-            Precision::NAMES
-        );
-        assert_eq!(Precision::parse("16-mixed"), Some(Precision::Fp16Mixed));
-        assert_eq!(Precision::parse("16"), None);
         assert_eq!(LossKind::parse(""), None);
     }
 }

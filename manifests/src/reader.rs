@@ -676,11 +676,12 @@ impl<'a> Reader<'a> {
             }
             (Ty::Bool, KdlValue::Bool(b)) => Some(Value::Bool(*b)),
             (Ty::Text | Ty::Path, KdlValue::String(s)) => Some(Value::Text(s.clone())),
-            (Ty::Choice(choices), KdlValue::String(_) | KdlValue::Integer(_)) => {
+            (Ty::Choice(_) | Ty::Member(_), KdlValue::String(_) | KdlValue::Integer(_)) => {
                 let text = match &value {
                     KdlValue::String(s) => s.clone(),
                     other => other.to_string(),
                 };
+                let choices = key.ty.names();
                 if choices.contains(&text.as_str()) {
                     Some(Value::Text(text))
                 } else {
@@ -689,36 +690,25 @@ impl<'a> Reader<'a> {
                         format!("`{text}` is not a valid `{what}`{}", set_suffix(entry.raw)),
                     )
                     .label_opt(entry.span, format!("expected {}", key.ty.describe()))
-                    .help(suggest::help_for(&text, "value", choices));
+                    .help(suggest::help_for(&text, "value", &choices));
                     self.diags.push(d);
                     return None;
                 }
             }
-            (Ty::Device, KdlValue::String(s)) => match s.as_str() {
-                "auto" => Some(Value::Device(DeviceSpec::Auto)),
-                "cpu" => Some(Value::Device(DeviceSpec::Cpu)),
-                "cuda" => Some(Value::Device(DeviceSpec::Cuda(0))),
-                other => match other
-                    .strip_prefix("cuda:")
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .filter(|n| *n <= MAX_CUDA_INDEX)
-                {
-                    Some(n) => Some(Value::Device(DeviceSpec::Cuda(n))),
-                    None => {
-                        let d = Diagnostic::error(
-                            "pipeline::manifest::unknown_value",
-                            format!("`{other}` is not a device{}", set_suffix(entry.raw)),
-                        )
-                        .label_opt(entry.span, format!("expected {}", key.ty.describe()))
-                        .help(suggest::help_for(
-                            other,
-                            "device",
-                            &["cpu", "cuda", "auto"],
-                        ));
-                        self.diags.push(d);
-                        return None;
-                    }
-                },
+            (Ty::Device, KdlValue::String(s)) => match DeviceSpec::parse(s, MAX_CUDA_INDEX) {
+                Ok(device) => Some(Value::Device(device)),
+                Err(other) => {
+                    let mut names = crate::accelerator::ACCELERATORS.names();
+                    names.push("auto");
+                    let d = Diagnostic::error(
+                        "pipeline::manifest::unknown_value",
+                        format!("`{other}` is not a device{}", set_suffix(entry.raw)),
+                    )
+                    .label_opt(entry.span, format!("expected {}", key.ty.describe()))
+                    .help(suggest::help_for(&other, "device", &names));
+                    self.diags.push(d);
+                    return None;
+                }
             },
             _ => None,
         };

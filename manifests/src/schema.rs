@@ -11,11 +11,12 @@
 //! The `Ty::Choice` lists are the `NAMES` of the enums the values lower to (`choice!`,
 //! `manifest.rs`), so a name cannot be accepted here and be unknown to lowering.
 
+use crate::accelerator::Family;
 use crate::choice::prepend;
 use crate::manifest::{
     CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossKind, LossScale, Missing, Mode,
-    OptimizerKind, PaddingSide, Precision, Projection, SamplerName, Scale, ScheduleName,
-    ShardRemainder, SplitName, StageKind, Strategy,
+    OptimizerKind, PaddingSide, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
+    SplitName, StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -86,7 +87,10 @@ pub enum Ty {
     Path,
     /// One of a fixed set of strings (integers are accepted by their decimal text).
     Choice(&'static [&'static str]),
-    /// `cpu`, `cuda`, `cuda:N` or `auto`.
+    /// The name of a registered member of an open set (`crate::accelerator`): the
+    /// built-ins and what a library user registered.
+    Member(Family),
+    /// `auto`, or a registered accelerator (`cpu`, `cuda`, `cuda:N`).
     Device,
     /// One or more columns: 0-based indices, header names, `first`, `last`, or
     /// half-open ranges of indices (`"2..10"`).
@@ -130,15 +134,20 @@ impl Ty {
             Ty::Bool => "#true or #false".into(),
             Ty::Text => "a string".into(),
             Ty::Path => "a file path (a string)".into(),
-            Ty::Choice(choices) => format!(
-                "one of {}",
-                choices
+            Ty::Choice(choices) => one_of(choices),
+            Ty::Member(family) => one_of(&family.names()),
+            Ty::Device => {
+                let mut names: Vec<String> = crate::accelerator::ACCELERATORS
+                    .all()
                     .iter()
-                    .map(|c| format!("\"{c}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Ty::Device => "\"cpu\", \"cuda\", \"cuda:N\" or \"auto\"".into(),
+                    .map(|a| match a.indexed {
+                        true => format!("\"{0}\", \"{0}:N\"", a.name),
+                        false => format!("\"{}\"", a.name),
+                    })
+                    .collect();
+                names.push("or \"auto\"".into());
+                names.join(", ").replace(", or", " or")
+            }
             Ty::Columns => format!(
                 "one or more columns: an index (0 to {MAX_FEATURE_INDEX}), a header name, \"first\", \"last\", or a range \"2..10\" (columns 2 to 9)"
             ),
@@ -148,6 +157,34 @@ impl Ty {
             Ty::Section(s) => format!("a `{}` block", s.name),
         }
     }
+}
+
+impl Ty {
+    /// The names a `Choice` or `Member` key takes (none for other types).
+    pub fn names(&self) -> Vec<&'static str> {
+        match self {
+            Ty::Choice(names) => names.to_vec(),
+            Ty::Member(family) => family.names(),
+            Ty::Int { .. }
+            | Ty::Float { .. }
+            | Ty::Bool
+            | Ty::Text
+            | Ty::Path
+            | Ty::Device
+            | Ty::Columns
+            | Ty::Texts
+            | Ty::Ints { .. }
+            | Ty::Floats { .. }
+            | Ty::Weights
+            | Ty::Section(_) => Vec::new(),
+        }
+    }
+}
+
+/// `one of "a", "b"`.
+fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|c| format!("\"{c}\"")).collect();
+    format!("one of {}", quoted.join(", "))
 }
 
 /// ` ≥ 0 and < 1`, ` > 0`, or nothing: the bounds of a number, in words.
@@ -888,9 +925,9 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "precision",
-            Ty::Choice(Precision::NAMES),
-            Some(Val::Text(Precision::Fp32.as_str())),
-            "Numerics: `32` or `64` (fp32, fp64 weights and compute); `bf16-mixed` or `16-mixed` (fp32 weights, the forward pass and loss in bfloat16 or float16 under autocast); `bf16-true` or `16-true` (weights and compute in 16 bits). Checkpoints are saved in fp32.",
+            Ty::Member(Family::Precision),
+            Some(Val::Text("32")),
+            "Numerics: the dtypes of the weights and of the computation, one of the precisions below (each with what it does); checkpoints are saved in fp32. A program built on pipeline may register more (`docs/extending.md`).",
         ),
         key(
             "loss-scale",
@@ -930,9 +967,9 @@ pub const ACCELERATOR: Section = section(
         ),
         key(
             "strategy",
-            Ty::Choice(Strategy::NAMES),
-            Some(Val::Text(Strategy::None.as_str())),
-            "How many processes share the training: `none` (one process), `ddp` (data parallel: every process trains on its shard of each epoch, gradients averaged over processes each optimizer step) or `zero1` (`ddp` with the optimizer's state sharded: each process updates its share of the parameters and sends them to the others). Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun.",
+            Ty::Member(Family::Strategy),
+            Some(Val::Text("none")),
+            "How the processes share the training, one of the strategies below. Start the processes with `pipeline run FILE --nproc-per-node N`, torchrun or srun. A program built on pipeline may register more (`docs/extending.md`).",
         ),
         key(
             "backend",

@@ -21,7 +21,6 @@ mod step_log;
 mod update;
 mod validation;
 
-pub use plan::owners;
 pub use step_log::{StepLogState, Totals};
 
 use crate::callbacks::CHECK_EVERY;
@@ -126,7 +125,7 @@ pub fn train(
     finetune::freeze(&model, stage, spec, obs)?;
     let group = session.group.as_ref();
     let distributed = &accelerator.distributed;
-    let (mut opt, mut shards) = optimizer_for(manifest, &model, group)?;
+    let (mut opt, mut shards) = optimizer_for(manifest, &model, group, session.strategy)?;
     let clipping = Some(&accelerator.clipping).filter(|c| c.enabled());
     let mut scaler = match accelerator.scales_loss() {
         true => Some(Scaler::new(device).map_err(|e| fail("setting up the loss scaler", e))?),
@@ -349,7 +348,7 @@ pub fn train(
                                 &mut opt,
                                 scaler.as_mut(),
                                 &mut shards,
-                                group,
+                                group.map(|g| (g, session.strategy)),
                                 clipping,
                                 bucket_bytes,
                                 manifest.logging.grad_norm && step_log.due(step + 1),

@@ -1,11 +1,12 @@
 //! How a `train` stage is laid out before its first step: batches per epoch, the
 //! optimizer (sharded under `zero1`), and how the samples are dealt to the processes.
 
+use crate::accelerator::Strategy;
 use crate::data::Dataset;
 use crate::model::Model;
 use crate::optimizer::Optimizer;
 use crate::process_group::ProcessGroup;
-use manifests::{AcceleratorSpec, Diagnostic, Layer, Manifest, StageSpec, Strategy, TrainSpec};
+use manifests::{AcceleratorSpec, Diagnostic, Layer, Manifest, StageSpec, TrainSpec};
 use pipeline_core::sampler::{batches_per_epoch, Sampler};
 use tch::{Kind, Tensor};
 
@@ -49,19 +50,21 @@ pub(super) fn batch_plan(
     Ok((batch, batches))
 }
 
-/// The optimizer and, under `zero1`, each process's parameters (shallow handles, gathered
-/// once), which their owner broadcasts after its optimizer step: each process updates
-/// (and keeps optimizer state for) its own share of the parameters only.
+/// The optimizer and, when the strategy shards the optimizer's state (`zero1`), each
+/// process's parameters (shallow handles, gathered once), which their owner broadcasts
+/// after its optimizer step: each process updates (and keeps optimizer state for) its
+/// own share of the parameters only.
 pub(super) fn optimizer_for(
     manifest: &Manifest,
     model: &Model,
     group: Option<&ProcessGroup>,
+    strategy: &dyn Strategy,
 ) -> Result<(Optimizer, Vec<Vec<Tensor>>), Diagnostic> {
-    let (Some(g), Strategy::Zero1) = (group, manifest.accelerator.distributed.strategy) else {
+    let params = crate::optimizer::trainable(&model.vs);
+    let sharded = group.and_then(|g| Some((g, strategy.owners(&params, g.world)?)));
+    let Some((g, owners)) = sharded else {
         return Ok((Optimizer::new(&manifest.optimizer, &model.vs)?, Vec::new()));
     };
-    let params = crate::optimizer::trainable(&model.vs);
-    let owners = owners(&params, g.world);
     let opt = Optimizer::sharded(&manifest.optimizer, &model.vs, |i| owners[i] == g.rank)?;
     let shards = (0..g.world)
         .map(|rank| {
@@ -135,34 +138,4 @@ fn bucket_keys(data: &Dataset, column: i64) -> Result<Vec<f64>, String> {
         .to_device(tch::Device::Cpu)
         .to_kind(Kind::Double);
     Vec::<f64>::try_from(&keys).map_err(|e| e.to_string())
-}
-
-/// The process that owns each parameter under `zero1`: the largest parameters first, each
-/// to the process with the fewest elements so far, so the optimizer state divides evenly.
-pub fn owners(params: &[Tensor], world: usize) -> Vec<usize> {
-    let mut by_size: Vec<usize> = (0..params.len()).collect();
-    by_size.sort_by_key(|&i| std::cmp::Reverse(params[i].numel()));
-    let mut load = vec![0usize; world];
-    let mut owner = vec![0; params.len()];
-    for i in by_size {
-        let least = (0..world).min_by_key(|&r| (load[r], r)).unwrap_or(0);
-        owner[i] = least;
-        load[least] += params[i].numel();
-    }
-    owner
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zero1_divides_the_parameters_evenly() {
-        let params: Vec<Tensor> = [100, 10, 50, 40]
-            .iter()
-            .map(|&n| Tensor::zeros([n], (tch::Kind::Float, tch::Device::Cpu)))
-            .collect();
-        assert_eq!(owners(&params, 2), [0, 1, 1, 1], "100 elements each");
-        assert_eq!(owners(&params, 1), [0, 0, 0, 0]);
-    }
 }

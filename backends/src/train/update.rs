@@ -1,5 +1,6 @@
 //! The optimizer step of a `train` stage, on the gradients accumulated since the last one.
 
+use crate::accelerator::Strategy;
 use crate::numerics::{self, Scaler};
 use crate::optimizer::Optimizer;
 use crate::process_group::ProcessGroup;
@@ -7,7 +8,8 @@ use manifests::Clipping;
 use std::time::{Duration, Instant};
 use tch::{TchError, Tensor};
 
-/// One optimizer step: the gradients averaged over the processes, unscaled (`16-mixed`:
+/// One optimizer step: the gradients reduced over the processes by the strategy
+/// (averaged, under `ddp` and `zero1`), unscaled (`16-mixed`:
 /// the step is skipped when they are not finite) and clipped, the only reasons to touch
 /// them between backward and the step; under `zero1`, each process's `shards` sent to
 /// the others by their owner. Then the loss scaler updates and the gradients are zeroed.
@@ -16,7 +18,7 @@ pub(super) fn optimizer_step(
     opt: &mut Optimizer,
     mut scaler: Option<&mut Scaler>,
     shards: &mut [Vec<Tensor>],
-    group: Option<&ProcessGroup>,
+    group: Option<(&ProcessGroup, &dyn Strategy)>,
     clipping: Option<&Clipping>,
     bucket_bytes: usize,
     norm: bool,
@@ -27,9 +29,9 @@ pub(super) fn optimizer_step(
         true => opt.grads(),
         false => Vec::new(),
     };
-    if let Some(g) = group {
+    if let Some((g, strategy)) = group {
         let started = Instant::now();
-        g.average(&mut grads, bucket_bytes)?;
+        strategy.reduce_gradients(g, &mut grads, bucket_bytes)?;
         comm += started.elapsed();
     }
     let finite = match scaler.as_deref_mut() {
@@ -45,7 +47,7 @@ pub(super) fn optimizer_step(
             grad_norm = numerics::clip(&mut grads, clipping)?.or(grad_norm);
         }
         opt.step()?;
-        if let (false, Some(g)) = (shards.is_empty(), group) {
+        if let (false, Some((g, _))) = (shards.is_empty(), group) {
             let started = Instant::now();
             for (owner, mine) in shards.iter_mut().enumerate() {
                 g.broadcast_all(mine, owner)?;

@@ -4,10 +4,10 @@
 //! `"ok": true` (and the manifest's warnings), or `render::json_failure`'s
 //! `{"ok": false, "diagnostics": [...]}`.
 
+use crate::cli::CacheDir;
+use crate::load::Loaded;
+use crate::{prepare, render, summary};
 use manifests::Override;
-use pipeline_cli::cli::CacheDir;
-use pipeline_cli::load::Loaded;
-use pipeline_cli::{prepare, render, summary};
 use pipeline_core::freshness::Freshness;
 use serde_json::json;
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! With `--json`, one document `{"ok", "diagnostics": [...]}` on stdout whatever happens
 //! (an unreadable file is a diagnostic like any other; a bad command line: `main.rs`).
 
+use crate::load::Loaded;
+use crate::render;
 use manifests::{has_errors, Override};
-use pipeline_cli::load::Loaded;
-use pipeline_cli::render;
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;

@@ -6,15 +6,15 @@
 //! Text is laid out with DejaVu Sans (in `assets/`, under the Bitstream Vera licence), so
 //! that a PNG needs no font installed; an SVG names `sans-serif` and the browser draws it.
 
+use crate::cli::PlotArgs;
 use crate::shown_runs::{self, Refused, Shown};
-use pipeline_cli::cli::PlotArgs;
 use pipeline_core::records::Metric;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::path::Path;
 
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
 /// The metrics drawn when none is asked for: those of these the runs have.
 const DEFAULT_METRICS: &[&str] = &["loss", "val.loss", "val.accuracy"];

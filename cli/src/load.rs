@@ -47,7 +47,7 @@ impl Loaded {
     }
 
     /// [`Loaded::read`] for a command that plans a run (`run`, `status`, `sweep`, `cache
-    /// gc`): inputs named by URL fetched into the cache `cache` (`src/fetch.rs`); one that
+    /// gc`): inputs named by URL fetched into the cache `cache` (`cli/src/fetch.rs`); one that
     /// cannot be is one more error. `check` reads without it: it never goes online.
     pub fn read_to_run(path: &Path, overrides: &[Override], cache: &CacheDir) -> Loaded {
         let mut loaded = Loaded::read(path, overrides);

@@ -1,8 +1,8 @@
 //! `pipeline graph FILE`: the stage DAG as DOT or Mermaid.
 
+use crate::cli::Format;
+use crate::load::Loaded;
 use manifests::Override;
-use pipeline_cli::cli::Format;
-use pipeline_cli::load::Loaded;
 use pipeline_core::plan::GraphFormat;
 use pipeline_core::Plan;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! `status` without loading libtorch) and `pipeline-worker` (which runs the rest).
 
 use crate::cli::{CacheDir, RunArgs};
-use manifests::{suggest, AcceleratorSpec, DeviceSpec, Diagnostic, Manifest};
+use manifests::{suggest, Accelerator, AcceleratorSpec, DeviceSpec, Diagnostic, Manifest};
 use pipeline_core::fingerprint::Environment;
 use pipeline_core::freshness::{assess, Cache, StageState};
 use pipeline_core::launch::Rendezvous;
@@ -107,9 +107,8 @@ fn last_processes(manifest: &Manifest, last: &cache::LastKeys) -> u64 {
 /// `auto` is the CPU on a machine without an NVIDIA driver, and unknown otherwise.
 pub fn device_kind_without_libtorch(spec: &AcceleratorSpec) -> Option<&'static str> {
     match spec.device {
-        DeviceSpec::Cpu => Some("cpu"),
-        DeviceSpec::Cuda(_) => Some("cuda"),
-        DeviceSpec::Auto => (!Path::new("/proc/driver/nvidia/version").exists()).then_some("cpu"),
+        DeviceSpec::On(accelerator, _) => Some(accelerator.as_str()),
+        DeviceSpec::Auto => Accelerator::auto_without_libtorch().map(Accelerator::as_str),
     }
 }
 

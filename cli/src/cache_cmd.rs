@@ -5,12 +5,12 @@
 //! only entries, snapshots and temporary directories it can show it wrote: a user's files
 //! are never deleted, even with the cache pointed at their directory.
 
+use crate::cli::{CacheCommand, CacheDir};
+use crate::load::Loaded;
+use crate::{prepare, summary};
 use cache::{recorded_stages, EntryInfo, Lookup, Remote, RootState, Store};
 use manifests::Diagnostic;
 use manifests::Override;
-use pipeline_cli::cli::{CacheCommand, CacheDir};
-use pipeline_cli::load::Loaded;
-use pipeline_cli::{prepare, summary};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,9 +42,9 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
     // `cache ls --json` prints one JSON document on every path, failures included.
     let json = matches!(command, CacheCommand::Ls { json: true });
     let fail = |d: Diagnostic| {
-        eprintln!("{}", pipeline_cli::render::human(&d, None));
+        eprintln!("{}", crate::render::human(&d, None));
         if json {
-            println!("{}", pipeline_cli::render::json_failure(&[d], None));
+            println!("{}", crate::render::json_failure(&[d], None));
         }
         false
     };
@@ -237,10 +237,7 @@ fn reachable(file: &Path, set: &[Override], dir: &CacheDir) -> Result<BTreeSet<S
     for device in ["cpu", "cuda"] {
         let prepared = prepare::prepare(file, manifest, None, None, Some(dir), device, None)
             .map_err(|d| {
-                eprintln!(
-                    "{}",
-                    pipeline_cli::render::human(&d, loaded.source.as_ref())
-                );
+                eprintln!("{}", crate::render::human(&d, loaded.source.as_ref()));
             })?;
         keep.extend(prepared.states.into_iter().map(|s| s.fingerprint.hash));
     }

@@ -3,12 +3,12 @@
 //! default), what changed from each to the next, their curves (`plot`'s charts, inline
 //! SVG), the stages of the latest, its confusion matrices, and the cache as it stands.
 
+use crate::cli::ReportArgs;
+use crate::load::Loaded;
 use crate::plot::{self, check_directory, write_atomically};
+use crate::prepare;
 use crate::runs::{headline, stage_rows};
 use crate::shown_runs::{self, Refused, Shown};
-use pipeline_cli::cli::ReportArgs;
-use pipeline_cli::load::Loaded;
-use pipeline_cli::prepare;
 use pipeline_core::freshness::Freshness;
 use pipeline_core::history;
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! (`pipeline_core::history`). Never loads libtorch, nor the manifest: the runs are those
 //! under `.pipeline/runs/` beside it that name it.
 
-use pipeline_cli::cli::{RunsArgs, RunsCommand};
-use pipeline_cli::summary::columns;
+use crate::cli::{RunsArgs, RunsCommand};
+use crate::summary::columns;
 use pipeline_core::history::{self, RunRecord};
 use serde_json::json;
 use std::path::Path;

@@ -52,6 +52,11 @@ fn key_text(path: &str, key: &Key) -> String {
         ty => ty.describe(),
     };
     out += &wrapped(&format!("value: {wants}; default: {}", default_text(key)));
+    if let Ty::Member(family) = key.ty {
+        for (name, doc) in family.members() {
+            out += &wrapped(&format!("`{name}`: {doc}"));
+        }
+    }
     if !key.only_for.is_empty() {
         out += &wrapped(&format!("only for kind: {}", key.only_for.join(", ")));
     }

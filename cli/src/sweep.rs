@@ -13,10 +13,10 @@
 //! rung continues the trainings of the one before from the cache (`extend`), and the
 //! table says where each point stopped.
 
+use crate::cli::{SweepArgs, SweepMode};
+use crate::load::Loaded;
+use crate::{prepare, render, summary};
 use manifests::{Mode, Override, SweptKey};
-use pipeline_cli::cli::{SweepArgs, SweepMode};
-use pipeline_cli::load::Loaded;
-use pipeline_cli::{prepare, render, summary};
 use pipeline_core::sweep::{points, startable, Axis, Halving, Monitor, Random};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

@@ -5,9 +5,9 @@
 //! their rank. When a worker fails, the others are stopped at once and its exit code is
 //! returned; a worker that hangs is caught by the collectives' timeout.
 
-use pipeline_cli::cli::RunArgs;
+use crate::cli::RunArgs;
 use std::io::{BufRead, BufReader, IsTerminal};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// A port nobody listens on now, for a rendezvous on this machine.
@@ -58,13 +58,7 @@ pub fn launch(args: &RunArgs) -> ExitCode {
         },
         (None, _) => pipeline_core::launch::DEFAULT_PORT,
     };
-    let worker = match std::env::current_exe() {
-        Ok(exe) => exe.with_file_name("pipeline-worker"),
-        Err(e) => {
-            eprintln!("error: cannot find pipeline-worker: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let worker = crate::app::worker_program();
     let rank0_terminal = std::io::stderr().is_terminal();
     // Under `--json`, rank 0's report is held here, so that exactly one JSON document
     // reaches stdout even when a worker fails before rank 0 could print one.
@@ -73,7 +67,14 @@ pub fn launch(args: &RunArgs) -> ExitCode {
     let mut readers = Vec::new();
     for local_rank in 0..local {
         let rank = args.node_rank * local + local_rank;
-        let mut cmd = Command::new(&worker);
+        let mut cmd = match crate::app::worker_command() {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                eprintln!("error: cannot find the worker: {e}");
+                stop(&mut children);
+                return ExitCode::FAILURE;
+            }
+        };
         cmd.args(std::env::args_os().skip(1))
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", local_rank.to_string())
@@ -126,7 +127,7 @@ pub fn launch(args: &RunArgs) -> ExitCode {
                 "a worker failed before rank 0 could report the run",
             )
             .help("the workers' messages are above, on stderr");
-            println!("{}", pipeline_cli::render::json_failure(&[d], None));
+            println!("{}", crate::render::json_failure(&[d], None));
         } else {
             let _ = std::io::Write::write_all(&mut std::io::stdout(), &report);
         }

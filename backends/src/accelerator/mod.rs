@@ -1,0 +1,187 @@
+//! What runs the accelerator's open sets (`manifests::accelerator` describes them):
+//! one trait per family, [`Accelerator`], [`Strategy`] and [`Precision`], each with a
+//! registry by name. The built-ins (`cpu`, `cuda`; `none`, `ddp`, `zero1`; the six
+//! precisions) are members like any other; a program built on pipeline adds its own
+//! with [`register_accelerator`], [`register_strategy`] or [`register_precision`]
+//! before it runs the command line (`examples/extension/`), and a manifest then names
+//! them as it names the built-ins — `pipeline check` holds them to the compatibility
+//! rules by what their descriptions say.
+
+mod cpu;
+mod cuda;
+mod device;
+mod precision;
+mod strategy;
+
+pub use device::{of, resolve, Accelerator, Unavailable};
+pub use precision::{kind, Precision};
+pub use strategy::Strategy;
+
+use crate::process_group::Backend;
+use manifests::accelerator::{ACCELERATORS, PRECISIONS, STRATEGIES};
+use manifests::{CommBackend, Diagnostic};
+use std::sync::RwLock;
+use tch::Device;
+
+/// One family's runtime members: the built-ins, then the registered ones.
+struct Members<T: ?Sized + 'static> {
+    builtins: fn() -> Vec<&'static T>,
+    registered: RwLock<Vec<&'static T>>,
+    name: fn(&T) -> &'static str,
+}
+
+impl<T: ?Sized + 'static> Members<T> {
+    fn all(&self) -> Vec<&'static T> {
+        let registered = self.registered.read().unwrap_or_else(|e| e.into_inner());
+        (self.builtins)()
+            .into_iter()
+            .chain(registered.iter().copied())
+            .collect()
+    }
+
+    fn get(&self, name: &str) -> Option<&'static T> {
+        self.all().into_iter().find(|m| (self.name)(m) == name)
+    }
+
+    fn push(&self, member: &'static T) {
+        self.registered
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(member);
+    }
+}
+
+static RUN_ACCELERATORS: Members<dyn Accelerator> = Members {
+    builtins: || vec![&cpu::Cpu, &cuda::Cuda],
+    registered: RwLock::new(Vec::new()),
+    name: |a| a.describe().name,
+};
+
+static RUN_STRATEGIES: Members<dyn Strategy> = Members {
+    builtins: strategy::builtins,
+    registered: RwLock::new(Vec::new()),
+    name: |s| s.describe().name,
+};
+
+static RUN_PRECISIONS: Members<dyn Precision> = Members {
+    builtins: precision::builtins,
+    registered: RwLock::new(Vec::new()),
+    name: |p| p.describe().name,
+};
+
+/// Adds an accelerator: its description (what `check` knows) and its code. Refused when
+/// the name is taken.
+pub fn register_accelerator(member: &'static dyn Accelerator) -> Result<(), String> {
+    ACCELERATORS.register(member.describe())?;
+    RUN_ACCELERATORS.push(member);
+    Ok(())
+}
+
+/// Adds a strategy: its description and its code. Refused when the name is taken.
+pub fn register_strategy(member: &'static dyn Strategy) -> Result<(), String> {
+    STRATEGIES.register(member.describe())?;
+    RUN_STRATEGIES.push(member);
+    Ok(())
+}
+
+/// Adds a precision: its description and its code. Refused when the name is taken.
+pub fn register_precision(member: &'static dyn Precision) -> Result<(), String> {
+    PRECISIONS.register(member.describe())?;
+    RUN_PRECISIONS.push(member);
+    Ok(())
+}
+
+/// The code of a member the manifest names (registered with its description, so always
+/// found unless a library registered a description alone).
+fn find<T: ?Sized>(
+    members: &Members<T>,
+    family: &str,
+    name: &'static str,
+    key: &str,
+    manifest: &manifests::AcceleratorSpec,
+) -> Result<&'static T, Diagnostic> {
+    members.get(name).ok_or_else(|| {
+        Diagnostic::error(
+            "pipeline::accelerator::no_implementation",
+            format!("the {family} `{name}` is described, but this program has no code for it"),
+        )
+        .label_opt(manifest.span(key), "named here")
+        .help(format!(
+            "register it with `backends::accelerator::register_{family}`, which registers its description and its code together"
+        ))
+    })
+}
+
+/// The engine for a group's collectives (`accelerator.backend`): `auto` is the first
+/// engine the device's accelerator pairs with, as torch.distributed picks NCCL for CUDA
+/// tensors and Gloo otherwise. (`check` refuses an engine the accelerator cannot use.)
+pub fn comm_backend(asked: CommBackend, device: Device) -> Backend {
+    let pairs = of(device).map_or(&[CommBackend::Gloo][..], |a| a.describe().backends);
+    let chosen = match asked {
+        CommBackend::Auto => pairs.first().copied().unwrap_or(CommBackend::Gloo),
+        CommBackend::Gloo | CommBackend::Nccl => asked,
+    };
+    match (chosen, device) {
+        (CommBackend::Nccl, Device::Cuda(device)) => Backend::Nccl { device },
+        _ => Backend::Gloo,
+    }
+}
+
+/// The strategy the manifest names.
+pub fn strategy(spec: &manifests::AcceleratorSpec) -> Result<&'static dyn Strategy, Diagnostic> {
+    let name = spec.distributed.strategy.as_str();
+    find(&RUN_STRATEGIES, "strategy", name, "strategy", spec)
+}
+
+/// The precision the manifest names.
+pub fn precision(spec: &manifests::AcceleratorSpec) -> Result<&'static dyn Precision, Diagnostic> {
+    find(
+        &RUN_PRECISIONS,
+        "precision",
+        spec.precision.as_str(),
+        "precision",
+        spec,
+    )
+}
+
+/// Every runtime member has its description registered (the built-ins' are
+/// `manifests`'s), so `check` and a run know the same names.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manifests::accelerator::Member;
+
+    #[test]
+    fn every_builtin_member_is_described_and_every_description_has_code() {
+        let described = |names: Vec<&'static str>, run: Vec<&'static str>| {
+            assert_eq!(names, run);
+        };
+        described(
+            ACCELERATORS.names(),
+            RUN_ACCELERATORS
+                .all()
+                .iter()
+                .map(|a| a.describe().name())
+                .collect(),
+        );
+        described(
+            STRATEGIES.names(),
+            RUN_STRATEGIES
+                .all()
+                .iter()
+                .map(|s| s.describe().name())
+                .collect(),
+        );
+        described(
+            PRECISIONS.names(),
+            RUN_PRECISIONS
+                .all()
+                .iter()
+                .map(|p| p.describe().name())
+                .collect(),
+        );
+        for (a, b) in PRECISIONS.all().iter().zip(RUN_PRECISIONS.all()) {
+            assert!(std::ptr::eq(*a, b.describe()), "{}", a.name);
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `accelerator.strategy`: how processes share a training. `backends::accelerator::
+//! strategy` runs the built-ins.
+
+use super::{Member, Registry};
+use serde::{Serialize, Serializer};
+
+/// What a strategy is, without libtorch.
+#[derive(Debug)]
+pub struct StrategyDescription {
+    /// As a manifest writes it: `strategy "ddp"`.
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// Whether it trains with several processes (and refuses to run as one).
+    pub distributed: bool,
+    /// Whether each process keeps only its share of the optimizer's state (then clipping
+    /// by value, which needs every gradient element in one place, is refused).
+    pub shards_optimizer: bool,
+}
+
+impl Member for StrategyDescription {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// One process.
+pub static NONE: StrategyDescription = StrategyDescription {
+    name: "none",
+    doc: "one process",
+    distributed: false,
+    shards_optimizer: false,
+};
+
+/// Data parallel.
+pub static DDP: StrategyDescription = StrategyDescription {
+    name: "ddp",
+    doc: "data parallel: every process trains on its shard of each epoch; gradients averaged over the processes each optimizer step",
+    distributed: true,
+    shards_optimizer: false,
+};
+
+/// Data parallel with the optimizer's state sharded.
+pub static ZERO1: StrategyDescription = StrategyDescription {
+    name: "zero1",
+    doc: "`ddp` with the optimizer's state sharded (ZeRO stage 1, fairscale's OSS): each process updates its share of the parameters and sends them to the others",
+    distributed: true,
+    shards_optimizer: true,
+};
+
+const BUILTINS: &[&StrategyDescription] = &[&NONE, &DDP, &ZERO1];
+
+/// Every strategy a manifest may name.
+pub static STRATEGIES: Registry<StrategyDescription> = Registry::new(BUILTINS);
+
+/// A registered strategy, as the manifest names it; serialised as its name (a cache
+/// key), compared by name.
+#[derive(Clone, Copy)]
+pub struct Strategy(&'static StrategyDescription);
+
+impl Strategy {
+    /// The default, `none`.
+    pub const NONE: Strategy = Strategy(&NONE);
+
+    /// The registered strategy named `name`.
+    pub fn named(name: &str) -> Option<Strategy> {
+        STRATEGIES.get(name).map(Strategy)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0.name
+    }
+
+    pub fn describe(self) -> &'static StrategyDescription {
+        self.0
+    }
+}
+
+impl PartialEq for Strategy {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Strategy {}
+
+impl std::fmt::Debug for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Strategy({:?})", self.0.name)
+    }
+}
+
+impl Serialize for Strategy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name)
+    }
+}
