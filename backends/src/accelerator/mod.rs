@@ -149,39 +149,48 @@ pub fn precision(spec: &manifests::AcceleratorSpec) -> Result<&'static dyn Preci
 #[cfg(test)]
 mod tests {
     use super::*;
-    use manifests::accelerator::Member;
+    use manifests::accelerator::{Member, StrategyDescription};
 
+    /// The built-in members' code and descriptions are the same members, in the same
+    /// order (what another test registers comes after them).
     #[test]
-    fn every_builtin_member_is_described_and_every_description_has_code() {
-        let described = |names: Vec<&'static str>, run: Vec<&'static str>| {
-            assert_eq!(names, run);
-        };
-        described(
-            ACCELERATORS.names(),
-            RUN_ACCELERATORS
-                .all()
-                .iter()
-                .map(|a| a.describe().name())
-                .collect(),
-        );
-        described(
-            STRATEGIES.names(),
-            RUN_STRATEGIES
-                .all()
-                .iter()
-                .map(|s| s.describe().name())
-                .collect(),
-        );
-        described(
-            PRECISIONS.names(),
-            RUN_PRECISIONS
-                .all()
-                .iter()
-                .map(|p| p.describe().name())
-                .collect(),
-        );
-        for (a, b) in PRECISIONS.all().iter().zip(RUN_PRECISIONS.all()) {
+    fn every_builtin_member_is_described_and_has_code() {
+        fn same<T: Member, R: ?Sized>(described: &[&'static T], run: &Members<R>) {
+            let run: Vec<&str> = run.all().iter().map(|m| (run.name)(m)).collect();
+            let described: Vec<&str> = described.iter().map(|d| d.name()).collect();
+            assert_eq!(described, run[..described.len()]);
+        }
+        same(ACCELERATORS.builtins(), &RUN_ACCELERATORS);
+        same(STRATEGIES.builtins(), &RUN_STRATEGIES);
+        same(PRECISIONS.builtins(), &RUN_PRECISIONS);
+        for (a, b) in PRECISIONS.builtins().iter().zip(RUN_PRECISIONS.all()) {
             assert!(std::ptr::eq(*a, b.describe()), "{}", a.name);
         }
+    }
+
+    /// A description registered without code (straight into `manifests`) passes
+    /// `check`, and a run says what is missing instead of running something else.
+    #[test]
+    fn a_member_described_without_code_is_a_clear_error() {
+        static ONLY_DESCRIBED: StrategyDescription = StrategyDescription {
+            name: "described-only",
+            doc: "a test's",
+            distributed: true,
+            shards_optimizer: false,
+        };
+        STRATEGIES.register(&ONLY_DESCRIBED).unwrap();
+        let spec = |strategy: &str| {
+            let text = format!("data \"d.csv\"\nmodel {{ linear 2 }}\nloss \"mse\"\noptimizer \"sgd\"\naccelerator {{ strategy \"{strategy}\"; }}\ntrain\n");
+            let lowered = manifests::lower(&text, "t", std::path::Path::new(""), &[]);
+            assert!(lowered.diagnostics.is_empty(), "{:?}", lowered.diagnostics);
+            lowered.manifest.unwrap().accelerator
+        };
+        let d = strategy(&spec("described-only")).err().unwrap();
+        assert_eq!(d.code, "pipeline::accelerator::no_implementation");
+        assert_eq!(
+            d.message,
+            "the strategy `described-only` is described, but this program has no code for it"
+        );
+        assert!(strategy(&spec("ddp")).is_ok());
     }
 }

@@ -1,7 +1,7 @@
 //! `accelerator.device`: the hardware a run trains on, named by an accelerator (`cpu`,
 //! `cuda`, `cuda:1`) or `auto`. `backends::accelerator::device` runs the built-ins.
 
-use super::{Member, Registry};
+use super::{Chosen, Member, Registry};
 use crate::manifest::CommBackend;
 use serde::{Serialize, Serializer};
 
@@ -28,6 +28,10 @@ pub struct AcceleratorDescription {
 impl Member for AcceleratorDescription {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn registry() -> &'static Registry<Self> {
+        &ACCELERATORS
     }
 }
 
@@ -67,24 +71,11 @@ const BUILTINS: &[&AcceleratorDescription] = &[&CPU, &CUDA];
 /// machine has (a user's before CUDA, CUDA before the CPU).
 pub static ACCELERATORS: Registry<AcceleratorDescription> = Registry::new(BUILTINS);
 
-/// A registered accelerator; compared by name.
-#[derive(Clone, Copy)]
-pub struct Accelerator(&'static AcceleratorDescription);
+/// A registered accelerator, as a manifest names it.
+pub type Accelerator = Chosen<AcceleratorDescription>;
 
 impl Accelerator {
-    pub const CPU: Accelerator = Accelerator(&CPU);
-
-    pub fn named(name: &str) -> Option<Accelerator> {
-        ACCELERATORS.get(name).map(Accelerator)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.0.name
-    }
-
-    pub fn describe(self) -> &'static AcceleratorDescription {
-        self.0
-    }
+    pub const CPU: Accelerator = Chosen(&CPU);
 
     /// What `auto` would choose, as far as can be told without libtorch: `None` when
     /// only libtorch can say.
@@ -92,25 +83,11 @@ impl Accelerator {
         for a in ACCELERATORS.all().into_iter().rev() {
             match (a.present)() {
                 Some(false) => continue,
-                Some(true) => return Some(Accelerator(a)),
+                Some(true) => return Some(Chosen(a)),
                 None => return None,
             }
         }
         None
-    }
-}
-
-impl PartialEq for Accelerator {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
-    }
-}
-
-impl Eq for Accelerator {}
-
-impl std::fmt::Debug for Accelerator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Accelerator({:?})", self.0.name)
     }
 }
 
@@ -135,7 +112,7 @@ impl DeviceSpec {
             None => (text, None),
         };
         let accelerator = Accelerator::named(name).ok_or_else(|| text.to_string())?;
-        let index = match (accelerator.0.indexed, index) {
+        let index = match (accelerator.describe().indexed, index) {
             (true, None) => Some(0),
             (true, Some(n)) => Some(
                 n.parse::<usize>()

@@ -27,6 +27,59 @@ use std::sync::RwLock;
 /// What a registry holds: a description with a unique name.
 pub trait Member: Sync + 'static {
     fn name(&self) -> &'static str;
+
+    /// The registry of its family.
+    fn registry() -> &'static Registry<Self>
+    where
+        Self: Sized;
+}
+
+/// A registered member, as a manifest names it (`Precision`, `Strategy`,
+/// `Accelerator`): compared by name, and serialised as its name (a cache key).
+pub struct Chosen<T: Member>(&'static T);
+
+impl<T: Member> Chosen<T> {
+    /// The registered member named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        T::registry().get(name).map(Chosen)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// What the member says of itself.
+    pub fn describe(self) -> &'static T {
+        self.0
+    }
+}
+
+impl<T: Member> Clone for Chosen<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Member> Copy for Chosen<T> {}
+
+impl<T: Member> PartialEq for Chosen<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl<T: Member> Eq for Chosen<T> {}
+
+impl<T: Member> std::fmt::Debug for Chosen<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0.name())
+    }
+}
+
+impl<T: Member> serde::Serialize for Chosen<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name())
+    }
 }
 
 /// One family's members: the built-ins, then those registered at run time, in order.
@@ -49,7 +102,8 @@ impl<T: Member> Registry<T> {
         if self.get(name).is_some() {
             return Err(format!("`{name}` is already registered"));
         }
-        if name.is_empty() || name.contains(char::is_whitespace) {
+        // `:` separates a device's number (`cuda:1`); `"` ends a KDL string.
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':' || c == '"') {
             return Err(format!("`{name}` is not a name a manifest can write"));
         }
         self.registered

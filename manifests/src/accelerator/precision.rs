@@ -1,8 +1,7 @@
 //! `accelerator.precision`: the dtypes a run computes in. The built-ins are Lightning's
 //! names; `backends::accelerator::precision` runs them.
 
-use super::{Member, Registry};
-use serde::{Serialize, Serializer};
+use super::{Chosen, Member, Registry};
 
 /// A floating-point dtype, named as torch names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +43,10 @@ pub struct PrecisionDescription {
 impl Member for PrecisionDescription {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn registry() -> &'static Registry<Self> {
+        &PRECISIONS
     }
 }
 
@@ -98,50 +101,10 @@ const BUILTINS: &[&PrecisionDescription] = &[
 /// Every precision a manifest may name.
 pub static PRECISIONS: Registry<PrecisionDescription> = Registry::new(BUILTINS);
 
-/// A registered precision, as the manifest names it; serialised as its name (a cache
-/// key), compared by name.
-#[derive(Clone, Copy)]
-pub struct Precision(&'static PrecisionDescription);
+/// A registered precision, as a manifest names it.
+pub type Precision = Chosen<PrecisionDescription>;
 
 impl Precision {
     /// The default, `32`.
-    pub const FP32: Precision = Precision(&FP32);
-
-    /// The registered precision named `name`.
-    pub fn named(name: &str) -> Option<Precision> {
-        PRECISIONS.get(name).map(Precision)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.0.name
-    }
-
-    pub fn describe(self) -> &'static PrecisionDescription {
-        self.0
-    }
-
-    /// fp32 weights with a lower-precision forward pass under autocast.
-    pub fn is_mixed(self) -> bool {
-        self.0.autocast.is_some()
-    }
-}
-
-impl PartialEq for Precision {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
-    }
-}
-
-impl Eq for Precision {}
-
-impl std::fmt::Debug for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Precision({:?})", self.0.name)
-    }
-}
-
-impl Serialize for Precision {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0.name)
-    }
+    pub const FP32: Precision = Chosen(&FP32);
 }

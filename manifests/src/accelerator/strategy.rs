@@ -1,8 +1,7 @@
 //! `accelerator.strategy`: how processes share a training. `backends::accelerator::
 //! strategy` runs the built-ins.
 
-use super::{Member, Registry};
-use serde::{Serialize, Serializer};
+use super::{Chosen, Member, Registry};
 
 /// What a strategy is, without libtorch.
 #[derive(Debug)]
@@ -20,6 +19,10 @@ pub struct StrategyDescription {
 impl Member for StrategyDescription {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn registry() -> &'static Registry<Self> {
+        &STRATEGIES
     }
 }
 
@@ -52,45 +55,10 @@ const BUILTINS: &[&StrategyDescription] = &[&NONE, &DDP, &ZERO1];
 /// Every strategy a manifest may name.
 pub static STRATEGIES: Registry<StrategyDescription> = Registry::new(BUILTINS);
 
-/// A registered strategy, as the manifest names it; serialised as its name (a cache
-/// key), compared by name.
-#[derive(Clone, Copy)]
-pub struct Strategy(&'static StrategyDescription);
+/// A registered strategy, as a manifest names it.
+pub type Strategy = Chosen<StrategyDescription>;
 
 impl Strategy {
     /// The default, `none`.
-    pub const NONE: Strategy = Strategy(&NONE);
-
-    /// The registered strategy named `name`.
-    pub fn named(name: &str) -> Option<Strategy> {
-        STRATEGIES.get(name).map(Strategy)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.0.name
-    }
-
-    pub fn describe(self) -> &'static StrategyDescription {
-        self.0
-    }
-}
-
-impl PartialEq for Strategy {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
-    }
-}
-
-impl Eq for Strategy {}
-
-impl std::fmt::Debug for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Strategy({:?})", self.0.name)
-    }
-}
-
-impl Serialize for Strategy {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0.name)
-    }
+    pub const NONE: Strategy = Chosen(&NONE);
 }
