@@ -6,8 +6,8 @@
 //! Everything else about the command line is `pipeline_cli` (the `cli/` crate), which
 //! does not link libtorch, so that `pipeline check` starts in milliseconds.
 
+mod execute;
 mod progress;
-mod run;
 
 pub use pipeline_cli;
 
@@ -21,7 +21,7 @@ use std::process::ExitCode;
 pub fn worker_main() -> ExitCode {
     pipeline_cli::install_panic_hook();
     let ok = match Cli::parse().command {
-        Command::Run(args) => run::run(&args),
+        Command::Run(args) => execute::run(&args),
         _ => {
             eprintln!("error: pipeline-worker only runs pipelines; use `pipeline`");
             false

@@ -1,4 +1,6 @@
-//! `pipeline run FILE`: check, plan, look up the cache, execute what is stale, summarise.
+//! The worker's `pipeline run FILE`: check, plan, look up the cache, execute what is
+//! stale with libtorch, summarise. (`cli/src/run.rs` is the facade's: a run answered from
+//! the cache, or handed here.)
 
 use crate::progress;
 use backends::process_group::ProcessGroup;
