@@ -18,83 +18,44 @@ pub use precision::{kind, Precision};
 pub use strategy::Strategy;
 
 use crate::process_group::Backend;
-use manifests::accelerator::{ACCELERATORS, PRECISIONS, STRATEGIES};
+use manifests::accelerator::{Registry, ACCELERATORS, PRECISIONS, STRATEGIES};
 use manifests::{CommBackend, Diagnostic};
-use std::sync::RwLock;
 use tch::Device;
 
-/// One family's runtime members: the built-ins, then the registered ones.
-struct Members<T: ?Sized + 'static> {
-    builtins: fn() -> Vec<&'static T>,
-    registered: RwLock<Vec<&'static T>>,
-    name: fn(&T) -> &'static str,
-}
+static RUN_ACCELERATORS: Registry<dyn Accelerator> = Registry::new(
+    || vec![&cpu::Cpu as &dyn Accelerator, &cuda::Cuda],
+    |a| a.describe().name,
+);
 
-impl<T: ?Sized + 'static> Members<T> {
-    fn all(&self) -> Vec<&'static T> {
-        let registered = self.registered.read().unwrap_or_else(|e| e.into_inner());
-        (self.builtins)()
-            .into_iter()
-            .chain(registered.iter().copied())
-            .collect()
-    }
+static RUN_STRATEGIES: Registry<dyn Strategy> =
+    Registry::new(strategy::builtins, |s| s.describe().name);
 
-    fn get(&self, name: &str) -> Option<&'static T> {
-        self.all().into_iter().find(|m| (self.name)(m) == name)
-    }
-
-    fn push(&self, member: &'static T) {
-        self.registered
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(member);
-    }
-}
-
-static RUN_ACCELERATORS: Members<dyn Accelerator> = Members {
-    builtins: || vec![&cpu::Cpu, &cuda::Cuda],
-    registered: RwLock::new(Vec::new()),
-    name: |a| a.describe().name,
-};
-
-static RUN_STRATEGIES: Members<dyn Strategy> = Members {
-    builtins: strategy::builtins,
-    registered: RwLock::new(Vec::new()),
-    name: |s| s.describe().name,
-};
-
-static RUN_PRECISIONS: Members<dyn Precision> = Members {
-    builtins: precision::builtins,
-    registered: RwLock::new(Vec::new()),
-    name: |p| p.describe().name,
-};
+static RUN_PRECISIONS: Registry<dyn Precision> =
+    Registry::new(precision::builtins, |p| p.describe().name);
 
 /// Adds an accelerator: its description (what `check` knows) and its code. Refused when
 /// the name is taken.
 pub fn register_accelerator(member: &'static dyn Accelerator) -> Result<(), String> {
     ACCELERATORS.register(member.describe())?;
-    RUN_ACCELERATORS.push(member);
-    Ok(())
+    RUN_ACCELERATORS.register(member)
 }
 
 /// Adds a strategy: its description and its code. Refused when the name is taken.
 pub fn register_strategy(member: &'static dyn Strategy) -> Result<(), String> {
     STRATEGIES.register(member.describe())?;
-    RUN_STRATEGIES.push(member);
-    Ok(())
+    RUN_STRATEGIES.register(member)
 }
 
 /// Adds a precision: its description and its code. Refused when the name is taken.
 pub fn register_precision(member: &'static dyn Precision) -> Result<(), String> {
     PRECISIONS.register(member.describe())?;
-    RUN_PRECISIONS.push(member);
-    Ok(())
+    RUN_PRECISIONS.register(member)
 }
 
 /// The code of a member the manifest names (registered with its description, so always
 /// found unless a library registered a description alone).
 fn find<T: ?Sized>(
-    members: &Members<T>,
+    members: &Registry<T>,
     family: &str,
     name: &'static str,
     key: &str,
@@ -155,8 +116,8 @@ mod tests {
     /// order (what another test registers comes after them).
     #[test]
     fn every_builtin_member_is_described_and_has_code() {
-        fn same<T: Member, R: ?Sized>(described: &[&'static T], run: &Members<R>) {
-            let run: Vec<&str> = run.all().iter().map(|m| (run.name)(m)).collect();
+        fn same<T: Member, R: ?Sized>(described: Vec<&'static T>, run: &Registry<R>) {
+            let run = run.names();
             let described: Vec<&str> = described.iter().map(|d| d.name()).collect();
             assert_eq!(described, run[..described.len()]);
         }

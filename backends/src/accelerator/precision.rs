@@ -55,6 +55,6 @@ impl Precision for Builtin {
 
 pub(super) fn builtins() -> Vec<&'static dyn Precision> {
     static ALL: LazyLock<Vec<Builtin>> =
-        LazyLock::new(|| PRECISIONS.builtins().iter().map(|d| Builtin(d)).collect());
+        LazyLock::new(|| PRECISIONS.builtins().into_iter().map(Builtin).collect());
     ALL.iter().map(|b| b as &dyn Precision).collect()
 }

@@ -69,7 +69,8 @@ const BUILTINS: &[&AcceleratorDescription] = &[&CPU, &CUDA];
 
 /// Every accelerator a manifest may name. `auto` takes the last registered one this
 /// machine has (a user's before CUDA, CUDA before the CPU).
-pub static ACCELERATORS: Registry<AcceleratorDescription> = Registry::new(BUILTINS);
+pub static ACCELERATORS: Registry<AcceleratorDescription> =
+    Registry::new(|| BUILTINS.to_vec(), |m| m.name);
 
 /// A registered accelerator, as a manifest names it.
 pub type Accelerator = Chosen<AcceleratorDescription>;

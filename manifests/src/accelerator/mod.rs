@@ -83,22 +83,27 @@ impl<T: Member> serde::Serialize for Chosen<T> {
 }
 
 /// One family's members: the built-ins, then those registered at run time, in order.
-pub struct Registry<T: Member> {
-    builtins: &'static [&'static T],
+/// The descriptions here are one; `backends::accelerator` keeps the members' code in
+/// registries of trait objects (`Registry<dyn Strategy>`), filled by the same calls.
+pub struct Registry<T: ?Sized + 'static> {
+    builtins: fn() -> Vec<&'static T>,
     registered: RwLock<Vec<&'static T>>,
+    name: fn(&T) -> &'static str,
 }
 
-impl<T: Member> Registry<T> {
-    pub const fn new(builtins: &'static [&'static T]) -> Self {
+impl<T: ?Sized + 'static> Registry<T> {
+    /// A registry of `builtins`, each named by `name`.
+    pub const fn new(builtins: fn() -> Vec<&'static T>, name: fn(&T) -> &'static str) -> Self {
         Registry {
             builtins,
             registered: RwLock::new(Vec::new()),
+            name,
         }
     }
 
-    /// Adds `member`; refused (with why) when its name is taken.
+    /// Adds `member`; refused (with why) when its name is taken or cannot be written.
     pub fn register(&self, member: &'static T) -> Result<(), String> {
-        let name = member.name();
+        let name = (self.name)(member);
         if self.get(name).is_some() {
             return Err(format!("`{name}` is already registered"));
         }
@@ -116,24 +121,22 @@ impl<T: Member> Registry<T> {
     /// Every member, built-ins first.
     pub fn all(&self) -> Vec<&'static T> {
         let registered = self.registered.read().unwrap_or_else(|e| e.into_inner());
-        self.builtins
-            .iter()
-            .chain(registered.iter())
-            .copied()
-            .collect()
+        let mut all = (self.builtins)();
+        all.extend(registered.iter().copied());
+        all
     }
 
     /// The members pipeline itself registers.
-    pub fn builtins(&self) -> &'static [&'static T] {
-        self.builtins
+    pub fn builtins(&self) -> Vec<&'static T> {
+        (self.builtins)()
     }
 
     pub fn get(&self, name: &str) -> Option<&'static T> {
-        self.all().into_iter().find(|m| m.name() == name)
+        self.all().into_iter().find(|m| (self.name)(m) == name)
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.all().iter().map(|m| m.name()).collect()
+        self.all().into_iter().map(self.name).collect()
     }
 }
 

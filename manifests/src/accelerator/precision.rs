@@ -99,7 +99,8 @@ const BUILTINS: &[&PrecisionDescription] = &[
 ];
 
 /// Every precision a manifest may name.
-pub static PRECISIONS: Registry<PrecisionDescription> = Registry::new(BUILTINS);
+pub static PRECISIONS: Registry<PrecisionDescription> =
+    Registry::new(|| BUILTINS.to_vec(), |m| m.name);
 
 /// A registered precision, as a manifest names it.
 pub type Precision = Chosen<PrecisionDescription>;

@@ -53,7 +53,8 @@ pub static ZERO1: StrategyDescription = StrategyDescription {
 const BUILTINS: &[&StrategyDescription] = &[&NONE, &DDP, &ZERO1];
 
 /// Every strategy a manifest may name.
-pub static STRATEGIES: Registry<StrategyDescription> = Registry::new(BUILTINS);
+pub static STRATEGIES: Registry<StrategyDescription> =
+    Registry::new(|| BUILTINS.to_vec(), |m| m.name);
 
 /// A registered strategy, as a manifest names it.
 pub type Strategy = Chosen<StrategyDescription>;
