@@ -104,14 +104,14 @@ pip_once "tokenizers-$TOKENIZERS_VERSION" "the text example's tokenizer is train
   "tokenizers==$TOKENIZERS_VERSION"
 
 # --- what the TensorBoard tests read with: TensorBoard's own event reader -----------------
-# tests/tensorboard.rs reads the event files pipeline writes with EventAccumulator, the
+# tests/e2e/tensorboard.rs reads the event files pipeline writes with EventAccumulator, the
 # reader TensorBoard's scalar dashboards are built on (no TensorFlow needed).
 TENSORBOARD_VERSION=2.21.0
 pip_once "tensorboard-$TENSORBOARD_VERSION" "the TensorBoard tests read with it" \
   "tensorboard==$TENSORBOARD_VERSION"
 
 # --- an S3 server for the object-storage tests ------------------------------------------
-# tests/object_store.rs shares a stage cache and checkpoints through a real S3-compatible
+# tests/e2e/object_store.rs shares a stage cache and checkpoints through a real S3-compatible
 # server (moto's, started on a free local port by the tests; no account, no network).
 MOTO_VERSION=5.2.1
 pip_once "moto-$MOTO_VERSION" "the object-storage tests run an S3 server" \

@@ -1,4 +1,4 @@
-"""The torch.nn side of backends/tests/parity.rs.
+"""The torch.nn side of backends/tests/suite/parity.rs.
 
 For each case: build the torch.nn twin, load pipeline's weights (as written before the
 passes) with load_state_dict(strict=True), run the same input in training mode and in

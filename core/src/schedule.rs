@@ -1,6 +1,6 @@
 //! Learning-rate schedules: the learning rate of every optimizer step, each curve as
 //! PyTorch's scheduler of that name computes it when stepped after every optimizer step
-//! or every epoch (`schedule.interval`); `tests/schedules.rs` compares every one with
+//! or every epoch (`schedule.interval`); `tests/e2e/schedules.rs` compares every one with
 //! PyTorch's own.
 //!
 //! A linear warm-up from 0 to the peak over `warmup-epochs` comes first; the curve then

@@ -1,0 +1,5 @@
+//! The crate's integration tests, one module per subject, linked as one test binary.
+
+mod bounds;
+mod data_formats;
+mod lowering;

@@ -1,0 +1,290 @@
+//! `pipeline check` (and `status`, `explain`) on what users and scripts throw at them:
+//! values from `--set`, huge integers, deep nesting, long lines, thousands of duplicate
+//! keys, oversized files, bad command lines under `--json`, and a reader that goes away.
+//! Rendered output is compared whole against `tests/fixtures/` (`PIPELINE_BLESS=1`
+//! rewrites them; review the diff).
+
+use crate::common;
+
+use crate::common::{assert_fixture, pipeline, root, text};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The digits example with `edit` applied, written as `name` into a fresh directory.
+fn project(name: &str, edit: impl FnOnce(String) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(root().join("examples/digits.kdl")).unwrap();
+    std::fs::write(dir.path().join(name), edit(example)).unwrap();
+    dir
+}
+
+fn check_fails_with(dir: &Path, args: &[&str], fixture: &str) {
+    let out = pipeline(dir, args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert_fixture(fixture, &text(&out.stderr));
+}
+
+fn json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", text(bytes)))
+}
+
+#[test]
+fn a_value_from_set_is_named_not_pinned_on_the_text_it_replaced() {
+    // The example says `device "auto"` and `precision "32"`; neither is what is wrong.
+    let dir = project("m.kdl", |m| m);
+    check_fails_with(
+        dir.path(),
+        &[
+            "check",
+            "m.kdl",
+            "--set",
+            "accelerator.device=cpu",
+            "--set",
+            "accelerator.precision=16-mixed",
+        ],
+        "set-overrides.check.stderr",
+    );
+    // One from the file, one from `--set`: the label stays on the file's own entry.
+    let dir = project("m.kdl", |m| m.replace("device \"auto\"", "device \"cpu\""));
+    check_fails_with(
+        dir.path(),
+        &["check", "m.kdl", "--set", "accelerator.precision=16-mixed"],
+        "set-override-and-file.check.stderr",
+    );
+}
+
+#[test]
+fn integers_out_of_range_stop_at_check_with_their_span() {
+    let dir = project("m.kdl", |m| {
+        m.replace("linear 10", "linear 18446744073709551619")
+            .replace("precision \"32\"", "precision \"32\"\n    threads 100000")
+    });
+    check_fails_with(
+        dir.path(),
+        &["check", "m.kdl"],
+        "huge-integers.check.stderr",
+    );
+}
+
+#[test]
+fn deep_nesting_is_a_diagnostic_not_a_crash() {
+    let dir = project("m.kdl", |m| {
+        format!("{m}x {}{}\n", "{ x ".repeat(1300), "}".repeat(1300))
+    });
+    check_fails_with(dir.path(), &["check", "m.kdl"], "deep-nesting.check.stderr");
+    let out = pipeline(dir.path(), &["check", "--json", "m.kdl"]);
+    assert_eq!(
+        json(&out.stdout)["diagnostics"][0]["code"],
+        "pipeline::manifest::too_deep"
+    );
+}
+
+#[test]
+fn a_problem_past_column_65535_is_located_not_drawn() {
+    let dir = project("m.kdl", |m| format!("{m}{}bogus 1\n", " ".repeat(70_000)));
+    check_fails_with(dir.path(), &["check", "m.kdl"], "long-line.check.stderr");
+    let out = pipeline(dir.path(), &["check", "--json", "m.kdl"]);
+    let d = &json(&out.stdout)["diagnostics"][0];
+    assert_eq!(d["column"], 70_001);
+}
+
+#[test]
+fn thousands_of_duplicate_keys_show_fifty_and_count_the_rest() {
+    let dir = project("m.kdl", |m| {
+        m.replace(
+            "train {",
+            &format!("train {{\n{}", "    epochs 1\n".repeat(10_000)),
+        )
+    });
+    let out = pipeline(dir.path(), &["check", "m.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.matches("pipeline::manifest::duplicate_key").count(),
+        50
+    );
+    assert!(
+        stderr.ends_with(
+            "… and 9950 more in m.kdl (9950 errors, 0 warnings): fix those above first, or see them all with --json\n\n"
+        ),
+        "{}",
+        &stderr[stderr.len().saturating_sub(300)..]
+    );
+    let out = pipeline(dir.path(), &["check", "--json", "m.kdl"]);
+    let v = json(&out.stdout);
+    assert_eq!(v["diagnostics"].as_array().unwrap().len(), 10_000);
+    assert_eq!(v["diagnostics"][9999]["line"], 10_037);
+}
+
+#[test]
+fn a_manifest_over_128_kib_is_refused_at_once() {
+    let dir = project("m.kdl", |m| {
+        format!("{m}{}", "// a comment line\n".repeat(600_000))
+    });
+    let out = pipeline(dir.path(), &["check", "--json", "m.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out.stdout);
+    assert_eq!(v["diagnostics"][0]["code"], "pipeline::manifest::too_large");
+    assert_eq!(v["diagnostics"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn every_json_exit_of_check_and_status_prints_one_document() {
+    let dir = project("m.kdl", |m| m.replace("linear 10", "linear 0"));
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["check", "--json", "m.kdl", "--set", "optimizer.lr"],
+            2,
+            "pipeline::cli::usage",
+        ),
+        (
+            &["check", "--json", "m.kdl", "--bogus"],
+            2,
+            "pipeline::cli::usage",
+        ),
+        (
+            &["check", "--json", "missing.kdl"],
+            1,
+            "pipeline::manifest::unreadable",
+        ),
+        (
+            &["check", "--json", "m.kdl"],
+            1,
+            "pipeline::manifest::out_of_range",
+        ),
+        (
+            &["status", "--json", "m.kdl", "--set", "=1"],
+            2,
+            "pipeline::cli::usage",
+        ),
+        (
+            &["status", "--json", "missing.kdl"],
+            1,
+            "pipeline::manifest::unreadable",
+        ),
+        (
+            &["status", "--json", "m.kdl"],
+            1,
+            "pipeline::manifest::out_of_range",
+        ),
+    ];
+    for (args, status, code) in cases {
+        let out = pipeline(dir.path(), args);
+        assert_eq!(out.status.code(), Some(*status), "{args:?}");
+        let v = json(&out.stdout);
+        assert_eq!(v["ok"], false, "{args:?}");
+        assert_eq!(v["diagnostics"][0]["code"], *code, "{args:?}: {v}");
+        assert!(v["diagnostics"][0]["help"].is_string(), "{args:?}: {v}");
+    }
+    // Help is an answer, not an error, with or without --json.
+    let out = pipeline(dir.path(), &["check", "--json", "--help"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("Usage: pipeline check"));
+}
+
+/// Runs `pipeline ARGS` with stdout a pipe whose reading end is already closed.
+fn with_closed_stdout(dir: &Path, args: &[&str]) -> std::process::Output {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe() fills two fresh descriptors; each is owned once below.
+    let (read, write) = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::from(write))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the pipeline binary runs")
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let dir = project("m.kdl", |m| m);
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/digits.csv.gz"), b"").unwrap();
+    for args in [
+        &["explain"][..],
+        &["explain", "model"],
+        &["check", "--json", "m.kdl"],
+        &["graph", "m.kdl"],
+        &["check", "--json", "m.kdl", "--set", "x"],
+    ] {
+        let out = with_closed_stdout(dir.path(), args);
+        assert_eq!(
+            out.status.code(),
+            Some(pipeline_cli::BROKEN_PIPE_STATUS),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("internal error"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let digits = common::digits_project();
+    let out = with_closed_stdout(digits.path(), &["status", "digits.kdl"]);
+    assert_eq!(
+        out.status.code(),
+        Some(pipeline_cli::BROKEN_PIPE_STATUS),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn explain_documents_every_layer_and_the_split() {
+    for (what, fixture) in [
+        ("model", "explain-model.stdout"),
+        ("model.linear", "explain-model-linear.stdout"),
+        ("model.parallel", "explain-model-parallel.stdout"),
+        ("block", "explain-block.stdout"),
+        ("data.split", "explain-data-split.stdout"),
+        ("data.split.seed", "explain-data-split-seed.stdout"),
+    ] {
+        let out = pipeline(&root(), &["explain", what]);
+        assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+        assert_fixture(fixture, &text(&out.stdout));
+    }
+    let schema = manifests::schema::LAYERS
+        .iter()
+        .chain(manifests::schema::STRUCTURES);
+    for layer in schema.copied() {
+        let out = pipeline(&root(), &["explain", &format!("model.{}", layer.name)]);
+        assert!(out.status.success(), "{}", layer.name);
+        for key in layer.keys {
+            assert!(
+                text(&out.stdout).contains(&format!("\nmodel.{}.{}\n", layer.name, key.name)),
+                "model.{}.{}",
+                layer.name,
+                key.name
+            );
+        }
+    }
+    for (what, error) in [
+        (
+            "model.lnear",
+            "error: `model` has no layer `lnear`\n  help: did you mean `linear`?\n",
+        ),
+        (
+            "data.split.sed",
+            "error: `data.split` has no key `sed`\n  help: did you mean `seed`?\n",
+        ),
+    ] {
+        let out = pipeline(&root(), &["explain", what]);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(text(&out.stderr), error);
+    }
+}
