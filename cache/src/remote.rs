@@ -7,6 +7,12 @@
 //! <prefix>/lineages/<lineage>/<fingerprint>   empty: a training a longer one may continue
 //! ```
 //!
+//! An entry's JSON carries a checksum over its fingerprint, key, metrics and outputs (as a
+//! local entry's tag does over its `entry.json`): an entry edited in the bucket (its
+//! metrics, its key, an output pointed at another blob) is found unusable when fetched
+//! and by `cache verify`, and the stage is computed again. It is a checksum, not a
+//! signature: it finds accidents and hand edits, not a forger with write access.
+//!
 //! Atomicity without rename: the blobs go up first, under names that are their checksums
 //! (two writers of one name write the same bytes); the entry's JSON goes up last, with
 //! [`CheckpointIo::create`] (`If-None-Match: *` on S3), and is the commit point: an entry
@@ -37,6 +43,19 @@ pub const GRACE: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug, Clone)]
 pub struct Remote {
     io: Arc<dyn CheckpointIo>,
+    /// The outputs an entry of a key must hold (see `Store::requiring`).
+    required: fn(&Value) -> &'static [&'static str],
+}
+
+/// The checksum an entry's JSON carries: over its fingerprint, key, metrics and outputs.
+fn checksum(entry: &Value) -> String {
+    let covered = json!([
+        entry["fingerprint"],
+        entry["key"],
+        entry["metrics"],
+        entry["outputs"]
+    ]);
+    crate::hash::hash_bytes(&serde_json::to_vec(&covered).expect("JSON values serialise"))
 }
 
 /// What fetching an entry found.
@@ -136,7 +155,17 @@ impl Remote {
     }
 
     pub fn new(io: Arc<dyn CheckpointIo>) -> Remote {
-        Remote { io }
+        Remote {
+            io,
+            required: crate::store::nothing_required,
+        }
+    }
+
+    /// Every entry must also hold the outputs `required` names for its key, or it is
+    /// unusable (see `Store::requiring`).
+    pub fn requiring(mut self, required: fn(&Value) -> &'static [&'static str]) -> Remote {
+        self.required = required;
+        self
     }
 
     /// The location, for messages.
@@ -161,7 +190,22 @@ impl Remote {
             if entry["fingerprint"].as_str() != Some(fingerprint) {
                 return Err("its JSON names another fingerprint".to_string());
             }
-            listed(&entry)?;
+            match entry["checksum"].as_str() {
+                None => {
+                    return Err("it was written by an earlier pipeline, without a checksum".into())
+                }
+                Some(c) if c != checksum(&entry) => {
+                    return Err("its JSON does not match its checksum".into())
+                }
+                Some(_) => {}
+            }
+            let outputs = listed(&entry)?;
+            if let Some(absent) = (self.required)(&entry["key"])
+                .iter()
+                .find(|r| !outputs.iter().any(|o| o.name == **r))
+            {
+                return Err(format!("output {absent} is not in the entry"));
+            }
             Ok(entry)
         })()))
     }
@@ -239,12 +283,13 @@ impl Remote {
             }
             outputs.push(json!({ "name": name, "size": size, "blake3": blake3 }));
         }
-        let json = json!({
+        let mut json = json!({
             "fingerprint": entry.fingerprint,
             "key": entry.key,
             "metrics": entry.metrics,
             "outputs": outputs,
         });
+        json["checksum"] = checksum(&json).into();
         let bytes = serde_json::to_vec_pretty(&json).expect("JSON values serialise");
         if self.io.create(&entry_key(&entry.fingerprint), &bytes)? {
             return Ok(true);
@@ -483,5 +528,101 @@ mod tests {
         assert!(matches!(b.get(FP), Lookup::Hit(_)));
         remote.remove(FP).unwrap();
         assert!(remote.list().unwrap().is_empty());
+    }
+
+    /// Rewrites entry FP's JSON in the bucket through `edit` (its checksum left as it was,
+    /// unless `edit` changes it too).
+    fn edit_entry(io: &LocalIo, edit: impl Fn(&mut Value)) {
+        let bytes = io.read_bytes(&entry_key(FP)).unwrap().unwrap();
+        let mut entry: Value = serde_json::from_slice(&bytes).unwrap();
+        edit(&mut entry);
+        let bytes = serde_json::to_vec(&entry).unwrap();
+        io.write(&entry_key(FP), &mut bytes.as_slice()).unwrap();
+    }
+
+    #[test]
+    fn an_entry_edited_in_the_bucket_is_never_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _, io) = stores(dir.path());
+        let entry = stored(&a, dir.path());
+        // Another blob that is intact on its own, for an output re-pointed at it.
+        let other = dir.path().join("other");
+        fs::write(&other, b"other weights").unwrap();
+        let other_hash = crate::hash::hash_file(&other).unwrap();
+        io.write(&blob_key(&other_hash), &mut File::open(&other).unwrap())
+            .unwrap();
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let edits: Vec<(&str, Edit, &str)> = vec![
+            (
+                "metrics",
+                Box::new(|e| e["metrics"]["loss"] = json!(0.01)),
+                "does not match its checksum",
+            ),
+            (
+                "key",
+                Box::new(|e| e["key"]["stage"] = json!("eval")),
+                "does not match its checksum",
+            ),
+            (
+                "output",
+                Box::new(move |e| {
+                    e["outputs"][0]["blake3"] = json!(other_hash);
+                    e["outputs"][0]["size"] = json!(13);
+                }),
+                "does not match its checksum",
+            ),
+            (
+                "checksum",
+                Box::new(|e| {
+                    e.as_object_mut().unwrap().remove("checksum");
+                }),
+                "without a checksum",
+            ),
+        ];
+        for (what, edit, why) in edits {
+            let remote = a.remote().unwrap();
+            remote.publish(&entry).unwrap();
+            edit_entry(&io, edit);
+            // A machine that has not got it locally.
+            let c = Store::new(dir.path().join(format!("c-{what}"))).with_remote(remote.clone());
+            match c.get(FP) {
+                Lookup::Corrupt(got) => assert!(got.contains(why), "{what}: {got}"),
+                other => panic!("{what}: served {other:?}"),
+            }
+            assert!(
+                remote.verify(FP).unwrap().is_some_and(|w| w.contains(why)),
+                "{what}"
+            );
+            // Publishing again replaces the unusable entry.
+            remote.publish(&entry).unwrap();
+            assert_eq!(remote.verify(FP).unwrap(), None, "{what}");
+        }
+    }
+
+    #[test]
+    fn an_entry_without_its_required_outputs_is_unusable_and_fetched_once() {
+        // Before, an entry listing no outputs was fetched, stored, found lacking, and
+        // fetched again, until the stack overflowed.
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _, io) = stores(dir.path());
+        let entry = stored(&a, dir.path());
+        a.publish(&entry).unwrap();
+        edit_entry(&io, |e| {
+            e["outputs"] = json!([]);
+            e["checksum"] = checksum(e).into();
+        });
+        let needs_weights = |_: &Value| -> &'static [&'static str] { &["model.safetensors"] };
+        let c = Store::new(dir.path().join("c"))
+            .requiring(needs_weights)
+            .with_remote(a.remote().unwrap().clone());
+        match c.get(FP) {
+            Lookup::Corrupt(why) => assert!(
+                why.contains("model.safetensors is not in the entry"),
+                "{why}"
+            ),
+            other => panic!("served {other:?}"),
+        }
+        let remote = a.remote().unwrap().clone().requiring(needs_weights);
+        assert!(remote.verify(FP).unwrap().is_some());
     }
 }

@@ -63,7 +63,7 @@ pub struct Store {
     remote: Option<Remote>,
 }
 
-fn nothing_required(_key: &Value) -> &'static [&'static str] {
+pub(crate) fn nothing_required(_key: &Value) -> &'static [&'static str] {
     &[]
 }
 
@@ -187,7 +187,7 @@ impl Store {
     /// This store in front of `remote`: a lookup this store misses is fetched from
     /// there (checked, then stored here), and [`Store::publish`] sends entries there.
     pub fn with_remote(mut self, remote: Remote) -> Store {
-        self.remote = Some(remote);
+        self.remote = Some(remote.requiring(self.required));
         self
     }
 
@@ -200,6 +200,7 @@ impl Store {
     /// them), so that an entry without them is corrupt, however it was written.
     pub fn requiring(mut self, required: fn(&Value) -> &'static [&'static str]) -> Store {
         self.required = required;
+        self.remote = self.remote.map(|r| r.requiring(required));
         self
     }
 
@@ -486,7 +487,9 @@ impl Store {
         }
         let _ = fs::remove_dir_all(&replaced);
         result?;
-        match self.get(fingerprint) {
+        // This store alone: an entry fetched from the remote and found lacking here must
+        // not be fetched again (it would be put again, without end).
+        match self.get_local(fingerprint, &[]) {
             Lookup::Hit(entry) => Ok(entry),
             Lookup::Miss => Err(io::Error::other("the entry vanished after it was written")),
             Lookup::Corrupt(why) => Err(io::Error::other(why)),

@@ -50,6 +50,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
     };
     if let Some(location) = prepare::cache_remote(dir) {
         let opened = Remote::open(&location)
+            .map(|r| r.requiring(pipeline_core::freshness::required_outputs_of_key))
             .and_then(|r| r.check().map(|()| r))
             .and_then(|r| r.list().map(|e| (r, e)));
         return match opened {

@@ -622,3 +622,80 @@ fn killing_uploads_at_random_points_never_leaves_a_corrupt_entry() {
     }
     eprintln!("killed after {}", seen.join("\n  "));
 }
+
+/// Writes `bytes` as object `key` of `bucket`, as boto3 uploads them.
+fn put_object(port: u16, bucket: &str, key: &str, bytes: &[u8]) {
+    let mut child = Command::new(venv_python())
+        .args(["-c", "import boto3, sys; boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='a', aws_secret_access_key='b').put_object(Bucket=sys.argv[2], Key=sys.argv[3], Body=sys.stdin.buffer.read())"])
+        .args([&format!("http://127.0.0.1:{port}"), bucket, key])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Issue 32: an entry edited in the bucket (here the eval stage's metrics, as a hand or a
+/// tool would) was served by every other machine, and `cache verify` found nothing. Its
+/// checksum now gives it away: `verify` names it, and another machine computes the stage
+/// again, with a warning, and never shows the edited numbers.
+#[test]
+fn an_entry_edited_in_the_bucket_is_found_and_computed_again() {
+    let s3 = S3Server::start(&[], &["team"]);
+    let project = small_project(SMALL);
+    let (a, b) = (
+        project.path().join("machine-a"),
+        project.path().join("machine-b"),
+    );
+    let url = "s3://team/small";
+    let first = run_small(project.path(), &a, &s3.endpoint(), url);
+    let status = run(
+        project.path(),
+        &a,
+        &s3.endpoint(),
+        &["status", "small.kdl", "--json", "--cache-dir", url],
+    );
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let eval = status["stages"][1]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let key = format!("small/entries/{eval}.json");
+    let mut entry: Value = serde_json::from_slice(&object(s3.port, "team", &key)).unwrap();
+    entry["metrics"]["accuracy"] = serde_json::json!(1.0);
+    put_object(s3.port, "team", &key, &serde_json::to_vec(&entry).unwrap());
+
+    let verify = run(
+        project.path(),
+        &a,
+        &s3.endpoint(),
+        &["cache", "verify", "--cache-dir", url],
+    );
+    assert_eq!(
+        text(&verify.stderr),
+        format!("corrupt: {eval} (?): its JSON does not match its checksum; the next run that needs it rebuilds it\n")
+    );
+    assert_eq!(text(&verify.stdout), "3 entries checked, 1 corrupt\n");
+
+    let out = run(
+        project.path(),
+        &b,
+        &s3.endpoint(),
+        &["run", "small.kdl", "--json", "--cache-dir", url],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(statuses(&second), ["cached", "ran", "cached"]);
+    assert_eq!(
+        second["stages"][1]["metrics"],
+        first["stages"][1]["metrics"]
+    );
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "warning: stage `test`: the cache entry is unusable: the copy in {url} (endpoint {}) is unusable: its JSON does not match its checksum; computing it again",
+            s3.endpoint()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+}
