@@ -44,9 +44,8 @@ impl<'a> Session<'a> {
         device: Device,
         group: Option<ProcessGroup>,
     ) -> Result<Session<'a>, Diagnostic> {
-        if let Some(threads) = manifest.accelerator.threads {
-            tch::set_num_threads(threads as i32);
-        }
+        // The count the stage keys hold (on the CPU; elsewhere the same count is harmless).
+        tch::set_num_threads(pipeline_core::fingerprint::cpu_threads(&manifest.accelerator) as i32);
         numerics::set_deterministic(manifest.accelerator.deterministic).map_err(|e| {
             torch_error(
                 "pipeline::accelerator::deterministic",

@@ -5,7 +5,7 @@
 
 use crate::cli::{CacheDir, RunArgs};
 use manifests::{suggest, Accelerator, AcceleratorSpec, DeviceSpec, Diagnostic, Manifest};
-use pipeline_core::fingerprint::Environment;
+use pipeline_core::fingerprint::{cpu_threads, Environment};
 use pipeline_core::freshness::{assess, Cache, StageState};
 use pipeline_core::launch::Rendezvous;
 use pipeline_core::Plan;
@@ -81,14 +81,15 @@ pub fn remote_unavailable(e: cache::io::IoError) -> Diagnostic {
     )
 }
 
-/// What every stage key of this build shares, for a run of `processes` on `device`
-/// (`cpu` or `cuda`).
-pub fn environment(device: &str, processes: u64) -> Environment {
+/// What every stage key of this build shares, for a run of `manifest` by `processes` on
+/// `device` (`cpu` or `cuda`).
+pub fn environment(manifest: &Manifest, device: &str, processes: u64) -> Environment {
     Environment {
         tool: concat!("pipeline ", env!("CARGO_PKG_VERSION")).into(),
         libtorch: env!("PIPELINE_LIBTORCH_VERSION").into(),
         device: device.into(),
         processes,
+        threads: (device == "cpu").then(|| cpu_threads(&manifest.accelerator)),
     }
 }
 
@@ -227,7 +228,7 @@ pub fn prepare(
     let states = assess(
         manifest,
         &order,
-        &environment(device, processes),
+        &environment(manifest, device, processes),
         cache.as_ref(),
         &mut memo,
         &forced,

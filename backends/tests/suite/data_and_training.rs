@@ -20,6 +20,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         libtorch: "test".into(),
         device: "cpu".into(),
         processes: 1,
+        threads: Some(2),
     };
     let states = pipeline_core::freshness::assess(
         m,
