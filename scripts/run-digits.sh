@@ -9,4 +9,4 @@ cd "$root"
 setup_env=$(scripts/setup.sh --env)
 eval "$setup_env"
 cargo build --release --bin pipeline --bin pipeline-worker
-exec target/release/pipeline run examples/digits.kdl "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/pipeline" run examples/digits.kdl "$@"

@@ -18,6 +18,23 @@ if ! command -v chromium >/dev/null 2>&1; then
   "${apt_install[@]}" >&2 || { "${as_root[@]}" apt-get update -q >&2 && "${apt_install[@]}" >&2; } ||
     echo "test: could not install chromium: tests/e2e/report.rs will fail, saying so" >&2
 fi
-cargo fmt --all -- --check
-cargo clippy --release --workspace --all-targets -- -D warnings
-cargo test --release --workspace
+# phase NAME COMMAND…: runs a phase and says how long it took.
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "test: $name took $((SECONDS - start)) s" >&2
+}
+phase "cargo fmt" cargo fmt --all -- --check
+phase "cargo clippy" cargo clippy --release --workspace --all-targets -- -D warnings
+phase "building the tests" cargo test --release --workspace --no-run
+# Each test binary runs through scripts/test-runner.sh, which notes every test's time.
+times=$(mktemp)
+trap 'rm -f "$times"' EXIT
+triple=$(rustc -vV | sed -n 's/^host: //p')
+runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
+phase "running the tests" env "$runner_var=$root/scripts/test-runner.sh" \
+  PIPELINE_TEST_TIMES="$times" cargo test --release --workspace
+echo "test: the slowest tests" >&2
+sed -nE 's/^test (.*) \.\.\. [a-z]+ <([0-9.]+)s>$/\2 \1/p' "$times" | sort -rn | head -15 |
+  awk '{ printf "  %7.1f s  %s\n", $1, $2 }' >&2

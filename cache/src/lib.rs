@@ -24,7 +24,7 @@ mod store;
 pub use atomic::{write_atomic, write_atomic_with};
 pub use hash::{hash_bytes, hash_file, require_regular};
 pub use last_keys::{recorded_stages, LastKeys};
-pub use memo::HashMemo;
+pub use memo::{HashMemo, HashedFile};
 pub use remote::{Fetched, Remote, GRACE};
 pub use root::{is_fingerprint, NotACache, RootState, LAYOUT, TAG_FILE, TAG_SIGNATURE};
 pub use run_dir::{MetricsLog, RunDir};

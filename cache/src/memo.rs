@@ -10,6 +10,11 @@
 //! A file whose mtime or ctime is within [`RACY_SECONDS`] of the moment it was hashed is
 //! not memoised: it could still change within the same tick without any of them changing
 //! (git's "racily clean" problem).
+//!
+//! The memo also remembers every file it gave a hash of in this process, with the stamp
+//! it had then ([`HashMemo::hashed`]): a run checks at the end of each stage that the files
+//! its key hashed are still those versions ([`HashedFile::changed`]), so that a result is never
+//! stored under the hash of bytes it was not computed from.
 
 use crate::atomic::write_atomic;
 use crate::hash::{hash_file, require_regular};
@@ -28,6 +33,8 @@ pub struct HashMemo {
     file: PathBuf,
     entries: HashMap<String, Entry>,
     changed: bool,
+    /// The files given a hash through this memo, in order.
+    hashed: Vec<HashedFile>,
     /// [`RACY_SECONDS`], in seconds (tests set 0).
     racy: f64,
 }
@@ -35,7 +42,7 @@ pub struct HashMemo {
 /// What identifies a version of a file without reading it. Stored as decimal strings
 /// (JSON numbers could not hold nanoseconds exactly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-struct Stamp {
+pub struct Stamp {
     size: u64,
     #[serde(with = "decimal")]
     mtime_ns: u128,
@@ -66,6 +73,44 @@ mod decimal {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A file given a hash through a memo: the version it was, and its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashedFile {
+    pub path: PathBuf,
+    stamp: Stamp,
+    hash: String,
+    /// Changed too recently when hashed for the stamp alone to vouch for the content.
+    racy: bool,
+}
+
+impl HashedFile {
+    /// Why the file is no longer the version that was hashed (`None`: it still is): its
+    /// stamp changed, or, with `content`, for one hashed within [`RACY_SECONDS`] of a
+    /// change, its content (read again).
+    pub fn changed(&self, content: bool) -> Option<String> {
+        let meta = match require_regular(&self.path) {
+            Ok(meta) => meta,
+            Err(e) => return Some(e.to_string()),
+        };
+        match stamp(&meta) {
+            Ok(Some((now, _))) if now != self.stamp => Some(match now.size == self.stamp.size {
+                true => "it was modified".to_string(),
+                false => format!(
+                    "its size went from {} to {} bytes",
+                    self.stamp.size, now.size
+                ),
+            }),
+            Err(e) => Some(e.to_string()),
+            _ if self.racy && content => match hash_file(&self.path) {
+                Ok(hash) if hash == self.hash => None,
+                Ok(_) => Some("its content changed".to_string()),
+                Err(e) => Some(e.to_string()),
+            },
+            _ => None,
+        }
     }
 }
 
@@ -107,6 +152,7 @@ impl HashMemo {
             file,
             entries,
             changed: false,
+            hashed: Vec::new(),
             racy: RACY_SECONDS,
         }
     }
@@ -117,6 +163,7 @@ impl HashMemo {
             file: PathBuf::new(),
             entries: HashMap::new(),
             changed: false,
+            hashed: Vec::new(),
             racy: RACY_SECONDS,
         }
     }
@@ -128,11 +175,31 @@ impl HashMemo {
         let key = fs::canonicalize(path)?.to_string_lossy().into_owned();
         let stamp = stamp(&meta)?;
         if let Some(hash) = self.known(&key, stamp) {
+            self.note(path.to_path_buf(), stamp, &hash, false);
             return Ok(hash);
         }
         let hash = hash_file(path)?;
-        self.learn(key, stamp, &hash);
+        let racy = !self.learn(key, stamp, &hash);
+        self.note(path.to_path_buf(), stamp, &hash, racy);
         Ok(hash)
+    }
+
+    /// The files given a hash through this memo, in order (a file hashed twice is listed
+    /// twice), each with the version it was.
+    pub fn hashed(&self) -> &[HashedFile] {
+        &self.hashed
+    }
+
+    fn note(&mut self, path: PathBuf, stamp: Option<(Stamp, u128)>, hash: &str, racy: bool) {
+        if let Some((stamp, _)) = stamp {
+            let hash = hash.to_string();
+            self.hashed.push(HashedFile {
+                path,
+                stamp,
+                hash,
+                racy,
+            });
+        }
     }
 
     /// The content hashes of the files `files` under `root`, in order, the way [`Self::hash`]
@@ -171,15 +238,19 @@ impl HashMemo {
             })
             .collect();
         let mut out = Vec::with_capacity(files.len());
-        for ((known, hashed), (key, stamp)) in known.into_iter().zip(hashed).zip(stamps) {
-            match (known, hashed?) {
-                (Some(hash), _) => out.push(hash),
+        for (((known, hashed), (key, stamp)), file) in
+            known.into_iter().zip(hashed).zip(stamps).zip(files)
+        {
+            let (hash, racy) = match (known, hashed?) {
+                (Some(hash), _) => (hash, false),
                 (None, Some(hash)) => {
-                    self.learn(key, stamp, &hash);
-                    out.push(hash);
+                    let racy = !self.learn(key, stamp, &hash);
+                    (hash, racy)
                 }
                 (None, None) => unreachable!("a file not known is hashed"),
-            }
+            };
+            self.note(root.join(file), stamp, &hash, racy);
+            out.push(hash);
         }
         Ok(out)
     }
@@ -191,19 +262,25 @@ impl HashMemo {
         (entry.stamp == now).then(|| entry.blake3.clone())
     }
 
-    /// Remembers `hash` for the file at `key`, unless it changed too recently to trust.
-    fn learn(&mut self, key: String, stamp: Option<(Stamp, u128)>, hash: &str) {
-        if let Some((stamp, latest)) = stamp {
-            let age = nanos(SystemTime::now()).saturating_sub(latest);
-            if !self.file.as_os_str().is_empty() && age as f64 / 1e9 >= self.racy {
-                let entry = Entry {
-                    stamp,
-                    blake3: hash.to_string(),
-                };
-                self.entries.insert(key, entry);
-                self.changed = true;
-            }
+    /// Remembers `hash` for the file at `key`, unless it changed too recently to trust;
+    /// whether its stamp vouches for the content (it is not racy).
+    fn learn(&mut self, key: String, stamp: Option<(Stamp, u128)>, hash: &str) -> bool {
+        let Some((stamp, latest)) = stamp else {
+            return false;
+        };
+        let age = nanos(SystemTime::now()).saturating_sub(latest);
+        if age as f64 / 1e9 < self.racy {
+            return false;
         }
+        if !self.file.as_os_str().is_empty() {
+            let entry = Entry {
+                stamp,
+                blake3: hash.to_string(),
+            };
+            self.entries.insert(key, entry);
+            self.changed = true;
+        }
+        true
     }
 
     /// Writes the memo back if it learnt something (atomically; a failure only costs a

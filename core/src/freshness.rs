@@ -12,7 +12,7 @@ use crate::fingerprint::{
 };
 use crate::image_listing::ImageListing;
 use crate::stale::Reason;
-use cache::{Entry, HashMemo, LastKeys, Lookup, Store};
+use cache::{Entry, HashMemo, HashedFile, LastKeys, Lookup, Store};
 use manifests::{Diagnostic, Manifest, PredictionFormat, StageConfig};
 use miette::SourceSpan;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,12 +42,43 @@ pub struct StageState {
     pub forced: bool,
     /// A stale `train` stage that continues a cached shorter training ([`crate::extend`]).
     pub extends: Option<Extension>,
+    /// The files the stage's key hashed, each as the version hashed: a stage that ran is
+    /// stored only while they are still those ([`StageState::changed_input`]).
+    pub read: Vec<HashedFile>,
 }
 
 impl StageState {
     pub fn is_fresh(&self) -> bool {
         matches!(self.freshness, Freshness::Fresh(_))
     }
+
+    /// An input file of the stage that is no longer the version its key hashed (written
+    /// to, replaced or removed since the run was planned), and how; `None` when every one
+    /// is unchanged. What a stage computed is stored only when this is `None`.
+    pub fn changed_input(&self) -> Option<(&Path, String)> {
+        changed_input(&self.read, true)
+    }
+}
+
+/// The first of `files` that is no longer the version hashed, and how: by its stamp, and
+/// with `content` also by its content where the stamp cannot vouch for it.
+pub fn changed_input(files: &[HashedFile], content: bool) -> Option<(&Path, String)> {
+    files
+        .iter()
+        .find_map(|f| Some((f.path.as_path(), f.changed(content)?)))
+}
+
+/// The error of stage `stage` whose input `file` changed (`how`) while it ran: nothing
+/// is stored.
+pub fn changed_during_run(stage: &str, file: &Path, how: &str) -> Diagnostic {
+    Diagnostic::error(
+        "pipeline::data::changed_during_run",
+        format!(
+            "stage `{stage}`: {} changed while the stage ran ({how}); its result was not stored",
+            file.display()
+        ),
+    )
+    .help("run again once nothing writes to the stage's input files any more")
 }
 
 /// Fingerprints the stages of `order` (input files hashed through `memo`, which the caller
@@ -78,33 +109,49 @@ pub fn assess(
         .filter(|p| crate::shards::is_pattern(&manifest.base_dir, &p.value))
         .map(|p| (manifest.resolve(&p.value), p.value.as_path()))
         .collect();
+    // The files each input path stands for, as the memo lists them (from, to).
+    let mut read_of: BTreeMap<std::path::PathBuf, (usize, usize)> = BTreeMap::new();
     let all = fingerprints(manifest, order, environment, |path| {
-        if let Some((_, written)) = patterns.iter().find(|(p, _)| p == path) {
-            return shards_hash(&manifest.base_dir, written, memo).map_err(InputError::Io);
-        }
-        match &images {
-            Some(listing) if path == source => {
-                if image_set_hash.is_none() {
-                    let hash = listing.content_hash(memo).map_err(|(file, e)| {
-                        // A listed image is named with the listing's line too.
-                        let at = listing
-                            .files
-                            .iter()
-                            .position(|f| listing.root.join(f) == file)
-                            .map_or_else(|| file.display().to_string(), |i| listing.at(i));
-                        unreadable_image(manifest, &at, e)
-                    })?;
-                    image_set_hash = Some(hash);
+        let from = memo.hashed().len();
+        let hash = if let Some((_, written)) = patterns.iter().find(|(p, _)| p == path) {
+            shards_hash(&manifest.base_dir, written, memo).map_err(InputError::Io)?
+        } else {
+            match &images {
+                Some(listing) if path == source => {
+                    if image_set_hash.is_none() {
+                        let hash = listing.content_hash(memo).map_err(|(file, e)| {
+                            // A listed image is named with the listing's line too.
+                            let at = listing
+                                .files
+                                .iter()
+                                .position(|f| listing.root.join(f) == file)
+                                .map_or_else(|| file.display().to_string(), |i| listing.at(i));
+                            unreadable_image(manifest, &at, e)
+                        })?;
+                        image_set_hash = Some(hash);
+                    }
+                    image_set_hash.clone().expect("just set")
                 }
-                Ok(image_set_hash.clone().expect("just set"))
+                _ => memo.hash(path).map_err(InputError::Io)?,
             }
-            _ => memo.hash(path).map_err(InputError::Io),
-        }
+        };
+        read_of
+            .entry(path.to_path_buf())
+            .or_insert((from, memo.hashed().len()));
+        Ok(hash)
     })
     .map_err(|(index, role, e)| match e {
         InputError::Io(e) => unreadable_input(manifest, index, &role, e),
         InputError::Image(d) => d,
     })?;
+    // Each stage's files, as the versions its key hashed.
+    let read = |index: usize| -> Vec<HashedFile> {
+        stage_inputs(manifest, index)
+            .values()
+            .filter_map(|path| read_of.get(path))
+            .flat_map(|&(from, to)| memo.hashed()[from..to].iter().cloned())
+            .collect()
+    };
 
     let mut states: Vec<StageState> = Vec::with_capacity(order.len());
     for &index in order {
@@ -142,6 +189,7 @@ pub fn assess(
             freshness,
             forced: forced.contains(&index),
             extends,
+            read: read(index),
         });
     }
     Ok(states)
@@ -578,6 +626,7 @@ mod tests {
             libtorch: "2.13.0".into(),
             device: "cpu".into(),
             processes: 1,
+            threads: Some(2),
         }
     }
 

@@ -488,6 +488,113 @@ pub fn send_checkpoint(
     Ok(sent)
 }
 
+/// Puts the files stage `index` produced where the manifest says, and says where they are:
+/// a checkpoint's weights and metadata at its `path` (or sent to it in object storage),
+/// predictions at their `output`, each copied there, atomically, from `stored(name)` (the
+/// stage's file by its name in the store: the cache's copy, or the private one the stage
+/// wrote) when the file there is missing or differs, and only where [`may_replace`]
+/// allows it. A file with no declared path is copied into `default_dir` as
+/// `<stage>.<extension>` (a run directory), or with `None` stays where `stored` has it.
+///
+/// A stage's outputs are only ever copied out of what it stored, never read back from a
+/// user's path: two runs writing the same path leave the file of one of them there, and
+/// each its own result in the cache.
+pub fn place(
+    manifest: &Manifest,
+    index: usize,
+    stored: &dyn Fn(&str) -> Result<PathBuf, Diagnostic>,
+    default_dir: Option<&Path>,
+    fingerprint: &str,
+) -> Result<Vec<PathBuf>, Diagnostic> {
+    let stage = &manifest.stages[index];
+    let default = |extension: &str, from: PathBuf| -> Result<PathBuf, Diagnostic> {
+        match default_dir {
+            Some(dir) => {
+                let to = dir.join(format!("{}.{extension}", stage.name()));
+                copy_out(&from, &to)?;
+                Ok(to)
+            }
+            None => Ok(from),
+        }
+    };
+    let predictions = match &stage.config {
+        StageConfig::Predict(spec) => Some((&spec.output, spec.format)),
+        StageConfig::Eval(spec) => spec.predictions.map(|f| (&spec.output, f)),
+        _ => None,
+    };
+    if let Some((output, format)) = predictions {
+        let from = stored(crate::freshness::predictions_output(format))?;
+        return Ok(vec![match output {
+            Some(path) => {
+                let path = manifest.resolve(&path.value);
+                if !same_content(&from, &path) {
+                    may_replace(manifest, index, &path)?;
+                    copy_out(&from, &path)?;
+                    record_written(manifest, &path)?;
+                }
+                path
+            }
+            None => default(format.as_str(), from)?,
+        }]);
+    }
+    let StageConfig::Checkpoint(spec) = &stage.config else {
+        return Ok(Vec::new());
+    };
+    let weights = stored(crate::freshness::CHECKPOINT_OUTPUT)?;
+    let metadata = stored(crate::freshness::CHECKPOINT_METADATA)?;
+    match &spec.path {
+        Some(url) if is_url(&url.value) => send_checkpoint(
+            manifest,
+            index,
+            &url.value.to_string_lossy(),
+            (&weights, &metadata),
+            fingerprint,
+        ),
+        Some(path) => {
+            let path = manifest.resolve(&path.value);
+            let meta_path = metadata_path(&path);
+            if !same_content(&weights, &path) || !same_content(&metadata, &meta_path) {
+                may_replace(manifest, index, &path)?;
+                copy_out(&weights, &path)?;
+                copy_out(&metadata, &meta_path)?;
+            }
+            Ok(vec![path, meta_path])
+        }
+        None => {
+            let weights = default("safetensors", weights)?;
+            let meta_path = metadata_path(&weights);
+            if default_dir.is_some() {
+                copy_out(&metadata, &meta_path)?;
+                Ok(vec![weights, meta_path])
+            } else {
+                Ok(vec![weights, metadata])
+            }
+        }
+    }
+}
+
+/// Whether regular file `to` holds what `from` holds.
+fn same_content(from: &Path, to: &Path) -> bool {
+    fs::symlink_metadata(to).is_ok_and(|m| m.is_file())
+        && fs::metadata(from).ok().map(|m| m.len()) == fs::metadata(to).ok().map(|m| m.len())
+        && cache::hash_file(from).ok() == cache::hash_file(to).ok()
+}
+
+/// Copies `from` to `to` (through a temporary file renamed into place) unless `to`
+/// already has the same content.
+fn copy_out(from: &Path, to: &Path) -> Result<(), Diagnostic> {
+    if same_content(from, to) {
+        return Ok(());
+    }
+    cache::write_atomic_with(to, |tmp| fs::copy(from, tmp).map(drop)).map_err(|e| {
+        Diagnostic::error(
+            "pipeline::run::write_failed",
+            format!("cannot write {}: {e}", to.display()),
+        )
+        .help("check that the directory is writable and the disk is not full")
+    })
+}
+
 /// Whether a path from the manifest names an object in storage (`s3://bucket/key`)
 /// rather than a file.
 pub fn is_url(path: &Path) -> bool {

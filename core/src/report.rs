@@ -2,9 +2,8 @@
 //! the cache get their result here, without libtorch, so a fully cached run never needs
 //! to load it.
 
-use crate::freshness::{predictions_output, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use cache::Entry;
-use manifests::{Diagnostic, Manifest, StageConfig, StageKind};
+use manifests::{Diagnostic, Manifest, StageKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,7 +138,8 @@ pub fn stored_metrics(entry: &Entry) -> BTreeMap<String, f64> {
 
 /// The result of stage `index` taken from its cache entry. A checkpoint with a declared
 /// `path`, or predictions with a declared `output`, are copied there when the file is
-/// missing or differs; otherwise its outputs are the files in the cache.
+/// missing or differs ([`crate::outputs::place`]); otherwise its outputs are the files in
+/// the cache.
 pub fn cached_result(
     manifest: &Manifest,
     index: usize,
@@ -159,54 +159,18 @@ pub fn cached_result(
             result.best.push(k);
         }
     }
-    let stored = |name| {
-        entry
-            .output(name)
-            .ok_or_else(|| incomplete(entry, &format!("no {name}")))
-    };
-    let predictions = match &manifest.stages[index].config {
-        StageConfig::Predict(spec) => Some((&spec.output, spec.format)),
-        StageConfig::Eval(spec) => spec.predictions.map(|f| (&spec.output, f)),
-        _ => None,
-    };
-    if let Some((output, format)) = predictions {
-        let predictions = stored(predictions_output(format))?;
-        result.outputs = match output {
-            Some(path) => {
-                let path = manifest.resolve(&path.value);
-                if !same_content(predictions, &path) {
-                    crate::outputs::may_replace(manifest, index, &path)?;
-                    restore(predictions, &path)?;
-                    crate::outputs::record_written(manifest, &path)?;
-                }
-                vec![path]
-            }
-            None => vec![predictions.to_path_buf()],
-        };
-    }
-    if let StageConfig::Checkpoint(spec) = &manifest.stages[index].config {
-        let (weights, metadata) = (stored(CHECKPOINT_OUTPUT)?, stored(CHECKPOINT_METADATA)?);
-        result.outputs = match &spec.path {
-            Some(url) if crate::outputs::is_url(&url.value) => crate::outputs::send_checkpoint(
-                manifest,
-                index,
-                &url.value.to_string_lossy(),
-                (weights, metadata),
-                &entry.fingerprint,
-            )?,
-            Some(path) => {
-                let path = manifest.resolve(&path.value);
-                let meta_path = crate::outputs::metadata_path(&path);
-                if !same_content(weights, &path) || !same_content(metadata, &meta_path) {
-                    crate::outputs::may_replace(manifest, index, &path)?;
-                    restore(weights, &path)?;
-                    restore(metadata, &meta_path)?;
-                }
-                vec![path, meta_path]
-            }
-            None => vec![weights.to_path_buf(), metadata.to_path_buf()],
-        };
-    }
+    result.outputs = crate::outputs::place(
+        manifest,
+        index,
+        &|name| {
+            entry
+                .output(name)
+                .map(Path::to_path_buf)
+                .ok_or_else(|| incomplete(entry, &format!("no {name}")))
+        },
+        None,
+        &entry.fingerprint,
+    )?;
     Ok(result)
 }
 
@@ -217,26 +181,4 @@ fn incomplete(entry: &Entry, what: &str) -> Diagnostic {
         format!("the cache entry {} has {what}", entry.fingerprint),
     )
     .help("run with `--force` to rebuild it")
-}
-
-/// Whether regular file `to` holds what `from` (in the cache) holds.
-fn same_content(from: &Path, to: &Path) -> bool {
-    std::fs::symlink_metadata(to).is_ok_and(|m| m.is_file())
-        && std::fs::metadata(from).ok().map(|m| m.len())
-            == std::fs::metadata(to).ok().map(|m| m.len())
-        && cache::hash_file(from).ok() == cache::hash_file(to).ok()
-}
-
-/// Copies `from` (in the cache) to `to` unless `to` already has the same content.
-fn restore(from: &Path, to: &Path) -> Result<(), Diagnostic> {
-    if same_content(from, to) {
-        return Ok(());
-    }
-    cache::write_atomic_with(to, |tmp| std::fs::copy(from, tmp).map(drop)).map_err(|e| {
-        Diagnostic::error(
-            "pipeline::run::write_failed",
-            format!("cannot write {}: {e}", to.display()),
-        )
-        .help("check that the directory is writable and the disk is not full")
-    })
 }

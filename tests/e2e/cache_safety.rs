@@ -2,8 +2,6 @@
 //! directory it did not make, serve an entry it cannot vouch for, trust a data file's
 //! mtime, or hang on a pipe or a device (issue 11).
 
-use crate::common;
-
 use crate::common::{small_project, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
@@ -424,4 +422,118 @@ fn stale_reasons_name_keys_as_the_manifest_writes_them() {
         "{status}"
     );
     assert!(!status.contains("distributed"), "{status}");
+}
+
+/// An `.npy` file of `rows` × `cols` float32 values, `value(row, col)`.
+fn npy_f32(path: &Path, rows: usize, cols: usize, value: impl Fn(usize, usize) -> f32) {
+    let mut bytes = npy_header("<f4", &format!("({rows}, {cols})"));
+    for r in 0..rows {
+        for c in 0..cols {
+            bytes.extend_from_slice(&value(r, c).to_le_bytes());
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The header of an `.npy` file (format 1.0) of `dtype` and `shape`.
+fn npy_header(dtype: &str, shape: &str) -> Vec<u8> {
+    let mut dict = format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(dict.as_bytes());
+    bytes
+}
+
+/// Issue 32: an input rewritten while a stage reads it. Before, a streamed `.npy`
+/// rewritten in place mid-training ended with exit 0 and the result stored under the
+/// key of the bytes the run started with; now the stage fails, naming the file, and
+/// nothing is stored.
+#[test]
+fn an_input_rewritten_during_the_run_is_named_and_nothing_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (rows, cols) = (2000, 16);
+    let x = d.join("x.npy");
+    npy_f32(&x, rows, cols, |r, c| ((r * 7 + c * 3) % 11) as f32 / 11.0);
+    let mut labels = npy_header("<i8", &format!("({rows},)"));
+    for r in 0..rows {
+        labels.extend_from_slice(&((r % 4) as i64).to_le_bytes());
+    }
+    std::fs::write(d.join("y.npy"), labels).unwrap();
+    std::fs::write(
+        d.join("small.kdl"),
+        r#"seed 1
+data { source "x.npy"; labels "y.npy"; load "stream"; split train=0.8 test=0.2; }
+model { linear 8; relu; linear 4; }
+loss "cross-entropy"
+optimizer "sgd" lr=0.01
+train epochs=400 batch-size=16
+"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "small.kdl"])
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .env_remove("PIPELINE_CACHE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once an epoch is done, the features are rewritten in place: same size, same inode.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let trained_an_epoch = || {
+        let runs = d.join(".pipeline/runs");
+        std::fs::read_dir(runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|r| {
+                std::fs::read_to_string(r.path().join("metrics.jsonl"))
+                    .is_ok_and(|m| m.contains("\"record\":\"epoch\""))
+            })
+    };
+    while !trained_an_epoch() {
+        assert!(Instant::now() < deadline, "no epoch was trained");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended too soon"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&x).unwrap());
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = std::fs::File::options().write(true).open(&x).unwrap();
+        file.seek(SeekFrom::Start(128)).unwrap();
+        file.write_all(&vec![0u8; rows * cols * 4]).unwrap();
+    }
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&x).unwrap()),
+        inode
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run ended before the rewrite"
+    );
+    let out = child.wait_with_output().unwrap();
+    let log = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(
+            "x.npy changed while the stage ran (it was modified); its result was not stored"
+        ),
+        "{log}"
+    );
+    let entries = d.join(".pipeline/cache/entries");
+    let stored = std::fs::read_dir(&entries).map_or(0, |e| e.count());
+    assert_eq!(stored, 0, "nothing is stored");
+    // The next run trains on the file as it is now, and stores that (shorter, to be quick).
+    let report = run(d, &["--set", "train.epochs=2"]);
+    assert_eq!(statuses(&report), ["train ran"]);
 }

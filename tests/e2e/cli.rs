@@ -3,8 +3,6 @@
 //! Rendered diagnostics are compared whole against `tests/fixtures/*.stderr`; run with
 //! `PIPELINE_BLESS=1` to rewrite those files after an intended change, then review the diff.
 
-use crate::common;
-
 use crate::common::{assert_fixture, digits_project, pipeline, root, text};
 use serde_json::Value;
 use std::path::Path;

@@ -4,7 +4,9 @@
 
 use crate::common;
 
-use crate::common::{assert_fixture, kill_after_snapshot, pipeline, small_project, tensors, text, SMALL};
+use crate::common::{
+    assert_fixture, kill_after_snapshot, pipeline, small_project, tensors, text, SMALL,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 

@@ -6,7 +6,9 @@
 
 use crate::common;
 
-use crate::common::{assert_fixture, checkpoint_metadata, kill_after_snapshot, pipeline, py, root, text};
+use crate::common::{
+    assert_fixture, checkpoint_metadata, kill_after_snapshot, pipeline, py, root, text,
+};
 use manifests::transforms::{CenterCrop, Pixels, RandomResizedCrop, Resize, Transform};
 use pipeline_core::image::Image;
 use serde_json::Value;

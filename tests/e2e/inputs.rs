@@ -4,8 +4,6 @@
 //! and not without); a TorchScript module takes the inputs by its `forward`'s argument
 //! names; and every way of naming an input wrongly is a located diagnostic.
 
-use crate::common;
-
 use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, text};
 use serde_json::Value;
 use std::path::Path;

@@ -1,8 +1,6 @@
 //! Regression tests for results that were once served wrong without a word, and for
 //! inputs that once crashed a run: each is now a clear error or a correct result.
 
-use crate::common;
-
 use crate::common::{digits_project, pipeline, text};
 use serde_json::Value;
 use std::path::Path;

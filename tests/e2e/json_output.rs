@@ -1,8 +1,6 @@
 //! Every exit path of `run --json` and `cache ls --json` prints exactly one JSON document
 //! on stdout (`check --json` and `status --json`: `tests/e2e/check_robustness.rs`).
 
-use crate::common;
-
 use crate::common::{pipeline, root, text};
 use serde_json::Value;
 

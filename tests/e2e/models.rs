@@ -2,8 +2,6 @@
 //! trains to its target, its checkpoint loads into the PyTorch twin `docs/models.md`
 //! gives for it, and a block used in a model caches like the same layers written inline.
 
-use crate::common;
-
 use crate::common::{pipeline, root, small_project, text, SMALL};
 use serde_json::Value;
 

@@ -3,8 +3,6 @@
 //! already at the path is replaced only if `pipeline` wrote it, and the cache puts a
 //! cached checkpoint back only under the same rule.
 
-use crate::common;
-
 use crate::common::{assert_fixture, pipeline, root, text};
 use std::path::Path;
 
@@ -138,5 +136,66 @@ fn a_link_from_the_path_to_an_input_is_refused() {
             .unwrap()
             .file_type()
             .is_symlink()
+    );
+}
+
+/// Every cache entry of a checkpoint stage in `dir`'s cache holds the checkpoint that
+/// stage computed: its metadata names the entry's own fingerprint. How many there are.
+fn checkpoint_entries_are_their_own(dir: &Path) -> usize {
+    let entries = dir.join(".pipeline/cache/entries");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&entries).unwrap() {
+        let entry = entry.unwrap().path();
+        let metadata = entry.join("outputs/checkpoint.json");
+        if !metadata.exists() {
+            continue;
+        }
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&metadata).unwrap()).unwrap();
+        let fingerprint = entry.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            metadata["fingerprint"], fingerprint,
+            "the entry {fingerprint} holds another stage's checkpoint"
+        );
+        checked += 1;
+    }
+    checked
+}
+
+/// Issue 32: a stage stores what it produced, never what it later finds at its path.
+/// Before, every point of a sweep wrote the same checkpoint `path` and then stored the
+/// file found there: with two points at once, one point's entry held the other's
+/// weights, and a later run of its settings was answered with them. 40 points, two at a
+/// time, each pair finishing together.
+#[test]
+fn points_run_at_once_store_their_own_checkpoints() {
+    let dir = project();
+    let d = dir.path();
+    let seeds: Vec<String> = (1..=20).map(|s| s.to_string()).collect();
+    let out = pipeline(
+        d,
+        &[
+            "sweep",
+            "p.kdl",
+            "--grid",
+            &format!("seed={}", seeds.join(",")),
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--jobs",
+            "2",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(checkpoint_entries_are_their_own(d), 40);
+    // And what the path holds is one of them, whole: weights and metadata of one stage.
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("model.json")).unwrap()).unwrap();
+    let stored = d
+        .join(".pipeline/cache/entries")
+        .join(metadata["fingerprint"].as_str().unwrap())
+        .join("outputs/checkpoint.safetensors");
+    assert_eq!(
+        std::fs::read(d.join("model.safetensors")).unwrap(),
+        std::fs::read(stored).unwrap()
     );
 }

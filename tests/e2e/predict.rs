@@ -7,8 +7,6 @@
 //! file `pipeline` did not write. Bad sources are located `check` errors or clear run
 //! errors naming the file.
 
-use crate::common;
-
 use crate::common::{assert_fixture, pipeline, py, root, text};
 use serde_json::Value;
 use std::collections::BTreeMap;

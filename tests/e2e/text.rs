@@ -4,8 +4,6 @@
 //! (the same release, in the project's torch venv); the tokenizer in the cache key; and
 //! every way a tokenizer or a text can be wrong, named before training.
 
-use crate::common;
-
 use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, root, text};
 use manifests::{Column, PaddingSide, Spanned, TextSpec};
 use pipeline_core::text::TextTokenizer;

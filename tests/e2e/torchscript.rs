@@ -4,8 +4,6 @@
 //! accelerator's settings (precisions, accumulation, clipping, ddp and zero1), bitwise
 //! resume, and every way a file or a module can be wrong.
 
-use crate::common;
-
 use crate::common::{
     assert_fixture, digits_project, kill_after_snapshot, pipeline, py, root, tensors, text,
 };

@@ -4,8 +4,9 @@
 //! [`REGISTRY`]: one file per member, each built from the stage's spec when the stage asks
 //! for it. What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
 //! TensorBoard's event files (`tensorboard`), the progress shown (`progress`), the
-//! learning rate in the records (`lr_monitor`), the resumable snapshots (`snapshots`)
-//! and the final state a longer training continues from (`final_state`).
+//! learning rate in the records (`lr_monitor`), the resumable snapshots (`snapshots`),
+//! the final state a longer training continues from (`final_state`), and the check that
+//! the input files are still those the stage's key hashed (`inputs_unchanged`).
 //!
 //! A callback may end the training: successfully ([`Control::Finish`], early stopping,
 //! `max-steps`, `max-time`) or with an error ([`Control::Fail`], a loss that is not
@@ -19,6 +20,7 @@
 
 mod early_stop;
 mod final_state;
+mod inputs_unchanged;
 mod keep_best;
 mod lr_monitor;
 mod max_steps;
@@ -78,6 +80,8 @@ pub struct Setup<'a> {
     /// Where TensorBoard's event files go, a directory per stage (`RUN/tensorboard/`, or
     /// `DIR/PIPELINE/RUN/` under `run --tensorboard-dir DIR`).
     pub tensorboard: &'a Path,
+    /// The files the stage's key hashed, each as the version hashed.
+    pub inputs: &'a [cache::HashedFile],
 }
 
 /// Where callbacks report to: the run's `metrics.jsonl`, one JSON line at a time, and
@@ -243,6 +247,7 @@ type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
 /// Every callback, in the order they see each event: those that decide first, then
 /// those that report what was decided.
 pub const REGISTRY: &[Make] = &[
+    inputs_unchanged::make,
     nan_stop::make,
     max_steps::make,
     max_time::make,

@@ -6,6 +6,7 @@ use manifests::{CheckpointSpec, Diagnostic, WeightsFrom};
 use pipeline_core::freshness::{StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::Path;
 use tch::Kind;
 
 impl Context<'_> {
@@ -16,19 +17,21 @@ impl Context<'_> {
         state: &StageState,
         spec: &CheckpointSpec,
         source: Option<usize>,
+        scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
         let (index, manifest) = (state.index, self.session.manifest);
         let stage = &manifest.stages[index];
         let source = source.expect("check ensures a checkpoint stage needs a train stage");
-        // A `path` in object storage (`s3://bucket/key`): written in the run directory,
-        // then sent there.
-        let remote = spec
+        // A local `path` is checked first (a refused one costs no work); the files are
+        // written in the scratch directory, and copied there once stored.
+        if let Some(local) = spec
             .path
             .as_ref()
-            .filter(|p| pipeline_core::outputs::is_url(&p.value))
-            .map(|p| p.value.to_string_lossy().into_owned());
-        let local = spec.path.as_ref().filter(|_| remote.is_none());
-        let path = self.output_path(index, local, "safetensors")?;
+            .filter(|p| !pipeline_core::outputs::is_url(&p.value))
+        {
+            self.output_path(index, Some(local), "safetensors")?;
+        }
+        let path = scratch.join(CHECKPOINT_OUTPUT);
         let (sample_shape, scaling) = (&self.session.data.sample_shape, &self.session.data.scaling);
         let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
         let sample_shape = sample_shape.clone();
@@ -97,20 +100,12 @@ impl Context<'_> {
             // What a missing feature was filled with (before scaling).
             metadata["missing"] = json!({"kind": manifest.data.missing, "fill": filled});
         }
-        let mut outputs = crate::checkpoint::save(&trained.model, &path, &metadata)?;
+        let written = crate::checkpoint::save(&trained.model, &path, &metadata)?;
+        debug_assert_eq!(written[1], scratch.join(CHECKPOINT_METADATA));
         let store = vec![
-            (CHECKPOINT_OUTPUT.to_string(), outputs[0].clone()),
-            (CHECKPOINT_METADATA.to_string(), outputs[1].clone()),
+            (CHECKPOINT_OUTPUT.to_string(), written[0].clone()),
+            (CHECKPOINT_METADATA.to_string(), written[1].clone()),
         ];
-        if let Some(url) = remote {
-            outputs = pipeline_core::outputs::send_checkpoint(
-                manifest,
-                index,
-                &url,
-                (&outputs[0], &outputs[1]),
-                &state.fingerprint.hash,
-            )?;
-        }
-        Ok(Produced::metrics(BTreeMap::new(), outputs, store))
+        Ok(Produced::metrics(BTreeMap::new(), store))
     }
 }

@@ -11,6 +11,7 @@ use pipeline_core::freshness::predictions_output;
 use pipeline_core::metrics::{self, Score};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 impl Context<'_> {
     /// An `eval` stage: the loss (and accuracy, R²) and `metrics` of the model of `train`
@@ -21,6 +22,7 @@ impl Context<'_> {
         index: usize,
         spec: &EvalSpec,
         source: Option<usize>,
+        scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
         let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
@@ -123,19 +125,19 @@ impl Context<'_> {
         if spec.from.value != WeightsFrom::Last {
             line["from"] = json!(spec.from.value);
         }
-        let (mut outputs, mut store) = (Vec::new(), Vec::new());
+        let mut store = Vec::new();
         // Rank 0 alone writes files.
         let writes = self.session.rank() == 0;
         if let (Some(format), Some(predicted), true) = (spec.predictions, &predicted, writes) {
             let predictions =
                 predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect());
-            let path = self.write_predictions(index, &spec.output, format, &predictions)?;
+            let (written, path) =
+                self.write_predictions(index, &spec.output, format, &predictions, scratch)?;
             line["output"] = json!(path);
-            store.push((predictions_output(format).to_string(), path.clone()));
-            outputs.push(path);
+            store.push((predictions_output(format).to_string(), written));
         }
         append(&mut self.log, &line)?;
-        Ok(Produced::metrics(metrics, outputs, store))
+        Ok(Produced::metrics(metrics, store))
     }
 
     /// The eval stage's `metrics` on its split, from its predictions: scalars by name (a

@@ -22,7 +22,7 @@ use crate::train::train;
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
 use pipeline_core::extend::{self, FINAL_STATE, FINAL_TENSORS};
-use pipeline_core::freshness::{Cache, Freshness, StageState, MODEL_OUTPUT};
+use pipeline_core::freshness::{changed_during_run, Cache, Freshness, StageState, MODEL_OUTPUT};
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
 };
@@ -55,10 +55,11 @@ struct Context<'a> {
     weight_files: HashMap<Weights, (PathBuf, BTreeMap<String, f64>)>,
 }
 
-/// What a stage that ran produced: metrics, files for the user, files for the cache.
+/// What a stage that ran produced: metrics, and its files by their names in the store,
+/// written in its private scratch directory (copied out to the user's paths only once
+/// stored: [`pipeline_core::outputs::place`]).
 struct Produced {
     metrics: BTreeMap<String, f64>,
-    outputs: Vec<PathBuf>,
     store: Vec<(String, PathBuf)>,
     /// A `train` stage's `init`: what it loaded.
     init: Option<pipeline_core::finetune::InitMatch>,
@@ -71,14 +72,9 @@ struct Produced {
 }
 
 impl Produced {
-    fn metrics(
-        metrics: BTreeMap<String, f64>,
-        outputs: Vec<PathBuf>,
-        store: Vec<(String, PathBuf)>,
-    ) -> Produced {
+    fn metrics(metrics: BTreeMap<String, f64>, store: Vec<(String, PathBuf)>) -> Produced {
         Produced {
             metrics,
-            outputs,
             store,
             init: None,
             stopped: None,
@@ -174,6 +170,10 @@ impl<'a> Context<'a> {
             .and_then(|()| self.run_stage(state, &scratch, saved, obs));
         let mut result = StageResult::new(manifest, state.index);
         let ran = ran.and_then(|mut produced| {
+            // What was computed from other bytes than the key's is never stored.
+            if let Some((file, how)) = state.changed_input() {
+                return Err(changed_during_run(result.name.as_str(), file, &how));
+            }
             let kept = std::mem::take(&mut produced.kept);
             let mut entry = None;
             if let Some(c) = cache {
@@ -207,16 +207,21 @@ impl<'a> Context<'a> {
                 }
             }
             let kept = self.keep_weights(state.index, kept, entry.as_ref())?;
-            Ok((produced, kept))
+            // Rank 0 alone writes files.
+            let outputs = match self.session.rank() {
+                0 => self.place(state, &produced)?,
+                _ => Vec::new(),
+            };
+            Ok((produced, kept, outputs))
         });
         match ran {
-            Ok((produced, kept)) => {
+            Ok((produced, kept, outputs)) => {
                 if let Some(s) = &snapshots {
                     s.clear();
                 }
                 result.status = StageStatus::Ran;
                 result.metrics = produced.metrics;
-                result.outputs = produced.outputs;
+                result.outputs = outputs;
                 result.init = produced.init;
                 result.stopped = produced.stopped;
                 result.resumed_at = produced.resumed_at;
@@ -303,8 +308,28 @@ impl<'a> Context<'a> {
         Ok(&self.trained[&key])
     }
 
-    /// Where stage `index` writes its file: the `declared` path (resolved, once
+    /// Puts the files stage `state` produced where the manifest says (copies of those it
+    /// wrote in its scratch directory, as stored); where they are.
+    fn place(&self, state: &StageState, produced: &Produced) -> Result<Vec<PathBuf>, Diagnostic> {
+        let stored = |name: &str| {
+            let file = produced.store.iter().find(|(n, _)| n == name);
+            Ok(file
+                .expect("a stage produces the files its kind stores")
+                .1
+                .clone())
+        };
+        pipeline_core::outputs::place(
+            self.session.manifest,
+            state.index,
+            &stored,
+            Some(&self.run_dir.path),
+            &state.fingerprint.hash,
+        )
+    }
+
+    /// Where stage `index`'s file will be: the `declared` path (resolved, once
     /// `outputs::may_replace` allows it), else `<name>.<extension>` in the run directory.
+    /// Checked before the stage computes it, so that a refused path costs no work.
     fn output_path(
         &self,
         index: usize,
@@ -352,6 +377,7 @@ impl<'a> Context<'a> {
                     spec,
                     start,
                     saved,
+                    &state.read,
                     dir,
                     &self.tensorboard,
                     &mut write,
@@ -382,7 +408,6 @@ impl<'a> Context<'a> {
                 );
                 Ok(Produced {
                     metrics,
-                    outputs: Vec::new(),
                     store,
                     init,
                     stopped: trained.stopped.clone(),
@@ -394,21 +419,21 @@ impl<'a> Context<'a> {
             StageConfig::Eval(spec)
                 if self.session.rank() != 0 && spec.from.value != WeightsFrom::Last =>
             {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
             }
-            StageConfig::Eval(spec) => self.eval(index, spec, source),
+            StageConfig::Eval(spec) => self.eval(index, spec, source, scratch),
             // Rank 0 alone writes files.
             StageConfig::Predict(_) if self.session.rank() != 0 => {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
             }
             StageConfig::Predict(spec) => {
                 let source = source.expect("check ensures a predict stage needs a train stage");
-                self.predict(state, spec, source)
+                self.predict(state, spec, source, scratch)
             }
             StageConfig::Checkpoint(_) if self.session.rank() != 0 => {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new(), Vec::new()))
+                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
             }
-            StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source),
+            StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source, scratch),
         }
     }
 }
@@ -486,6 +511,14 @@ pub fn run(
                     result
                 }
                 None => {
+                    if let Freshness::Stale(reasons) = &state.freshness {
+                        for why in reasons.iter().filter(|r| matches!(r, Reason::Unusable(_))) {
+                            obs.notice(&format!(
+                                "warning: stage `{}`: {why}; computing it again",
+                                stage.name()
+                            ));
+                        }
+                    }
                     obs.stage_started(stage.name(), stage.kind());
                     let ctx = ctx.as_mut().expect("opened when a stage is stale");
                     ctx.execute(state, cache.as_deref(), snapshot_store.as_ref(), obs)

@@ -9,7 +9,7 @@ use manifests::{Diagnostic, PredictSpec, PredictionFormat, Spanned};
 use pipeline_core::freshness::{predictions_output, StageState};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 impl Context<'_> {
     /// Another file's samples (an `eval`'s or a `predict`'s `source`), as the training
@@ -48,6 +48,7 @@ impl Context<'_> {
         state: &StageState,
         spec: &PredictSpec,
         source: usize,
+        scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
         let manifest = self.session.manifest;
         let stage = &manifest.stages[state.index];
@@ -72,29 +73,36 @@ impl Context<'_> {
                 &e,
             )
         })?;
-        let path = self.write_predictions(state.index, &spec.output, spec.format, &predictions)?;
+        let (written, path) = self.write_predictions(
+            state.index,
+            &spec.output,
+            spec.format,
+            &predictions,
+            scratch,
+        )?;
         let samples = samples.len();
         append(
             &mut self.log,
             &json!({"record": "predict", "stage": stage.name(), "source": spec.source.value, "samples": samples, "output": path}),
         )?;
-        let store = vec![(predictions_output(spec.format).to_string(), path.clone())];
+        let store = vec![(predictions_output(spec.format).to_string(), written)];
         Ok(Produced::metrics(
             BTreeMap::from([("samples".to_string(), samples as f64)]),
-            vec![path],
             store,
         ))
     }
 
-    /// Writes the predictions of stage `index` to its `output`, or else (a `predict`
-    /// stage's) to `<name>.<format>` in the run directory; where they are.
+    /// Writes the predictions of stage `index` in `scratch`, to be stored and then copied
+    /// to its `output`, or else to `<name>.<format>` in the run directory: the file
+    /// written, and where it will be (checked first: a refused path costs no work).
     pub(super) fn write_predictions(
         &self,
         index: usize,
         output: &Option<Spanned<PathBuf>>,
         format: PredictionFormat,
         predictions: &predict::Predictions,
-    ) -> Result<PathBuf, Diagnostic> {
+        scratch: &Path,
+    ) -> Result<(PathBuf, PathBuf), Diagnostic> {
         let manifest = self.session.manifest;
         let kind = manifest.loss.kind;
         let training = &self.session.data;
@@ -110,10 +118,8 @@ impl Context<'_> {
             },
         };
         let path = self.output_path(index, output.as_ref(), format.as_str())?;
-        predict::write(&path, format, kind, predictions, &names)?;
-        if output.is_some() {
-            pipeline_core::outputs::record_written(manifest, &path)?;
-        }
-        Ok(path)
+        let written = scratch.join(predictions_output(format));
+        predict::write(&written, format, kind, predictions, &names)?;
+        Ok((written, path))
     }
 }

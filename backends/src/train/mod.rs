@@ -89,7 +89,8 @@ fn failure(manifest: &Manifest, name: &str, what: &str, e: tch::TchError) -> Dia
 /// its snapshots if there is one, else continuing the shorter training it extends, if
 /// any (`saved`). The callbacks report through `log` (`metrics.jsonl`
 /// lines), `obs` (progress) and TensorBoard's event files in `tensorboard/STAGE/`, and
-/// keep their own files in `dir`.
+/// keep their own files in `dir`. `inputs` are the files the stage's key hashed, as it
+/// hashed them: one that changes ends the training.
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     session: &Session,
@@ -97,6 +98,7 @@ pub fn train(
     spec: &TrainSpec,
     start: Option<&Model>,
     saved: Saved,
+    inputs: &[cache::HashedFile],
     dir: &Path,
     tensorboard: &Path,
     log: &mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
@@ -172,6 +174,7 @@ pub fn train(
         snapshots: saved.snapshots,
         final_state: saved.final_state,
         tensorboard,
+        inputs,
     };
     let validator = Validator::new(session, stage, spec, rank);
     let mut out = Out { log, obs };
