@@ -33,6 +33,8 @@ pub mod freshness;
 pub mod history;
 pub mod image;
 pub mod image_listing;
+#[cfg(test)]
+mod key_coverage;
 pub mod launch;
 pub mod load;
 pub mod metrics;
