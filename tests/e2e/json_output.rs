@@ -1,5 +1,5 @@
-//! Every exit path of `run --json`, `cache ls --json` and `sweep --json` prints exactly one
-//! JSON document on stdout (`check --json` and `status --json`:
+//! Every exit path of `run --json`, `cache ls --json`, `sweep --json` and `runs … --json`
+//! prints exactly one JSON document on stdout (`check --json` and `status --json`:
 //! `tests/e2e/check_robustness.rs`).
 
 use crate::common;
@@ -229,6 +229,52 @@ fn sweep_json_fails_with_one_document() {
     );
     assert_eq!(diagnostics[1]["code"], "pipeline::sweep::invalid_points");
     assert!(!d.join(".pipeline").exists(), "nothing ran");
+}
+
+#[test]
+fn runs_json_fails_with_one_document() {
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    for (args, code) in [
+        (
+            &["runs", "show", "nope", "--file", "small.kdl", "--json"][..],
+            "pipeline::runs::unknown_run",
+        ),
+        (
+            &[
+                "runs",
+                "diff",
+                "last~1",
+                "last",
+                "--file",
+                "small.kdl",
+                "--json",
+            ],
+            "pipeline::runs::unknown_run",
+        ),
+        (
+            &["runs", "missing.kdl", "--json"],
+            "pipeline::manifest::unreadable",
+        ),
+        (
+            &["runs", "show", "last", "--file", "missing.kdl", "--json"],
+            "pipeline::manifest::unreadable",
+        ),
+    ] {
+        let out = pipeline(d, args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let doc = document(&out);
+        assert_eq!(doc["ok"], false, "{args:?}");
+        assert_eq!(doc["diagnostics"][0]["code"], code, "{args:?}: {doc:#}");
+    }
+    let out = pipeline(d, &["runs", "small.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(document(&out), serde_json::json!({"ok": true, "runs": []}));
 }
 
 fn args_of(args: &[String]) -> Vec<&str> {
