@@ -179,7 +179,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -1009,17 +1009,19 @@ mod tests {
         let at = [axis("a", 100), axis("b", 100)];
         assert_eq!(points(&at, &[], 0, 0).unwrap().len(), 10_000);
         assert_eq!(
-            points(&at[..1], &[lr.clone()], 100, 0).unwrap().len(),
+            points(&at[..1], std::slice::from_ref(&lr), 100, 0)
+                .unwrap()
+                .len(),
             10_000
         );
         // Past it, however far: refused at once, without allocating the points.
-        let e = points(&at[..1], &[lr.clone()], 1_000_000_000_000, 0).unwrap_err();
+        let e = points(&at[..1], std::slice::from_ref(&lr), 1_000_000_000_000, 0).unwrap_err();
         assert_eq!(e.code, "pipeline::sweep::too_many_points");
         assert_eq!(
             e.message,
             "100,000,000,000,000 points (`a` 100 values × 1,000,000,000,000 trials): a sweep runs at most 10,000"
         );
-        let e = points(&[], &[lr.clone()], 0, 0);
+        let e = points(&[], std::slice::from_ref(&lr), 0, 0);
         assert!(e.is_err(), "a random key with no trials");
         let many = [
             axis("a", 10),
