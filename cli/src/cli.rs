@@ -201,8 +201,8 @@ pub struct SweepArgs {
     /// Successive halving: every point trains `min-epochs`, the best 1/`eta` continue
     /// to `eta` × as many (from where they were: no step is trained twice), and so on to
     /// the manifest's epochs; `stage=NAME` names the train stage [default: the last]
-    /// [default: the `sweep` block's `halving`, if any].
-    #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3, value_delimiter = ',')]
+    /// [default: the `sweep` block's `halving`, if any]. Given once.
+    #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3, value_delimiter = ',', action = clap::ArgAction::Set)]
     pub halving: Option<Vec<String>>,
     /// Points run at once, the cores divided between them [default: the block's, or 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

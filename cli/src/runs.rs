@@ -1,29 +1,60 @@
 //! `pipeline runs [FILE]`, `runs show RUN`, `runs diff RUN RUN`: the history of a
 //! manifest's runs, from the `run.json` each run directory holds
 //! (`pipeline_core::history`). Never loads libtorch, nor the manifest: the runs are those
-//! under `.pipeline/runs/` beside it that name it.
+//! under `.pipeline/runs/` beside it that name it (a manifest since removed still has its
+//! runs; one that neither exists nor has runs is an error, most likely a typo). With
+//! `--json`, one document on stdout whatever happens: the answer with `"ok": true`, or
+//! `{"ok": false, "diagnostics": [...]}`.
 
 use crate::cli::{RunsArgs, RunsCommand};
+use crate::render;
 use crate::summary::columns;
+use manifests::Diagnostic;
 use pipeline_core::history::{self, RunRecord};
+use pipeline_core::sweep::escaped;
 use serde_json::json;
 use std::path::Path;
 
 pub fn run(args: &RunsArgs) -> bool {
-    match &args.command {
-        None => list(&args.file, args.json),
-        Some(RunsCommand::Show { run, file, json }) => show(file, run, *json),
-        Some(RunsCommand::Diff { a, b, file, json }) => diff(file, a, b, *json),
+    let (json, done) = match &args.command {
+        None => (args.json, list(&args.file, args.json)),
+        Some(RunsCommand::Show { run, file, json }) => (*json, show(file, run, *json)),
+        Some(RunsCommand::Diff { a, b, file, json }) => (*json, diff(file, a, b, *json)),
+    };
+    match done {
+        Ok(()) => true,
+        Err(d) => {
+            eprintln!("error: {}", d.message);
+            if let Some(help) = &d.help {
+                eprintln!("  help: {help}");
+            }
+            if json {
+                println!("{}", render::json_failure(&[d], None));
+            }
+            false
+        }
     }
 }
 
-/// The recorded runs of `file`, oldest first.
-fn runs_of(file: &Path) -> Vec<(String, RunRecord)> {
+/// The recorded runs of `file`, oldest first; refused when there are none and `file`
+/// does not exist.
+fn runs_of(file: &Path) -> Result<Vec<(String, RunRecord)>, Diagnostic> {
     let base = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    history::list(base, file)
+    let runs = history::list(base, file);
+    if runs.is_empty() {
+        if let Err(e) = std::fs::metadata(file) {
+            let file = escaped(&file.display().to_string());
+            return Err(Diagnostic::error(
+                "pipeline::manifest::unreadable",
+                format!("cannot read {file}: {e}, and no runs of it are recorded"),
+            )
+            .help("pass the manifest's path: `pipeline runs FILE`"));
+        }
+    }
+    Ok(runs)
 }
 
 /// `ran 2, cached 1`: how many stages ended how.
@@ -69,15 +100,15 @@ pub(crate) fn headline(record: &RunRecord) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn list(file: &Path, json: bool) -> bool {
-    let runs = runs_of(file);
+fn list(file: &Path, json: bool) -> Result<(), Diagnostic> {
+    let runs = runs_of(file)?;
     if json {
         let runs: Vec<_> = runs
             .iter()
             .map(|(id, r)| json!({"id": id, "run": r}))
             .collect();
-        println!("{}", json!({ "runs": runs }));
-        return true;
+        println!("{}", json!({ "ok": true, "runs": runs }));
+        return Ok(());
     }
     if runs.is_empty() {
         eprintln!(
@@ -85,7 +116,7 @@ fn list(file: &Path, json: bool) -> bool {
             file.display(),
             file.display()
         );
-        return true;
+        return Ok(());
     }
     let mut rows = vec![["run", "ok", "stages", "seconds", "metrics", "fingerprint"]
         .map(String::from)
@@ -103,29 +134,32 @@ fn list(file: &Path, json: bool) -> bool {
         ]);
     }
     print!("{}", columns(&rows));
-    true
+    Ok(())
 }
 
-/// The run `id` names, or a message on stderr.
-fn find(runs: &[(String, RunRecord)], file: &Path, id: &str) -> Option<(String, RunRecord)> {
+/// The run `id` names.
+fn find(
+    runs: &[(String, RunRecord)],
+    file: &Path,
+    id: &str,
+) -> Result<(String, RunRecord), Diagnostic> {
     match history::find(runs, id) {
-        Ok((id, r)) => Some((id.clone(), r.clone())),
-        Err(why) => {
-            eprintln!("error: {why}");
-            eprintln!("  help: `pipeline runs {}` lists them", file.display());
-            None
-        }
+        Ok((id, r)) => Ok((id.clone(), r.clone())),
+        Err(why) => Err(
+            Diagnostic::error("pipeline::runs::unknown_run", escaped(&why)).help(format!(
+                "`pipeline runs {}` lists them",
+                escaped(&file.display().to_string())
+            )),
+        ),
     }
 }
 
-fn show(file: &Path, id: &str, json: bool) -> bool {
-    let runs = runs_of(file);
-    let Some((id, r)) = find(&runs, file, id) else {
-        return false;
-    };
+fn show(file: &Path, id: &str, json: bool) -> Result<(), Diagnostic> {
+    let runs = runs_of(file)?;
+    let (id, r) = find(&runs, file, id)?;
     if json {
-        println!("{}", json!({"id": id, "run": r}));
-        return true;
+        println!("{}", json!({"ok": true, "id": id, "run": r}));
+        return Ok(());
     }
     println!(
         "run {id} of `{}` ({}) on {}: {}",
@@ -135,7 +169,7 @@ fn show(file: &Path, id: &str, json: bool) -> bool {
         if r.ok { "succeeded" } else { "failed" }
     );
     print!("{}", columns(&stage_rows(&r)));
-    true
+    Ok(())
 }
 
 /// A run's stages: a header, then a row each (status, time, fingerprint, metrics).
@@ -176,15 +210,17 @@ fn number(v: f64) -> String {
     }
 }
 
-fn diff(file: &Path, a: &str, b: &str, json: bool) -> bool {
-    let runs = runs_of(file);
-    let (Some((ia, ra)), Some((ib, rb))) = (find(&runs, file, a), find(&runs, file, b)) else {
-        return false;
-    };
+fn diff(file: &Path, a: &str, b: &str, json: bool) -> Result<(), Diagnostic> {
+    let runs = runs_of(file)?;
+    let (ia, ra) = find(&runs, file, a)?;
+    let (ib, rb) = find(&runs, file, b)?;
     let stages = history::diff(&ra, &rb);
     if json {
-        println!("{}", json!({"from": ia, "to": ib, "stages": stages}));
-        return true;
+        println!(
+            "{}",
+            json!({"ok": true, "from": ia, "to": ib, "stages": stages})
+        );
+        return Ok(());
     }
     println!("from run {ia} to run {ib}:");
     for s in &stages {
@@ -202,5 +238,5 @@ fn diff(file: &Path, a: &str, b: &str, json: bool) -> bool {
             println!("  {line}");
         }
     }
-    true
+    Ok(())
 }

@@ -6,7 +6,13 @@
 //! the first point and found cached by the others, and a sweep run again (after an
 //! interruption) computes only what is missing. With `--jobs J`, J points run at once
 //! with the cores divided between them, and a point waits while another computes a stage
-//! it shares. The result: a table of the points by the monitored metric, best first.
+//! it shares. The result: a table of the points by the monitored metric, best first, and
+//! the files at the manifest's output paths made the best point's (every point wrote
+//! them; its run answered again from the cache puts its own back).
+//!
+//! At most [`pipeline_core::sweep::MAX_POINTS`] points, refused before they are made.
+//! With `--json`, every exit prints one document: the result, or `{"ok": false,
+//! "diagnostics": [...]}` ([`Refused`]).
 //!
 //! With `--halving min-epochs=N eta=E` the points run in rungs: all of them for N
 //! epochs, the best 1/E of those for N×E, and so on up to the manifest's epochs; each
@@ -15,9 +21,12 @@
 
 use crate::cli::{SweepArgs, SweepMode};
 use crate::load::Loaded;
+use crate::render::Source;
 use crate::{prepare, render, summary};
-use manifests::{Mode, Override, SweptKey};
-use pipeline_core::sweep::{points, startable, Axis, Halving, Monitor, Random};
+use manifests::{Diagnostic, Manifest, Mode, Override, StageConfig, SweptKey};
+use pipeline_core::sweep::{
+    escaped, point_overrides, points, startable, Axis, Halving, Monitor, PointText, Random,
+};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -31,13 +40,15 @@ struct Point {
     failure: Option<String>,
     /// Under `--halving`: the epochs of each rung it ran, and its monitored value there.
     rungs: Vec<(u64, Option<f64>)>,
+    /// The `--set`s of its last run (the sweep's, its own, a rung's epochs).
+    ran_with: Vec<Override>,
 }
 
 impl Point {
     fn label(&self) -> String {
         self.overrides
             .iter()
-            .map(Override::to_string)
+            .map(|o| escaped(&o.to_string()))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -77,8 +88,37 @@ impl Point {
     }
 }
 
+/// The manifest each point is checked, planned and run with, read once.
+struct Text {
+    /// As written, for diagnostics.
+    source: Source,
+    /// Without its `sweep` block, as each point is read: linear in the points, however
+    /// large the block.
+    cut: PointText,
+}
+
+impl Text {
+    /// The manifest of the point with `overrides` (the sweep's own settings left out:
+    /// the block is not there), checked, its inputs named by URL fetched, as
+    /// [`Loaded::read_to_run`] reads it.
+    fn point(&self, args: &SweepArgs, overrides: &[Override]) -> pipeline_core::Checked {
+        let overrides = point_overrides(overrides);
+        let mut checked = pipeline_core::load(&self.cut.text, &args.file, &overrides);
+        self.cut.relocate(&mut checked.diagnostics);
+        if checked.valid().is_some() {
+            if let Some(manifest) = checked.manifest.as_mut() {
+                if let Err(d) = crate::fetch::fetch_inputs(manifest, &args.cache) {
+                    checked.diagnostics.push(d);
+                }
+            }
+        }
+        checked
+    }
+}
+
 /// The sweep to run: the command line's flags over the manifest's `sweep` block.
 struct Plan {
+    text: Text,
     grid: Vec<Axis>,
     random: Vec<Random>,
     trials: u64,
@@ -92,10 +132,23 @@ struct Plan {
 impl Plan {
     /// `args` over the `sweep` block of the manifest (read with `args.set`): a key given
     /// on the command line replaces the block's grid or draw of it, any other flag the
-    /// block's setting. `None` after saying why not (the manifest's own errors included).
-    fn of(args: &SweepArgs) -> Option<Plan> {
+    /// block's setting. Refused: the manifest's own errors, a bad `--halving`, a swept key
+    /// also given with `--set` (its points would silently replace it).
+    fn of(args: &SweepArgs) -> Result<Plan, Refused> {
         let loaded = Loaded::read_with_sweep(&args.file, &args.set);
-        let block = loaded.report()?.sweep.as_ref();
+        let Some(manifest) = loaded.report() else {
+            // Said on stderr by `report`.
+            return Err(Refused {
+                text: String::new(),
+                diagnostics: loaded.checked.diagnostics,
+                source: loaded.source,
+            });
+        };
+        let block = manifest.sweep.as_ref();
+        let source = Source {
+            name: (loaded.source.as_ref()).map_or_else(String::new, |s| s.name.clone()),
+            text: (loaded.source.as_ref()).map_or_else(String::new, |s| s.text.clone()),
+        };
         let given: BTreeSet<&str> = (args.grid.iter().map(|a| a.key.as_str()))
             .chain(args.random.iter().map(|r| r.key.as_str()))
             .collect();
@@ -111,17 +164,26 @@ impl Plan {
         }
         grid.extend(args.grid.iter().cloned());
         random.extend(args.random.iter().cloned());
+        let swept = (grid.iter().map(|a| &a.key)).chain(random.iter().map(|r| &r.key));
+        for key in swept {
+            if let Some(set) = args.set.iter().find(|o| o.path.join(".") == *key) {
+                let (key, set) = (escaped(key), escaped(&set.to_string()));
+                return Err(Refused::because(
+                    Diagnostic::error(
+                        "pipeline::sweep::swept_and_set",
+                        format!("`{key}` is swept and also given with --set {set}: each point's value would replace it"),
+                    )
+                    .help(format!("sweep `{key}` or set it, not both: drop --set {set}, or its grid")),
+                ));
+            }
+        }
         let halving = match &args.halving {
-            Some(settings) => match Halving::parse(settings) {
-                Ok(h) => Some(h),
-                Err(why) => {
-                    eprintln!("error: {why}");
-                    return None;
-                }
-            },
+            Some(settings) => Some(Halving::parse(settings).map_err(|why| {
+                Refused::because(Diagnostic::error("pipeline::sweep::bad_halving", why))
+            })?),
             None => block.and_then(|b| b.halving.as_ref()).map(Halving::of),
         };
-        Some(Plan {
+        Ok(Plan {
             grid,
             random,
             trials: args.trials.or(block.map(|b| b.trials)).unwrap_or(0),
@@ -139,30 +201,69 @@ impl Plan {
                 None => block.and_then(|b| b.mode).map(|m| m == Mode::Max),
             },
             halving,
+            text: Text {
+                cut: PointText::of(&source.text, block),
+                source,
+            },
         })
     }
 }
 
-pub fn run(args: &SweepArgs) -> bool {
-    let Some(plan) = Plan::of(args) else {
-        return false;
-    };
-    let grid = match points(&plan.grid, &plan.random, plan.trials, plan.seed) {
-        Ok(g) => g,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return false;
+/// Why a sweep runs nothing: said on stderr, and with `--json` as the one document on
+/// stdout, `{"ok": false, "diagnostics": [...]}`.
+struct Refused {
+    /// What stderr says (empty when it has said it already: a manifest's diagnostics).
+    text: String,
+    diagnostics: Vec<Diagnostic>,
+    /// The manifest the diagnostics point into.
+    source: Option<Source>,
+}
+
+impl Refused {
+    /// One error of the command line: `error: …` (and its help) on stderr.
+    fn because(d: Diagnostic) -> Refused {
+        let mut text = format!("error: {}\n", d.message);
+        if let Some(help) = &d.help {
+            text += &format!("  help: {help}\n");
         }
-    };
+        Refused {
+            text,
+            diagnostics: vec![d],
+            source: None,
+        }
+    }
+
+    fn show(&self, json: bool) {
+        eprint!("{}", self.text);
+        if json {
+            let failure = render::json_failure(&self.diagnostics, self.source.as_ref());
+            println!("{failure}");
+        }
+    }
+}
+
+/// Every exit prints one JSON document under `--json`: the result, or why nothing ran.
+pub fn run(args: &SweepArgs) -> bool {
+    match sweep(args) {
+        Ok(ok) => ok,
+        Err(refused) => {
+            refused.show(args.json);
+            false
+        }
+    }
+}
+
+/// The sweep: checked, run, ranked and shown; whether every point ran well.
+fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
+    let plan = Plan::of(args)?;
+    let grid =
+        points(&plan.grid, &plan.random, plan.trials, plan.seed).map_err(Refused::because)?;
     let halving = plan.halving.clone();
-    let Some(Checked {
+    let Checked {
         points: mut sweep,
         monitor,
         budget,
-    }) = check(args, &plan, grid)
-    else {
-        return false;
-    };
+    } = check(args, &plan, grid)?;
     let total = sweep.len();
     eprintln!(
         "sweep of {}: {total} points, {} at once, ranked by {} ({})",
@@ -174,9 +275,10 @@ pub fn run(args: &SweepArgs) -> bool {
     let all: Vec<usize> = (0..total).collect();
     match (&halving, budget) {
         (Some(halving), Some(budget)) => {
-            halve(args, plan.jobs, &mut sweep, halving, budget, &monitor)
+            let at = (halving, budget);
+            halve(args, &plan, &mut sweep, at, &monitor)
         }
-        (None, _) => execute(args, plan.jobs, &mut sweep, &all, None, &monitor),
+        (None, _) => execute(args, &plan, &mut sweep, &all, None, &monitor),
         (Some(_), None) => unreachable!("`check` finds the budget of a halving"),
     }
     // The points that ran well first; under halving, those that went furthest first.
@@ -186,6 +288,7 @@ pub fn run(args: &SweepArgs) -> bool {
         let (a, b) = (&sweep[a], &sweep[b]);
         (rank(a).cmp(&rank(b))).then(monitor.order(a.value(&monitor), b.value(&monitor)))
     });
+    let outputs = keep_best(args, &plan, &sweep, order[0]);
     if args.json {
         let points: Vec<Value> = order
             .iter()
@@ -216,14 +319,138 @@ pub fn run(args: &SweepArgs) -> bool {
             })
             .collect();
         let ok = sweep.iter().all(Point::ok);
+        let outputs = outputs
+            .as_ref()
+            .map(|o| json!({"paths": o.paths, "point": o.point.map(|p| p + 1), "error": o.error}));
         println!(
             "{}",
-            json!({"ok": ok, "monitor": monitor.name(), "mode": if monitor.maximize { "max" } else { "min" }, "points": points})
+            json!({"ok": ok, "monitor": monitor.name(), "mode": if monitor.maximize { "max" } else { "min" }, "points": points, "outputs": outputs})
         );
     } else {
         print!("{}", table(&sweep, &order, &plan, &monitor));
+        if let Some(outputs) = &outputs {
+            println!("{}", outputs.said(&sweep));
+        }
     }
-    sweep.iter().all(Point::ok)
+    Ok(sweep.iter().all(Point::ok))
+}
+
+/// The files at a manifest's own output paths (a checkpoint's `path`, predictions'
+/// `output`) after a sweep: every point wrote them, and the best point's are put back.
+struct Outputs {
+    /// As shown.
+    paths: Vec<String>,
+    /// The point whose files they are, the best; `None` when that could not be made so.
+    point: Option<usize>,
+    /// Why not.
+    error: Option<String>,
+}
+
+impl Outputs {
+    /// The line under the table.
+    fn said(&self, sweep: &[Point]) -> String {
+        let paths = self.paths.join(", ");
+        match (self.point, &self.error) {
+            (Some(p), _) => format!(
+                "{paths}: the best point's, point {} ({})",
+                p + 1,
+                sweep[p].label()
+            ),
+            (None, why) => format!(
+                "{paths}: not the best point's ({}): whichever point wrote them last",
+                why.as_deref().unwrap_or("unknown")
+            ),
+        }
+    }
+}
+
+/// The paths the manifest's stages write their outputs to, as shown.
+fn output_paths(manifest: &Manifest) -> Vec<String> {
+    let mut paths = Vec::new();
+    for stage in &manifest.stages {
+        let path = match &stage.config {
+            StageConfig::Checkpoint(c) => c.path.as_ref(),
+            StageConfig::Predict(p) => p.output.as_ref(),
+            StageConfig::Eval(e) => e.output.as_ref().filter(|_| e.predictions.is_some()),
+            StageConfig::Train(_) => None,
+        };
+        if let Some(path) = path {
+            let shown = match pipeline_core::outputs::is_url(&path.value) {
+                true => path.value.clone(),
+                false => manifest.resolve(&path.value),
+            };
+            paths.push(escaped(&shown.display().to_string()));
+        }
+    }
+    paths
+}
+
+/// Makes the files at the manifest's output paths the `best` point's, answering its run
+/// again from the cache (which puts a cached checkpoint or predictions back at their
+/// path when the file there differs); `None` when the manifest writes to no path.
+fn keep_best(args: &SweepArgs, plan: &Plan, sweep: &[Point], best: usize) -> Option<Outputs> {
+    let point = &sweep[best];
+    let paths = output_paths(plan.text.point(args, &point.ran_with).valid()?);
+    if paths.is_empty() {
+        return None;
+    }
+    let refused = |why: String| Outputs {
+        paths: paths.clone(),
+        point: None,
+        error: Some(why),
+    };
+    if !point.ok() {
+        return Some(refused("no point ran well".into()));
+    }
+    let out = point_command(args, &point.ran_with, threads(plan.jobs))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return Some(refused(format!("cannot start `pipeline run`: {e}"))),
+    };
+    let report = serde_json::from_slice::<Value>(&out.stdout).ok();
+    match report {
+        Some(r) if r["ok"] == true => Some(Outputs {
+            paths,
+            point: Some(best),
+            error: None,
+        }),
+        Some(r) => Some(refused(
+            first_error(&r).unwrap_or_else(|| "its run failed".into()),
+        )),
+        None => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Some(refused(escaped(
+                err.lines().last().unwrap_or("its run failed"),
+            )))
+        }
+    }
+}
+
+/// The threads each point's run gets when `jobs` run at once (the cores divided).
+fn threads(jobs: usize) -> Option<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (jobs > 1).then(|| (cores / jobs).max(1))
+}
+
+/// `pipeline run FILE --json` with a point's `--set`s, as the sweep runs it.
+fn point_command(args: &SweepArgs, overrides: &[Override], threads: Option<usize>) -> Command {
+    let exe = std::env::current_exe().expect("the running binary has a path");
+    let mut command = Command::new(exe);
+    command.arg("run").arg(&args.file).arg("--json");
+    if let Some(dir) = &args.cache.dir {
+        command.arg("--cache-dir").arg(dir);
+    }
+    for o in overrides {
+        command.arg("--set").arg(o.to_string());
+    }
+    if let Some(t) = threads {
+        command.arg("--set").arg(format!("accelerator.threads={t}"));
+    }
+    command
 }
 
 /// An error of some points of the sweep.
@@ -234,6 +461,10 @@ struct Invalid {
     general: String,
     /// The points it was found in.
     points: Vec<usize>,
+    /// As found in the first point.
+    diagnostic: Diagnostic,
+    /// Its message without that point's swept values.
+    general_message: String,
 }
 
 /// A sweep whose points are all valid.
@@ -245,38 +476,50 @@ struct Checked {
 }
 
 /// Every point checked (diagnostics shown once, with the points they come from), the
-/// monitor found, and under `--halving` the budget; `None` after saying why not.
-fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Checked> {
+/// monitor found, and under `--halving` the budget.
+fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Result<Checked, Refused> {
     let halving = plan.halving.as_ref();
     let mut errors: Vec<Invalid> = Vec::new();
+    // The manifest the errors point into (the same file for every point).
+    let mut source: Option<Source> = None;
     let mut sweep = Vec::new();
     let mut monitor = None;
     let mut budget = None;
     for (i, swept) in grid.into_iter().enumerate() {
         let mut overrides = args.set.clone();
         overrides.extend(swept.iter().cloned());
-        let loaded = Loaded::read_to_run(&args.file, &overrides, &args.cache);
-        match loaded.checked.valid() {
+        let checked = plan.text.point(args, &overrides);
+        match checked.valid() {
             None => {
-                for d in loaded
-                    .checked
+                for d in checked
                     .diagnostics
                     .iter()
                     .filter(|d| d.severity == manifests::Severity::Error)
                 {
-                    let text = render::human(d, loaded.source.as_ref());
+                    let text = render::human(d, Some(&plan.text.source));
                     // The same error at every value of a key (a key that does not exist)
                     // is one error: told apart without the point's own values.
-                    let general = swept.iter().fold(text.clone(), |t, o| {
-                        t.replace(&o.to_string(), &format!("{}=…", o.path.join(".")))
-                    });
+                    let without = |text: &str| {
+                        swept.iter().fold(text.to_string(), |t, o| {
+                            t.replace(&o.to_string(), &format!("{}=…", o.path.join(".")))
+                        })
+                    };
+                    let general = without(&text);
                     match errors.iter_mut().find(|e| e.general == general) {
                         Some(e) => e.points.push(i),
                         None => errors.push(Invalid {
                             text,
                             general,
                             points: vec![i],
+                            diagnostic: d.clone(),
+                            general_message: without(&d.message),
                         }),
+                    }
+                    if source.is_none() {
+                        source = Some(Source {
+                            name: plan.text.source.name.clone(),
+                            text: plan.text.source.text.clone(),
+                        });
                     }
                 }
             }
@@ -285,8 +528,10 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Chec
                     match Monitor::of(manifest, plan.monitor.as_deref(), plan.maximize) {
                         Ok(m) => monitor = Some(m),
                         Err(why) => {
-                            eprintln!("error: {why}");
-                            return None;
+                            return Err(Refused::because(Diagnostic::error(
+                                "pipeline::sweep::bad_monitor",
+                                escaped(&why),
+                            )))
                         }
                     }
                 }
@@ -314,8 +559,10 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Chec
                             budget = Some(b);
                         }
                         Err(why) => {
-                            eprintln!("error: {why}");
-                            return None;
+                            return Err(Refused::because(Diagnostic::error(
+                                "pipeline::sweep::bad_halving",
+                                escaped(&why),
+                            )))
                         }
                     }
                 }
@@ -326,38 +573,47 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Chec
             report: None,
             failure: None,
             rungs: Vec::new(),
+            ran_with: Vec::new(),
         });
     }
     if !errors.is_empty() {
-        for Invalid {
-            text,
-            general,
-            points,
-        } in &errors
-        {
-            eprint!("{}", if points.len() == 1 { text } else { general });
-            let labels: Vec<String> = points
-                .iter()
+        let mut text = String::new();
+        let mut diagnostics = Vec::new();
+        for e in errors.iter() {
+            let many = e.points.len() > 1;
+            text += if many { &e.general } else { &e.text };
+            let labels: Vec<String> = (e.points.iter())
                 .map(|&i| format!("{} ({})", i + 1, sweep[i].label()))
                 .collect();
-            eprintln!(
-                "  in point{} {}\n",
-                if points.len() == 1 { "" } else { "s" },
+            let points = format!(
+                "in point{} {}",
+                if many { "s" } else { "" },
                 labels.join(", ")
             );
+            text += &format!("  {points}\n\n");
+            let mut d = e.diagnostic.clone();
+            let message = if many { &e.general_message } else { &d.message };
+            d.message = format!("{message} ({points})");
+            diagnostics.push(d);
         }
         let bad: BTreeSet<usize> = errors
             .iter()
             .flat_map(|e| e.points.iter().copied())
             .collect();
-        eprintln!(
-            "error: {} of {} points are invalid; nothing was run",
+        let why = format!(
+            "{} of {} points are invalid; nothing was run",
             bad.len(),
             sweep.len()
         );
-        return None;
+        text += &format!("error: {why}\n");
+        diagnostics.push(Diagnostic::error("pipeline::sweep::invalid_points", why));
+        return Err(Refused {
+            text,
+            diagnostics,
+            source,
+        });
     }
-    Some(Checked {
+    Ok(Checked {
         points: sweep,
         monitor: monitor.expect("a valid point sets the monitor"),
         budget,
@@ -368,10 +624,9 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Option<Chec
 /// best 1/eta of each rung going on to the next.
 fn halve(
     args: &SweepArgs,
-    jobs: usize,
+    plan: &Plan,
     sweep: &mut [Point],
-    halving: &Halving,
-    (stage, epochs): (String, u64),
+    (halving, (stage, epochs)): (&Halving, (String, u64)),
     monitor: &Monitor,
 ) {
     let rungs = halving.rungs(epochs);
@@ -388,7 +643,7 @@ fn halve(
             path: vec![stage.clone(), "epochs".into()],
             value: rung.to_string(),
         };
-        execute(args, jobs, sweep, &alive, Some(&epochs), monitor);
+        execute(args, plan, sweep, &alive, Some(&epochs), monitor);
         for &p in &alive {
             let value = sweep[p].value(monitor).filter(|_| sweep[p].ok());
             sweep[p].rungs.push((rung, value));
@@ -406,9 +661,9 @@ fn halve(
 
 /// The fingerprints of the stages a point would compute (stale now): two points that
 /// share one are not run at once.
-fn stale_stages(args: &SweepArgs, overrides: &[Override]) -> BTreeSet<String> {
-    let loaded = Loaded::read_to_run(&args.file, overrides, &args.cache);
-    let Some(manifest) = loaded.checked.valid() else {
+fn stale_stages(args: &SweepArgs, text: &Text, overrides: &[Override]) -> BTreeSet<String> {
+    let checked = text.point(args, overrides);
+    let Some(manifest) = checked.valid() else {
         return BTreeSet::new();
     };
     match prepare::prepare_to_look(&args.file, manifest, &args.cache) {
@@ -425,47 +680,40 @@ fn stale_stages(args: &SweepArgs, overrides: &[Override]) -> BTreeSet<String> {
 /// Runs the points `which` (with `extra` after their overrides), `jobs` at once.
 fn execute(
     args: &SweepArgs,
-    jobs: usize,
+    plan: &Plan,
     sweep: &mut [Point],
     which: &[usize],
     extra: Option<&Override>,
     monitor: &Monitor,
 ) {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = (jobs > 1).then(|| (cores / jobs).max(1));
-    let exe = std::env::current_exe().expect("the running binary has a path");
+    let jobs = plan.jobs;
+    let threads = threads(jobs);
     let overrides = |p: usize| -> Vec<Override> {
         let point = sweep[p].overrides.iter().chain(extra);
         args.set.iter().chain(point).cloned().collect()
     };
-    let mut stale: Vec<BTreeSet<String>> = vec![BTreeSet::new(); sweep.len()];
-    for &p in which {
-        stale[p] = stale_stages(args, &overrides(p));
-    }
     let all: Vec<Vec<Override>> = (0..sweep.len()).map(overrides).collect();
+    // Each point planned when the scheduler first looks at it (one at a time: never).
+    let mut stale: Vec<Option<BTreeSet<String>>> = vec![None; sweep.len()];
     let mut pending: Vec<usize> = which.to_vec();
     let mut running: Vec<usize> = Vec::new();
     let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Value, String>)>();
     let mut finished = 0;
     while finished < which.len() {
-        let mut start = startable(&pending, &stale, &running, jobs - running.len());
+        let mut start = match jobs {
+            1 => Vec::new(),
+            _ => startable(&pending, &mut stale, &running, jobs - running.len(), |p| {
+                stale_stages(args, &plan.text, &all[p])
+            }),
+        };
         if start.is_empty() && running.is_empty() {
             start.push(pending[0]);
         }
         for p in start {
             pending.retain(|&q| q != p);
             running.push(p);
-            let mut command = Command::new(&exe);
-            command.arg("run").arg(&args.file).arg("--json");
-            if let Some(dir) = &args.cache.dir {
-                command.arg("--cache-dir").arg(dir);
-            }
-            for o in &all[p] {
-                command.arg("--set").arg(o.to_string());
-            }
-            if let Some(t) = threads {
-                command.arg("--set").arg(format!("accelerator.threads={t}"));
-            }
+            let mut command = point_command(args, &all[p], threads);
+            sweep[p].ran_with = all[p].clone();
             let tx = done_tx.clone();
             std::thread::spawn(move || {
                 let out = command
@@ -529,8 +777,8 @@ fn first_error(report: &Value) -> Option<String> {
 /// stages' statuses.
 fn table(sweep: &[Point], order: &[usize], plan: &Plan, monitor: &Monitor) -> String {
     let mut header = vec!["rank".to_string(), "point".to_string()];
-    header.extend(plan.grid.iter().map(|a| a.key.clone()));
-    header.extend(plan.random.iter().map(|r| r.key.clone()));
+    header.extend(plan.grid.iter().map(|a| escaped(&a.key)));
+    header.extend(plan.random.iter().map(|r| escaped(&r.key)));
     header.push(monitor.name());
     let halved = plan.halving.is_some();
     if halved {
@@ -541,7 +789,7 @@ fn table(sweep: &[Point], order: &[usize], plan: &Plan, monitor: &Monitor) -> St
     for (rank, &i) in order.iter().enumerate() {
         let p = &sweep[i];
         let mut row = vec![(rank + 1).to_string(), (i + 1).to_string()];
-        row.extend(p.overrides.iter().map(|o| o.value.clone()));
+        row.extend(p.overrides.iter().map(|o| escaped(&o.value)));
         row.push(p.value(monitor).map_or("-".into(), |v| format!("{v:.4}")));
         if halved {
             row.push(p.rungs.last().map_or("-".into(), |r| r.0.to_string()));

@@ -97,9 +97,13 @@ pub fn sweep_block_errors(
     let Some((manifest, spec)) = checked.valid().and_then(|m| Some((m, m.sweep.as_ref()?))) else {
         return Vec::new();
     };
+    // Each point read without the block (linear in the points, however large the block).
+    // (Their messages are kept, their places are the block's values: not relocated.)
+    let text = sweep::PointText::of(text, Some(spec));
+    let overrides = sweep::point_overrides(overrides);
     let point = |set: &[Override]| {
         let all: Vec<Override> = overrides.iter().chain(set).cloned().collect();
-        load(text, path, &all).diagnostics
+        load(&text.text, path, &all).diagnostics
     };
     sweep::check_block(manifest, spec, point)
 }

@@ -159,15 +159,61 @@ pub fn draws(randoms: &[Random], trials: u64, seed: u64) -> Vec<Vec<Override>> {
         .collect()
 }
 
+/// The most points a sweep runs: its grids' values multiplied together, times the random
+/// draws. Past it `check` refuses a `sweep` block and `pipeline sweep` its flags, before
+/// anything is allocated for the points (each point is checked, then run: ten thousand
+/// is already days of training for all but the smallest models).
+pub const MAX_POINTS: u64 = 10_000;
+
+/// How many points grids of `lengths` values give, each with every one of `draws` random
+/// draws (`None`: no random keys); `None` when the number does not fit in a `u64`.
+pub fn count(lengths: impl IntoIterator<Item = usize>, draws: Option<u64>) -> Option<u64> {
+    let grid = lengths
+        .into_iter()
+        .try_fold(1u64, |n, l| n.checked_mul(l as u64))?;
+    grid.checked_mul(draws.unwrap_or(1))
+}
+
+/// `12000` as `12,000`: the counts of a refused sweep are read at a glance.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The message of a sweep with more than [`MAX_POINTS`] points: how many (`None`: too
+/// many to count) and what they multiply (`factors`, as the user wrote them).
+pub fn too_many(points: Option<u64>, factors: &[String]) -> String {
+    let points = points.map_or("more than 18,446,744,073,709,551,615".into(), thousands);
+    format!(
+        "{points} points ({}): a sweep runs at most {}",
+        factors.join(" × "),
+        thousands(MAX_POINTS)
+    )
+}
+
+/// Whether `key` is a setting of the sweep itself (`sweep.jobs`), which a point cannot
+/// set: `pipeline run` leaves the `sweep` block alone.
+pub fn is_sweep_setting(key: &str) -> bool {
+    key == "sweep" || key.starts_with("sweep.")
+}
+
 /// Every combination of the axes' values, the first axis varying slowest, each with
 /// every draw of the random keys (`trials` of them, when there are any), as the
-/// overrides it adds to the manifest.
+/// overrides it adds to the manifest. Refused, before anything is allocated, past
+/// [`MAX_POINTS`]; a key swept twice, a setting of the sweep swept, nothing swept.
 pub fn points(
     axes: &[Axis],
     randoms: &[Random],
     trials: u64,
     seed: u64,
-) -> Result<Vec<Vec<Override>>, String> {
+) -> Result<Vec<Vec<Override>>, Diagnostic> {
     let mut keys = BTreeSet::new();
     let swept = axes
         .iter()
@@ -175,16 +221,54 @@ pub fn points(
         .chain(randoms.iter().map(|r| &r.key));
     for key in swept {
         if !keys.insert(key.as_str()) {
-            return Err(format!("`{key}` is swept twice"));
+            return Err(Diagnostic::error(
+                "pipeline::sweep::swept_twice",
+                format!("`{}` is swept twice", escaped(key)),
+            ));
+        }
+        if is_sweep_setting(key) {
+            return Err(Diagnostic::error(
+                "pipeline::sweep::swept_setting",
+                format!(
+                    "`{}` is a setting of the sweep, not of its points: it cannot be swept",
+                    escaped(key)
+                ),
+            )
+            .help("give it once: `pipeline sweep --jobs 2` (or `--set sweep.jobs=2`)"));
         }
     }
     if axes.is_empty() && randoms.is_empty() {
-        return Err(
-            "nothing to sweep: give --grid KEY=V1,V2,… or --random KEY=… with --trials N, or write a `sweep` block".into(),
-        );
+        return Err(Diagnostic::error(
+            "pipeline::sweep::empty",
+            "nothing to sweep: give --grid KEY=V1,V2,… or --random KEY=… with --trials N, or write a `sweep` block",
+        ));
     }
     if !randoms.is_empty() && trials == 0 {
-        return Err("--random draws --trials N points (N ≥ 1)".into());
+        return Err(Diagnostic::error(
+            "pipeline::sweep::no_trials",
+            "--random draws --trials N points (N ≥ 1)",
+        ));
+    }
+    let each = (!randoms.is_empty()).then_some(trials);
+    let n = count(axes.iter().map(|a| a.values.len()), each);
+    if n.is_none_or(|n| n > MAX_POINTS) {
+        let mut factors: Vec<String> = axes
+            .iter()
+            .map(|a| {
+                format!(
+                    "`{}` {} values",
+                    escaped(&a.key),
+                    thousands(a.values.len() as u64)
+                )
+            })
+            .collect();
+        if let Some(trials) = each {
+            factors.push(format!("{} trials", thousands(trials)));
+        }
+        return Err(
+            Diagnostic::error("pipeline::sweep::too_many_points", too_many(n, &factors))
+                .help("sweep fewer values, or draw fewer --trials"),
+        );
     }
     let mut points: Vec<Vec<Override>> = vec![Vec::new()];
     for axis in axes {
@@ -216,6 +300,69 @@ pub fn points(
             .collect();
     }
     Ok(points)
+}
+
+/// A manifest's text without its `sweep` block: what each point of the sweep is checked
+/// and planned with. A point ignores the block (`pipeline run` leaves it alone), and a
+/// block of many values read again for each of them would make checking the points
+/// quadratic in their number.
+pub struct PointText {
+    pub text: String,
+    /// Where the block was cut out of the text as written: its offset and length.
+    cut: Option<(usize, usize)>,
+}
+
+impl PointText {
+    /// `text` without the `sweep` block `spec` was read from (none: the text as it is).
+    pub fn of(text: &str, spec: Option<&SweepSpec>) -> PointText {
+        let whole = || PointText {
+            text: text.to_string(),
+            cut: None,
+        };
+        let Some(span) = spec.and_then(|s| s.span) else {
+            return whole();
+        };
+        let (start, end) = (span.offset(), span.offset() + span.len());
+        match (text.get(..start), text.get(end..)) {
+            (Some(before), Some(after)) => PointText {
+                text: format!("{before}{after}"),
+                cut: Some((start, span.len())),
+            },
+            _ => whole(),
+        }
+    }
+
+    /// Diagnostics found in [`PointText::text`] pointed back into the text as written.
+    pub fn relocate(&self, diagnostics: &mut [Diagnostic]) {
+        let Some((start, len)) = self.cut else {
+            return;
+        };
+        for label in diagnostics.iter_mut().flat_map(|d| &mut d.labels) {
+            if label.span.offset() >= start {
+                label.span = (label.span.offset() + len, label.span.len()).into();
+            }
+        }
+    }
+}
+
+/// The `--set`s of a point read from a [`PointText`]: those of the sweep's own settings
+/// (`sweep.jobs`) left out, which only the block takes.
+pub fn point_overrides(overrides: &[Override]) -> Vec<Override> {
+    (overrides.iter())
+        .filter(|o| !is_sweep_setting(&o.path.join(".")))
+        .cloned()
+        .collect()
+}
+
+/// `text` with its control characters escaped (`\u{1b}`), as every message quoting user
+/// data shows it: a key or value never reaches the terminal raw.
+pub fn escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
 }
 
 /// What a sweep ranks its points by: a metric of a stage's report.
@@ -383,17 +530,34 @@ impl Halving {
             stage: None,
         };
         let mut min_epochs = None;
+        let mut given: Vec<(&str, &str)> = Vec::new();
         for setting in settings {
             let (key, value) = setting.split_once('=').ok_or_else(|| {
                 let file = match setting.ends_with(".kdl") {
                     true => "; give the manifest before --halving",
                     false => "",
                 };
-                format!("--halving `{setting}` is not KEY=VALUE (min-epochs=2 eta=3){file}")
+                format!(
+                    "--halving `{}` is not KEY=VALUE (min-epochs=2 eta=3){file}",
+                    escaped(setting)
+                )
             })?;
+            if let Some((_, first)) = given.iter().find(|(k, _)| *k == key.trim()) {
+                return Err(format!(
+                    "--halving {} is given twice ({}, then {}): give each setting once",
+                    escaped(key.trim()),
+                    escaped(first),
+                    escaped(setting)
+                ));
+            }
+            given.push((key.trim(), setting));
             let count = |least: u64| match value.trim().parse::<u64>() {
                 Ok(n) if n >= least => Ok(n),
-                _ => Err(format!("--halving {key}={value}: a whole number ≥ {least}")),
+                _ => Err(format!(
+                    "--halving {}={}: a whole number ≥ {least}",
+                    escaped(key),
+                    escaped(value)
+                )),
             };
             match key.trim() {
                 "min-epochs" => min_epochs = Some(count(1)?),
@@ -401,7 +565,8 @@ impl Halving {
                 "stage" => halving.stage = Some(value.trim().to_string()),
                 other => {
                     return Err(format!(
-                        "--halving has no setting `{other}` (min-epochs, eta, stage)"
+                        "--halving has no setting `{}` (min-epochs, eta, stage)",
+                        escaped(other)
                     ))
                 }
             }
@@ -508,8 +673,57 @@ pub fn check_block(
     mut point: impl FnMut(&[Override]) -> Vec<Diagnostic>,
 ) -> Vec<Diagnostic> {
     let mut found = Vec::new();
+    // Bounded first: a block of too many points is refused before its values are tried.
+    let each = (!spec.random.is_empty()).then_some(spec.trials);
+    let n = count(spec.grid.iter().map(|g| g.values.len()), each);
+    let over = n.is_none_or(|n| n > MAX_POINTS);
+    if over {
+        let mut factors: Vec<String> = (spec.grid.iter())
+            .map(|g| {
+                format!(
+                    "`{}` {} values",
+                    escaped(&g.key.value),
+                    thousands(g.values.len() as u64)
+                )
+            })
+            .collect();
+        factors.extend(each.map(|t| format!("{} trials", thousands(t))));
+        let mut d = Diagnostic::error(
+            "pipeline::sweep::too_many_points",
+            format!("sweep: {}", too_many(n, &factors)),
+        );
+        for g in &spec.grid {
+            d = d.label_opt(
+                g.key.span,
+                format!("{} values", thousands(g.values.len() as u64)),
+            );
+        }
+        if let Some(t) = each {
+            d = d.label_opt(
+                spec.trials_span.or(spec.span),
+                format!("{} trials", thousands(t)),
+            );
+        }
+        found.push(d.help("sweep fewer values, or draw fewer `trials`"));
+    }
+    for swept in spec.grid.iter().chain(&spec.random) {
+        if is_sweep_setting(&swept.key.value) {
+            found.push(
+                Diagnostic::error(
+                    "pipeline::sweep::swept_setting",
+                    format!(
+                        "sweep: `{}` is a setting of the sweep, not of its points: it cannot be swept",
+                        escaped(&swept.key.value)
+                    ),
+                )
+                .label_opt(swept.key.span, "swept here")
+                .help("set it once in the block (`jobs 2`), or with `pipeline sweep --jobs 2`"),
+            );
+        }
+    }
     let mut tried: Vec<(&SweptKey, Vec<(usize, String)>)> = Vec::new();
-    for swept in &spec.grid {
+    let tried_keys = (spec.grid.iter()).filter(|s| !over && !is_sweep_setting(&s.key.value));
+    for swept in tried_keys {
         tried.push((
             swept,
             swept
@@ -520,7 +734,7 @@ pub fn check_block(
                 .collect(),
         ));
     }
-    for swept in &spec.random {
+    for swept in (spec.random.iter()).filter(|s| !over && !is_sweep_setting(&s.key.value)) {
         match Random::of(swept) {
             Ok(random) => tried.push((
                 swept,
@@ -630,22 +844,29 @@ pub fn check_block(
 }
 
 /// The points that may start now, in order, at most `free` of them: a point waits while
-/// a stage it would compute (a fingerprint in `stale[point]`) is being computed by a
-/// running one, so that no stage is computed twice.
+/// a stage it would compute (a fingerprint in its stale set) is being computed by a
+/// running one, so that no stage is computed twice. A point's stale set is found by
+/// `find` the first time it is needed (kept in `stale`, by point), so that a sweep does
+/// not plan every point before the first starts: only those it looks at.
 pub fn startable(
     pending: &[usize],
-    stale: &[BTreeSet<String>],
+    stale: &mut [Option<BTreeSet<String>>],
     running: &[usize],
     free: usize,
+    mut find: impl FnMut(usize) -> BTreeSet<String>,
 ) -> Vec<usize> {
-    let mut busy: BTreeSet<&String> = running.iter().flat_map(|&p| &stale[p]).collect();
+    let mut busy: BTreeSet<String> = BTreeSet::new();
+    for &p in running {
+        busy.extend(stale[p].get_or_insert_with(|| find(p)).iter().cloned());
+    }
     let mut start = Vec::new();
     for &p in pending {
         if start.len() == free {
             break;
         }
-        if stale[p].iter().all(|f| !busy.contains(f)) {
-            busy.extend(&stale[p]);
+        let mine = stale[p].get_or_insert_with(|| find(p));
+        if mine.iter().all(|f| !busy.contains(f)) {
+            busy.extend(mine.iter().cloned());
             start.push(p);
         }
     }
@@ -724,8 +945,17 @@ mod tests {
         );
         assert!(Axis::parse("lr").is_err());
         assert_eq!(
-            points(&[lr.clone(), lr], &[], 0, 0).unwrap_err(),
+            points(&[lr.clone(), lr], &[], 0, 0).unwrap_err().message,
             "`optimizer.lr` is swept twice"
+        );
+        let jobs = Axis::parse("sweep.jobs=1,2").unwrap();
+        let e = points(&[jobs], &[], 0, 0).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                "pipeline::sweep::swept_setting",
+                "`sweep.jobs` is a setting of the sweep, not of its points: it cannot be swept"
+            )
         );
     }
 
@@ -765,19 +995,120 @@ mod tests {
             assert_eq!(Random::parse(text).unwrap_err(), why);
         }
         assert_eq!(
-            points(&[], &randoms[..1], 0, 1).unwrap_err(),
+            points(&[], &randoms[..1], 0, 1).unwrap_err().message,
             "--random draws --trials N points (N ≥ 1)"
+        );
+    }
+
+    #[test]
+    fn points_past_the_bound_are_refused_before_they_are_made() {
+        let values = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let axis = |key: &str, n: usize| Axis::parse(&format!("{key}={}", values(n))).unwrap();
+        let lr = Random::parse("optimizer.lr=log(1e-4,1e-2)").unwrap();
+        // At the bound: made.
+        let at = [axis("a", 100), axis("b", 100)];
+        assert_eq!(points(&at, &[], 0, 0).unwrap().len(), 10_000);
+        assert_eq!(
+            points(&at[..1], std::slice::from_ref(&lr), 100, 0)
+                .unwrap()
+                .len(),
+            10_000
+        );
+        // Past it, however far: refused at once, without allocating the points.
+        let e = points(&at[..1], std::slice::from_ref(&lr), 1_000_000_000_000, 0).unwrap_err();
+        assert_eq!(e.code, "pipeline::sweep::too_many_points");
+        assert_eq!(
+            e.message,
+            "100,000,000,000,000 points (`a` 100 values × 1,000,000,000,000 trials): a sweep runs at most 10,000"
+        );
+        let e = points(&[], std::slice::from_ref(&lr), 0, 0);
+        assert!(e.is_err(), "a random key with no trials");
+        let many = [
+            axis("a", 10),
+            axis("b", 10),
+            axis("c", 10),
+            axis("d", 10),
+            axis("e", 2),
+        ];
+        assert_eq!(
+            points(&many, &[], 0, 0).unwrap_err().message,
+            "20,000 points (`a` 10 values × `b` 10 values × `c` 10 values × `d` 10 values × `e` 2 values): a sweep runs at most 10,000"
+        );
+        let huge = points(&at, &[lr], u64::MAX, 0).unwrap_err();
+        assert!(
+            huge.message
+                .starts_with("more than 18,446,744,073,709,551,615 points"),
+            "{}",
+            huge.message
+        );
+        assert_eq!(count([3, 0, 5], None), Some(0));
+        assert_eq!(count([], Some(7)), Some(7));
+    }
+
+    #[test]
+    fn a_point_is_read_without_the_block_its_diagnostics_in_place() {
+        let text = "seed 1\nsweep {\n    grid { optimizer.lr 1e-3 \"é\"; }\n    jobs 2\n}\ndata { source \"d.csv\"; }\nmodel { linear 2; }\nloss \"cross-entropy\"\noptimizer \"adamm\"\ntrain\n";
+        let path = std::path::Path::new("m.kdl");
+        let checked = crate::load(text, path, &[]);
+        let spec = checked.manifest.as_ref().unwrap().sweep.clone();
+        let cut = PointText::of(text, spec.as_ref());
+        assert!(cut.text.starts_with("seed 1\n\ndata {"), "{}", cut.text);
+        let sets = point_overrides(&[Override::parse("sweep.jobs=3").unwrap()]);
+        let mut point = crate::load(&cut.text, path, &sets);
+        assert!(point.manifest.as_ref().unwrap().sweep.is_none());
+        cut.relocate(&mut point.diagnostics);
+        let located = |c: &crate::Checked| -> Vec<(&str, Option<(usize, usize)>)> {
+            (c.diagnostics.iter())
+                .map(|d| (d.code, d.location(text)))
+                .collect()
+        };
+        assert!(!point.diagnostics.is_empty());
+        assert_eq!(located(&point), located(&checked), "the same places");
+        assert!(PointText::of(text, None).text == text);
+    }
+
+    #[test]
+    fn a_halving_setting_given_twice_is_refused() {
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            Halving::parse(&words("min-epochs=1 eta=2 min-epochs=3")).unwrap_err(),
+            "--halving min-epochs is given twice (min-epochs=1, then min-epochs=3): give each setting once"
+        );
+        assert_eq!(
+            Halving::parse(&words("min-epochs=1 eta=2\u{7}")).unwrap_err(),
+            "--halving eta=2\\u{7}: a whole number ≥ 2"
         );
     }
 
     #[test]
     fn a_point_waits_for_a_stage_another_is_computing() {
         let s = |f: &[&str]| f.iter().map(|f| f.to_string()).collect::<BTreeSet<_>>();
-        // Points 0 and 1 share the training `t`; 2 trains `u`.
-        let stale = [s(&["t", "e1"]), s(&["t", "e2"]), s(&["u", "e3"])];
-        assert_eq!(startable(&[0, 1, 2], &stale, &[], 2), [0, 2]);
-        assert_eq!(startable(&[1], &stale, &[0, 2], 1), Vec::<usize>::new());
-        assert_eq!(startable(&[1], &stale, &[2], 1), [1]);
+        // Points 0 and 1 share the training `t`; 2 trains `u`; 3 is never looked at.
+        let sets = [s(&["t", "e1"]), s(&["t", "e2"]), s(&["u", "e3"]), s(&["v"])];
+        let mut found = Vec::new();
+        let mut stale = vec![None; 4];
+        let mut find = |p: usize| {
+            found.push(p);
+            sets[p].clone()
+        };
+        assert_eq!(
+            startable(&[0, 1, 2, 3], &mut stale, &[], 2, &mut find),
+            [0, 2]
+        );
+        assert_eq!(
+            startable(&[1, 3], &mut stale, &[0, 2], 0, &mut find),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            startable(&[1], &mut stale, &[0, 2], 1, &mut find),
+            Vec::<usize>::new()
+        );
+        assert_eq!(startable(&[1], &mut stale, &[2], 1, &mut find), [1]);
+        assert_eq!(
+            found,
+            [0, 1, 2],
+            "each point planned once, and only when looked at"
+        );
     }
 
     #[test]

@@ -1424,6 +1424,9 @@ pub struct SweepSpec {
     /// Keys drawn at random: each with one value, how it is drawn (`log(1e-4,1e-2)`).
     pub random: Vec<SweptKey>,
     pub trials: u64,
+    /// Where `trials` is written, for diagnostics.
+    #[serde(skip)]
+    pub trials_span: Option<SourceSpan>,
     pub seed: u64,
     pub monitor: Option<Spanned<String>>,
     pub mode: Option<Mode>,

@@ -8,6 +8,8 @@ use crate::manifest::{HalvingSpec, Mode, Spanned, SweepSpec, SweptKey};
 use crate::reader::{Fields, Reader};
 use crate::schema::{GRID, RANDOM};
 use kdl::{KdlNode, KdlValue};
+use miette::SourceSpan;
+use std::collections::HashMap;
 
 impl Reader<'_> {
     /// The `sweep` block, once read into `f` (its keys); `None` when there is none.
@@ -29,9 +31,10 @@ impl Reader<'_> {
         let random = self.swept(node, RANDOM.name, true);
         let random_f = f.section_fields(RANDOM.name);
         // A key swept in both blocks, or twice in one.
-        let mut seen: Vec<&SweptKey> = Vec::new();
+        // (By a map: a block of many keys is read in time linear in them.)
+        let mut seen: HashMap<&str, &SweptKey> = HashMap::new();
         for swept in grid.iter().chain(&random) {
-            match seen.iter().find(|s| s.key.value == swept.key.value) {
+            match seen.get(swept.key.value.as_str()) {
                 Some(first) => self.diags.push(
                     Diagnostic::error(
                         "pipeline::sweep::swept_twice",
@@ -41,7 +44,9 @@ impl Reader<'_> {
                     .label_opt(first.key.span, "first here")
                     .help("sweep each key once: in `grid` or in `random`"),
                 ),
-                None => seen.push(swept),
+                None => {
+                    seen.insert(&swept.key.value, swept);
+                }
             }
         }
         if grid.is_empty() && random.is_empty() {
@@ -66,6 +71,7 @@ impl Reader<'_> {
             grid,
             random,
             trials: random_f.map_or(0, |r| r.int("trials") as u64),
+            trials_span: random_f.and_then(|r| r.span("trials").or(r.span)),
             seed: random_f.map_or(0, |r| r.int("seed") as u64),
             monitor: f.opt_text("monitor").map(|value| Spanned {
                 value,
@@ -110,6 +116,8 @@ impl Reader<'_> {
                 continue;
             }
             let mut values: Vec<Spanned<String>> = Vec::new();
+            // Each value's first place, by value: linear in the values, however many.
+            let mut firsts: HashMap<String, Option<SourceSpan>> = HashMap::new();
             for entry in node.entries() {
                 let text = match (entry.name(), entry.value()) {
                     (Some(prop), _) => {
@@ -142,16 +150,17 @@ impl Reader<'_> {
                         continue;
                     }
                 };
-                if let Some(first) = values.iter().find(|v| v.value == text) {
+                if let Some(first) = firsts.get(&text) {
                     bad(Diagnostic::error(
                         "pipeline::sweep::duplicate_value",
                         format!("`{display}`: `{text}` is there twice"),
                     )
                     .label(entry.span(), "again here")
-                    .label_opt(first.span, "first here")
+                    .label_opt(*first, "first here")
                     .help("give each value once"));
                     continue;
                 }
+                firsts.insert(text.clone(), Some(entry.span()));
                 values.push(Spanned {
                     value: text,
                     span: Some(entry.span()),

@@ -164,3 +164,15 @@ fn runs_are_listed_shown_and_compared() {
     );
     assert!(said.contains("train: same\n"), "{said}");
 }
+
+#[test]
+fn the_runs_of_a_manifest_that_does_not_exist_are_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pipeline(dir.path(), &["runs", "missing.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "error: cannot read missing.kdl: No such file or directory (os error 2), and no runs of it are recorded\n  help: pass the manifest's path: `pipeline runs FILE`\n"
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -527,3 +527,168 @@ sweep {
         "{e}"
     );
 }
+
+/// The bytes of `path` in `dir`.
+fn bytes(dir: &Path, path: &str) -> Vec<u8> {
+    std::fs::read(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn the_files_at_the_manifests_paths_are_the_best_points() {
+    // The better learning rate first: the point that runs last is the worse one.
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    let args = [
+        "sweep",
+        "small.kdl",
+        "--grid",
+        "optimizer.lr=0.01,0.000001",
+        "--set",
+        "train.epochs=1",
+    ];
+    let out = pipeline(d, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert_eq!(
+        table.lines().last().unwrap(),
+        "out/model.safetensors: the best point's, point 1 (optimizer.lr=0.01)",
+        "{table}"
+    );
+    let left = bytes(d, "out/model.safetensors");
+    // The best point's own run, answered from the cache, puts its checkpoint back: the
+    // same bytes were already there.
+    let best = pipeline(
+        d,
+        &[
+            "run",
+            "small.kdl",
+            "--set",
+            "optimizer.lr=0.01",
+            "--set",
+            "train.epochs=1",
+        ],
+    );
+    assert!(best.status.success(), "{}", text(&best.stderr));
+    assert_eq!(bytes(d, "out/model.safetensors"), left);
+    // Again, all cached (each point's cached run puts its own file back), as JSON.
+    let mut json = args.to_vec();
+    json.push("--json");
+    let out = pipeline(d, &json);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ran(&result, "train"), 0, "{result:#}");
+    assert_eq!(
+        result["outputs"],
+        serde_json::json!({"paths": ["out/model.safetensors"], "point": 1, "error": null})
+    );
+    assert_eq!(bytes(d, "out/model.safetensors"), left);
+}
+
+#[test]
+fn too_many_points_are_refused_before_anything_is_made() {
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    let refused = |args: &[&str]| {
+        let mut all = vec!["sweep", "small.kdl"];
+        all.extend(args);
+        common::refused(d, &all, 1)
+    };
+    // A trillion draws: refused at once (it allocated 24 TB).
+    assert_eq!(
+        refused(&["--random", "optimizer.lr=log(1e-4,1e-2)", "--trials", "1000000000000"]),
+        "error: 1,000,000,000,000 points (1,000,000,000,000 trials): a sweep runs at most 10,000\n  help: sweep fewer values, or draw fewer --trials\n"
+    );
+    // Grids whose values multiply past the bound.
+    let values = |n: usize| (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let (epochs, batch) = (
+        format!("train.epochs={}", values(200)),
+        format!("train.batch-size={}", values(100)),
+    );
+    assert_eq!(
+        refused(&["--grid", &epochs, "--grid", &batch]),
+        "error: 20,000 points (`train.epochs` 200 values × `train.batch-size` 100 values): a sweep runs at most 10,000\n  help: sweep fewer values, or draw fewer --trials\n"
+    );
+    assert!(!d.join(".pipeline").exists(), "nothing ran");
+}
+
+#[test]
+fn a_block_of_too_many_points_or_sweeping_its_own_settings_is_refused_by_check() {
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    let values = (1..=100)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let block = format!(
+        "sweep {{\n    grid {{\n        sweep.jobs 1 2\n        optimizer.weight-decay 0 0.1\n\n        train.batch-size {values}\n    }}\n    random trials=1000 {{\n        optimizer.lr \"log(1e-4,1e-2)\"\n    }}\n}}\n"
+    );
+    std::fs::write(d.join("big.kdl"), format!("{}{block}", common::SMALL)).unwrap();
+    let started = std::time::Instant::now();
+    let out = pipeline(d, &["check", "big.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    common::assert_fixture("sweep-block-bounds.check.stderr", &text(&out.stderr));
+    // `sweep` says the same, and runs nothing.
+    let out = pipeline(d, &["sweep", "big.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("sweep: 400,000 points"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!d.join(".pipeline").exists(), "nothing ran");
+    // (Checked without trying the million points: well under the minutes it took.)
+    assert!(started.elapsed().as_secs() < 60);
+}
+
+#[test]
+fn a_swept_key_set_too_a_halving_given_twice_and_a_swept_setting_are_refused() {
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    let refused = |args: &[&str], code: i32| {
+        let mut all = vec!["sweep", "small.kdl"];
+        all.extend(args);
+        common::refused(d, &all, code)
+    };
+    assert_eq!(
+        refused(&["--grid", "optimizer.lr=0.1,0.2", "--set", "optimizer.lr=0.3"], 1),
+        "error: `optimizer.lr` is swept and also given with --set optimizer.lr=0.3: each point's value would replace it\n  help: sweep `optimizer.lr` or set it, not both: drop --set optimizer.lr=0.3, or its grid\n"
+    );
+    assert_eq!(
+        refused(&["--random", "optimizer.lr=log(1e-4,1e-2)", "--trials", "2", "--set", "optimizer.lr=0.3"], 1),
+        "error: `optimizer.lr` is swept and also given with --set optimizer.lr=0.3: each point's value would replace it\n  help: sweep `optimizer.lr` or set it, not both: drop --set optimizer.lr=0.3, or its grid\n"
+    );
+    // The block's key, too.
+    let block = "sweep {\n    grid {\n        optimizer.lr 0.1 0.2\n    }\n}\n";
+    std::fs::write(d.join("block.kdl"), format!("{}{block}", common::SMALL)).unwrap();
+    let e = common::refused(d, &["sweep", "block.kdl", "--set", "optimizer.lr=0.3"], 1);
+    assert!(
+        e.starts_with("error: `optimizer.lr` is swept and also given with --set optimizer.lr=0.3"),
+        "{e}"
+    );
+    // `--halving` twice, or one setting twice.
+    let e = refused(
+        &[
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--halving",
+            "min-epochs=1",
+            "--halving",
+            "min-epochs=2",
+        ],
+        2,
+    );
+    assert!(
+        e.contains("'--halving <min-epochs=N [eta=3]>...' cannot be used multiple times"),
+        "{e}"
+    );
+    assert_eq!(
+        refused(&["--grid", "optimizer.lr=0.1,0.2", "--halving", "min-epochs=1", "min-epochs=2"], 1),
+        "error: --halving min-epochs is given twice (min-epochs=1, then min-epochs=2): give each setting once\n"
+    );
+    // A setting of the sweep is not a point's.
+    assert_eq!(
+        refused(&["--grid", "sweep.jobs=1,2"], 1),
+        "error: `sweep.jobs` is a setting of the sweep, not of its points: it cannot be swept\n  help: give it once: `pipeline sweep --jobs 2` (or `--set sweep.jobs=2`)\n"
+    );
+    assert!(!d.join(".pipeline").exists(), "nothing ran");
+}
