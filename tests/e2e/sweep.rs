@@ -430,8 +430,9 @@ fn a_sweep_block_runs_as_its_flags_would_and_flags_replace_its_keys() {
         "{log}"
     );
     assert_eq!(ran(&block, "train"), 2);
-    // The same points as the flags give: all cached, the same table.
-    let (flags, _) = sweep(d, &[]);
+    // The same points as the flags give, two at once as the block says (each on half
+    // the cores, a thread count in the key): all cached, the same table.
+    let (flags, _) = sweep(d, &["--jobs", "2"]);
     assert_eq!(ranking(&flags), ranking(&block));
     assert_eq!(ran(&flags, "train") + ran(&flags, "eval"), 0);
     // A flag's key replaces the block's grid of it; other flags replace its settings.

@@ -313,10 +313,13 @@ impl<'a> Context<'a> {
     fn place(&self, state: &StageState, produced: &Produced) -> Result<Vec<PathBuf>, Diagnostic> {
         let stored = |name: &str| {
             let file = produced.store.iter().find(|(n, _)| n == name);
-            Ok(file
-                .expect("a stage produces the files its kind stores")
-                .1
-                .clone())
+            file.map(|(_, path)| path.clone()).ok_or_else(|| {
+                Diagnostic::error(
+                    "pipeline::run::internal",
+                    format!("stage `{}` wrote no {name}", self.session.manifest.stages[state.index].name()),
+                )
+                .help("this is a bug in pipeline: please report it")
+            })
         };
         pipeline_core::outputs::place(
             self.session.manifest,
