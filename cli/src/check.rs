@@ -35,11 +35,12 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
         for (file, l) in files.iter().zip(&loaded) {
             if l.report().is_some() {
                 let stages = l.checked.manifest.as_ref().map_or(0, |m| m.stages.len());
-                eprintln!(
+                let line = format!(
                     "ok: {} ({stages} stage{})",
                     file.display(),
                     if stages == 1 { "" } else { "s" }
                 );
+                eprintln!("{}", manifests::escape_controls(&line));
             }
         }
     }

@@ -127,13 +127,14 @@ fn show(file: &Path, id: &str, json: bool) -> bool {
         println!("{}", json!({"id": id, "run": r}));
         return true;
     }
-    println!(
+    let line = format!(
         "run {id} of `{}` ({}) on {}: {}",
         r.pipeline,
         r.manifest.display(),
         r.device,
         if r.ok { "succeeded" } else { "failed" }
     );
+    println!("{}", manifests::escape_controls(&line));
     print!("{}", columns(&stage_rows(&r)));
     true
 }
@@ -188,9 +189,10 @@ fn diff(file: &Path, a: &str, b: &str, json: bool) -> bool {
     }
     println!("from run {ia} to run {ib}:");
     for s in &stages {
-        println!("{}: {}", s.name, s.change);
+        let line = format!("{}: {}", s.name, s.change);
+        println!("{}", manifests::escape_controls(&line));
         for reason in &s.reasons {
-            println!("  {reason}");
+            println!("  {}", manifests::escape_controls(&reason.to_string()));
         }
         for (metric, values) in &s.metrics {
             let line = match values {

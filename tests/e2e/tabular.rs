@@ -461,3 +461,42 @@ fn parquet_features_are_the_values_pyarrow_reads() {
         TableError::Columns("feature `d` (column 0) holds DATE values, not numbers: leave it out of `features`, or convert it before saving".into())
     );
 }
+
+/// Whether `s` holds a control character other than a line break: what would reach a
+/// terminal raw.
+fn has_controls(s: &str) -> bool {
+    s.chars().any(|c| c.is_control() && c != '\n')
+}
+
+/// A pipeline's name is the user's: `status` and `graph` show its control characters
+/// escaped, and so does the refusal of a stage name that holds some.
+#[test]
+fn names_with_control_characters_are_shown_escaped() {
+    let dir = project("1,0\n2,1\n", "", "cross-entropy");
+    let manifest = std::fs::read_to_string(dir.path().join("t.kdl"))
+        .unwrap()
+        .replace("pipeline \"t\"", "pipeline \"t\\u{1b}]0;owned\\u{7}\"");
+    std::fs::write(dir.path().join("t.kdl"), &manifest).unwrap();
+    for args in [&["status", "t.kdl"][..], &["graph", "t.kdl"]] {
+        let out = pipeline(dir.path(), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(!has_controls(&stdout), "{args:?}: {stdout:?}");
+        assert!(
+            stdout.contains("t\\u{1b}]0;owned\\u{7}"),
+            "{args:?}: {stdout}"
+        );
+    }
+    let status = text(&pipeline(dir.path(), &["status", "t.kdl"]).stdout);
+    assert!(status.starts_with("t\\u{1b}]0;owned\\u{7} · "), "{status}");
+    let bad = manifest.replace("eval \"test\"", "eval \"te\\u{1b}[2Jst\"");
+    std::fs::write(dir.path().join("t.kdl"), bad).unwrap();
+    let out = pipeline(dir.path(), &["check", "t.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(!has_controls(&stderr), "{stderr:?}");
+    assert!(
+        stderr.contains("`te\\u{1b}[2Jst` is not a valid stage name"),
+        "{stderr}"
+    );
+}
