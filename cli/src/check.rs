@@ -14,11 +14,16 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
         .par_iter()
         .map(|f| {
             let mut l = Loaded::read_with_sweep(f, overrides);
-            // Inputs that are pipes or devices (found by file type; nothing is opened).
+            // Inputs that are pipes or devices (found by file type; nothing is opened),
+            // and Parquet files whose footers the run would refuse.
             let problems = l
                 .checked
                 .valid()
-                .map(pipeline_core::freshness::input_file_problems)
+                .map(|m| {
+                    let mut problems = pipeline_core::freshness::input_file_problems(m);
+                    problems.extend(pipeline_core::parquet::check(m));
+                    problems
+                })
                 .unwrap_or_default();
             l.checked.diagnostics.extend(problems);
             l
