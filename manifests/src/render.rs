@@ -482,7 +482,7 @@ mod tests {
         let d = Diagnostic::error("c", "row 3: `\u{1b}[2J\u{7}` is not a number\r")
             .label((24, 1), "a \u{9b}label")
             .help("quoted: \u{1b}[31m");
-        let out = human_report(&[d.clone()], Some(&source(text)));
+        let out = human_report(std::slice::from_ref(&d), Some(&source(text)));
         assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
         assert!(
             out.contains("row 3: `\\u{1b}[2J\\u{7}` is not a number\\u{d}"),
