@@ -14,11 +14,16 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
         .par_iter()
         .map(|f| {
             let mut l = Loaded::read_with_sweep(f, overrides);
-            // Inputs that are pipes or devices (found by file type; nothing is opened).
+            // Inputs that are pipes or devices (found by file type; nothing is opened),
+            // and Parquet files whose footers the run would refuse.
             let problems = l
                 .checked
                 .valid()
-                .map(pipeline_core::freshness::input_file_problems)
+                .map(|m| {
+                    let mut problems = pipeline_core::freshness::input_file_problems(m);
+                    problems.extend(pipeline_core::parquet::check(m));
+                    problems
+                })
                 .unwrap_or_default();
             l.checked.diagnostics.extend(problems);
             l
@@ -35,11 +40,12 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
         for (file, l) in files.iter().zip(&loaded) {
             if l.report().is_some() {
                 let stages = l.checked.manifest.as_ref().map_or(0, |m| m.stages.len());
-                eprintln!(
+                let line = format!(
                     "ok: {} ({stages} stage{})",
                     file.display(),
                     if stages == 1 { "" } else { "s" }
                 );
+                eprintln!("{}", manifests::escape_controls(&line));
             }
         }
     }

@@ -16,6 +16,8 @@ pub fn run(file: &Path, overrides: &[Override], format: Format) -> bool {
         Format::Dot => GraphFormat::Dot,
         Format::Mermaid => GraphFormat::Mermaid,
     };
-    print!("{}", Plan::new(manifest).render(manifest, format));
+    // Stage names are the user's: their control characters are shown escaped.
+    let graph = Plan::new(manifest).render(manifest, format);
+    print!("{}", manifests::escape_controls(&graph));
     true
 }

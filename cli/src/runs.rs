@@ -161,13 +161,14 @@ fn show(file: &Path, id: &str, json: bool) -> Result<(), Diagnostic> {
         println!("{}", json!({"ok": true, "id": id, "run": r}));
         return Ok(());
     }
-    println!(
+    let line = format!(
         "run {id} of `{}` ({}) on {}: {}",
         r.pipeline,
         r.manifest.display(),
         r.device,
         if r.ok { "succeeded" } else { "failed" }
     );
+    println!("{}", manifests::escape_controls(&line));
     print!("{}", columns(&stage_rows(&r)));
     Ok(())
 }
@@ -224,9 +225,10 @@ fn diff(file: &Path, a: &str, b: &str, json: bool) -> Result<(), Diagnostic> {
     }
     println!("from run {ia} to run {ib}:");
     for s in &stages {
-        println!("{}: {}", s.name, s.change);
+        let line = format!("{}: {}", s.name, s.change);
+        println!("{}", manifests::escape_controls(&line));
         for reason in &s.reasons {
-            println!("  {reason}");
+            println!("  {}", manifests::escape_controls(&reason.to_string()));
         }
         for (metric, values) in &s.metrics {
             let line = match values {

@@ -86,12 +86,14 @@ pub fn run(file: &Path, overrides: &[Override], json: bool, cache: &CacheDir) ->
             ]);
         }
         let fresh = prepared.states.iter().filter(|s| s.is_fresh()).count();
-        println!(
+        let line = format!(
             "{} · {fresh} of {} stages fresh · cache {}",
             manifest.name,
             prepared.states.len(),
             root.display()
         );
+        // The name is the user's: its control characters are shown escaped.
+        println!("{}", manifests::escape_controls(&line));
         print!("{}", summary::columns(&rows));
     }
     true

@@ -17,7 +17,8 @@ pub fn stage_line(r: &StageResult) -> String {
         StageStatus::Skipped => "skipped (a stage it needs failed)".into(),
     };
     let mark = if r.status.succeeded() { "✓" } else { "✗" };
-    format!("{mark} {} ({}): {status}", r.name, r.kind.as_str())
+    let name = manifests::escape_controls(&r.name);
+    format!("{mark} {name} ({}): {status}", r.kind.as_str())
 }
 
 fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
@@ -106,12 +107,21 @@ pub fn table(report: &RunReport) -> String {
 }
 
 /// Rows as left-aligned columns two spaces apart, without trailing blanks.
+/// The cells' control characters are shown escaped (a stage name is the user's).
 pub fn columns(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| manifests::escape_controls(c).into_owned())
+                .collect()
+        })
+        .collect();
     let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)

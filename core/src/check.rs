@@ -10,7 +10,7 @@ use manifests::{
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Every cross-cutting rule, in a stable order.
 pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
@@ -69,33 +69,58 @@ fn duplicate_stage_names(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Distinct unknown names given a "did you mean": each search is linear in the stages,
+/// so past this many the help lists stages only, and `check` stays linear in them.
+const SUGGESTED: usize = 32;
+
 fn unknown_dependencies(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     let names: Vec<&str> = m.stages.iter().map(StageSpec::name).collect();
+    let known: HashSet<&str> = names.iter().copied().collect();
+    // The closest stage to each unknown name, searched once (every stage may need the
+    // same missing one).
+    let mut closest: HashMap<&str, Option<&str>> = HashMap::new();
     for stage in &m.stages {
+        let me = stage.name();
         for need in &stage.needs {
-            if !names.contains(&need.value.as_str()) {
-                let others: Vec<&str> = names
-                    .iter()
-                    .copied()
-                    .filter(|n| *n != stage.name())
-                    .collect();
-                diags.push(
-                    Diagnostic::error(
-                        "pipeline::stage::unknown_dependency",
-                        format!(
-                            "stage `{}` needs `{}`, which does not exist",
-                            stage.name(),
-                            need.value
-                        ),
-                    )
-                    .label_opt(need.span, "no stage has this name")
-                    .help(suggest::help_for(
-                        &need.value,
-                        "other stage",
-                        &others,
-                    )),
-                );
+            let need_name = need.value.as_str();
+            if known.contains(need_name) {
+                continue;
             }
+            let near = match closest.get(need_name) {
+                Some(near) => *near,
+                None if closest.len() < SUGGESTED => {
+                    let near = suggest::closest(need_name, names.iter().copied());
+                    closest.insert(need_name, near);
+                    near
+                }
+                None => None,
+            };
+            // A stage does not need itself: the closest of the others then.
+            let near = match near {
+                Some(n) if n == me => {
+                    suggest::closest(need_name, names.iter().copied().filter(|n| *n != me))
+                }
+                other => other,
+            };
+            let help = match near {
+                Some(n) => format!("did you mean `{n}`?"),
+                None if names.len() <= 1 => "there is no other stage here".into(),
+                None => format!(
+                    "expected one of: {}",
+                    suggest::listing_of(
+                        names.iter().copied().filter(|n| *n != me),
+                        names.len() - 1
+                    )
+                ),
+            };
+            diags.push(
+                Diagnostic::error(
+                    "pipeline::stage::unknown_dependency",
+                    format!("stage `{me}` needs `{need_name}`, which does not exist"),
+                )
+                .label_opt(need.span, "no stage has this name")
+                .help(help),
+            );
         }
     }
 }
@@ -113,6 +138,7 @@ fn cycles(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         if !looped {
             continue;
         }
+        let members: HashSet<NodeIndex> = component.iter().copied().collect();
         // The shortest path from `start` back to itself, inside the component.
         let mut parent: BTreeMap<NodeIndex, NodeIndex> = BTreeMap::new();
         let mut queue = VecDeque::from([start]);
@@ -123,7 +149,7 @@ fn cycles(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                     last = n;
                     break 'search;
                 }
-                if component.contains(&next) && !parent.contains_key(&next) {
+                if members.contains(&next) && !parent.contains_key(&next) {
                     parent.insert(next, n);
                     queue.push_back(next);
                 }
@@ -157,6 +183,15 @@ fn cycles(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Each stage by its name (the first of two with one name: a duplicate is reported).
+fn stages_by_name(m: &Manifest) -> HashMap<&str, &StageSpec> {
+    let mut by_name = HashMap::with_capacity(m.stages.len());
+    for stage in &m.stages {
+        by_name.entry(stage.name()).or_insert(stage);
+    }
+    by_name
+}
+
 /// An `eval`, `checkpoint` or `predict` stage takes its model from exactly one `train` stage it
 /// needs; a `train` stage may start from at most one.
 fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
@@ -166,17 +201,19 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         .filter(|s| s.kind() == StageKind::Train)
         .map(StageSpec::name)
         .collect();
+    let by_name = stages_by_name(m);
     for stage in &m.stages {
-        if stage.needs.iter().any(|n| m.stage(&n.value).is_none()) {
+        if stage
+            .needs
+            .iter()
+            .any(|n| !by_name.contains_key(n.value.as_str()))
+        {
             continue; // reported as an unknown dependency
         }
         let sources: Vec<_> = stage
             .needs
             .iter()
-            .filter(|n| {
-                m.stage(&n.value)
-                    .is_some_and(|s| s.kind() == StageKind::Train)
-            })
+            .filter(|n| by_name[n.value.as_str()].kind() == StageKind::Train)
             .collect();
         let kind = stage.kind().as_str();
         match (stage.kind(), sources.len()) {
@@ -184,13 +221,7 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 let help = match trainers.as_slice() {
                     [] => "add a `train` stage and `needs` it".to_string(),
                     [one] => format!("add `needs \"{one}\"`"),
-                    many => format!(
-                        "add `needs` with one of: {}",
-                        many.iter()
-                            .map(|t| format!("`{t}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    many => format!("add `needs` with one of: {}", suggest::listing(many)),
                 };
                 diags.push(
                     Diagnostic::error(
@@ -525,6 +556,7 @@ fn not_one_value(
 
 /// `from "best"` takes weights that the `train` stage it needs keeps with `keep-best`.
 fn best_weights(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let by_name = stages_by_name(m);
     for stage in &m.stages {
         let Some(from) = stage.weights_from() else {
             continue;
@@ -533,7 +565,9 @@ fn best_weights(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             continue;
         };
         let source = stage.needs.iter().find_map(|need| {
-            m.stage(&need.value)
+            by_name
+                .get(need.value.as_str())
+                .copied()
                 .filter(|s| s.kind() == StageKind::Train)
                 .map(|s| (s, need))
         });

@@ -7,8 +7,10 @@
 use fast_image_resize::{
     images::Image as FirImage, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
 };
-use image::{DynamicImage, ImageFormat, ImageReader};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
 use manifests::transforms::{Area, Pixels, Size};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 /// An 8-bit image, its channels interleaved (`height × width × channels`).
@@ -20,6 +22,10 @@ pub struct Image {
     pub channels: u32,
     pub pixels: Vec<u8>,
 }
+
+/// The most bytes one image may take decoded (what the `image` crate allows by default):
+/// a larger one is refused from its header, before its data is read.
+pub const MAX_DECODED_BYTES: u64 = 512 << 20;
 
 /// The formats read, by extension: what a file named so must hold.
 fn format_of(path: &Path) -> Option<ImageFormat> {
@@ -70,8 +76,10 @@ impl Image {
         let Some(format) = format_of(path) else {
             return Err("only PNG and JPEG images are read (.png, .jpg, .jpeg)".into());
         };
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        match sniffed(&bytes) {
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        let mut reader = BufReader::new(file);
+        let head = reader.fill_buf().map_err(|e| e.to_string())?;
+        match sniffed(head) {
             Some(found) if found == format => {}
             Some(found) => {
                 return Err(format!(
@@ -80,11 +88,24 @@ impl Image {
                     format_name(format)
                 ))
             }
-            None if bytes.is_empty() => return Err("the file is empty".into()),
+            None if head.is_empty() => return Err("the file is empty".into()),
             None => return Err(format!("not a {} image", format_name(format))),
         }
-        let decoded = image::load_from_memory_with_format(&bytes, format)
+        // The header first: an image too large is refused before its data is read.
+        let decoder = ImageReader::with_format(reader, format)
+            .into_decoder()
             .map_err(|e| format!("cannot decode it: {e}"))?;
+        let (width, height) = decoder.dimensions();
+        let bytes = decoder.total_bytes();
+        if bytes > MAX_DECODED_BYTES {
+            return Err(format!(
+                "the image is {width}×{height} pixels, {} MiB decoded, more than the {} MiB one image may take: make it smaller",
+                bytes.div_ceil(1 << 20),
+                MAX_DECODED_BYTES >> 20
+            ));
+        }
+        let decoded =
+            DynamicImage::from_decoder(decoder).map_err(|e| format!("cannot decode it: {e}"))?;
         Ok(Image::from_decoded(decoded, channels))
     }
 
@@ -280,5 +301,57 @@ mod tests {
         let mut out = vec![0.0; 6];
         rgb.write_floats(&[0.5; 3], &[0.5; 3], &mut out);
         assert_eq!(out, [-1.0, 1.0, 1.0, -1.0, -1.0, 1.0]);
+    }
+
+    /// CRC-32 (ISO-HDLC) of `bytes`, as a PNG chunk's.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn an_image_too_large_is_refused_from_its_header_before_its_data_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.png");
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut chunk = |kind: &[u8], data: &[u8], claimed: u32| {
+            png.extend(claimed.to_be_bytes());
+            let mut body = kind.to_vec();
+            body.extend(data);
+            png.extend(&body);
+            if claimed as usize == data.len() {
+                png.extend(crc32(&body).to_be_bytes());
+            }
+        };
+        let mut ihdr = Vec::new();
+        ihdr.extend(20_000u32.to_be_bytes());
+        ihdr.extend(20_000u32.to_be_bytes());
+        ihdr.extend([8, 6, 0, 0, 0]); // 8-bit RGBA
+        chunk(b"IHDR", &ihdr, 13);
+        // Image data that would be 1.6 GB decoded, its bytes not read: the file is sparse.
+        chunk(b"IDAT", &[], 1 << 30);
+        std::fs::write(&path, &png).unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        assert_eq!(Image::dimensions(&path), Some((20_000, 20_000)));
+        let e = Image::read(&path, 3).unwrap_err();
+        assert_eq!(
+            e,
+            "the image is 20000×20000 pixels, 1526 MiB decoded, more than the 512 MiB one image may take: make it smaller"
+        );
     }
 }

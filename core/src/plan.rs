@@ -7,7 +7,7 @@ use manifests::Manifest;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 /// Output formats of `pipeline graph`.
@@ -31,13 +31,14 @@ pub fn stage_graph(manifest: &Manifest) -> DiGraph<usize, ()> {
     let nodes: Vec<NodeIndex> = (0..manifest.stages.len())
         .map(|i| graph.add_node(i))
         .collect();
+    // The first stage of each name (as a search from the start would find it).
+    let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(manifest.stages.len());
+    for (j, stage) in manifest.stages.iter().enumerate() {
+        by_name.entry(stage.name.value.as_str()).or_insert(j);
+    }
     for (i, stage) in manifest.stages.iter().enumerate() {
         for need in &stage.needs {
-            if let Some(j) = manifest
-                .stages
-                .iter()
-                .position(|s| s.name.value == need.value)
-            {
+            if let Some(&j) = by_name.get(need.value.as_str()) {
                 graph.update_edge(nodes[j], nodes[i], ());
             }
         }

@@ -110,7 +110,11 @@ fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
 /// `inner` with its comment lines (after optional blanks, `comment` first) and its empty
 /// lines made one space: the `csv` crate counts a record's line from where it started
 /// reading, empty lines before it included, so they must not be empty for the lines it
-/// reports to stay the file's (a record of one blank field is skipped).
+/// reports to stay the file's (a record of one blank field is skipped). A line ending
+/// `\r\n` (what Python's csv module and spreadsheets write) ends `\n`: the `csv` crate
+/// ends a record at the `\r` and counts the `\n` into the next record's start, whose line
+/// would be one too low (a field's trailing `\r` is trimmed anyway; a quoted field over
+/// several lines keeps its line breaks as `\n`).
 struct Blanked<R> {
     inner: R,
     comment: Option<u8>,
@@ -125,6 +129,9 @@ impl<R: BufRead> Read for Blanked<R> {
             self.at = 0;
             if self.inner.read_until(b'\n', &mut self.line)? == 0 {
                 return Ok(0);
+            }
+            if self.line.ends_with(b"\r\n") {
+                self.line.remove(self.line.len() - 2);
             }
             let first = self.line.iter().find(|b| !b" \t".contains(b));
             let blank = matches!(first, None | Some(b'\r' | b'\n'));
@@ -387,7 +394,11 @@ impl<'a> Reader<'a> {
         fields: &[&str],
     ) -> Result<(), TableError> {
         if self.dialect.header && state.names.is_none() {
-            state.names = Some(fields.iter().map(|f| f.to_string()).collect());
+            let names: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+            if let Some(message) = twice_named(&names, "the header") {
+                return Err(TableError::Line { line, message });
+            }
+            state.names = Some(names);
             state.width = fields.len();
             return Ok(());
         }
@@ -522,6 +533,24 @@ pub fn read_cells(
             .collect(),
         lines: t.lines,
     })
+}
+
+/// What is wrong with a header (`whose`: "the header", "the schema") that names a column
+/// twice (its name would choose only the first), `None` when every name is its own.
+pub(crate) fn twice_named(names: &[String], whose: &str) -> Option<String> {
+    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            continue; // unnamed columns (a trailing delimiter's) are not chosen by name
+        }
+        if let Some(&earlier) = first.get(name.as_str()) {
+            return Some(format!(
+                "{whose} names two columns `{name}` (columns {earlier} and {i}): give each column its own name"
+            ));
+        }
+        first.insert(name, i);
+    }
+    None
 }
 
 /// The label and feature columns of `layout` in rows `width` wide (`names`: the header's).
@@ -775,6 +804,58 @@ mod tests {
             read(&path, &d, layout).unwrap_err(),
             TableError::Columns(m) if m == "column 9 does not exist: rows have 2 fields (columns 0 … 1)"
         ));
+    }
+
+    #[test]
+    fn lines_are_the_files_with_crlf_line_endings() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dialect(Delimiter::Comma, true);
+        let path = write(&dir, "crlf.csv", "a,b,y\r\n1,2,0\r\n\r\n3,4,1\r\n5,x,0\r\n");
+        assert_eq!(
+            read(&path, &d, LAST).unwrap_err(),
+            TableError::Line {
+                line: 5,
+                message: "feature `b` (column 1) is not a number: `x`".into()
+            }
+        );
+        let path = write(
+            &dir,
+            "ok.csv",
+            "a,b,y\r\n1,2,0\r\n# note\r\n3,4,\"one\r\ntwo\"\r\n5,6,z\r\n",
+        );
+        let c = Dialect {
+            comment: Some(b'#'),
+            ..d.clone()
+        };
+        let t = read(&path, &c, LAST).unwrap();
+        assert_eq!(t.lines, vec![2, 4, 6]);
+        assert_eq!(t.labels[0][1].as_deref(), Some("one\ntwo"));
+        assert_eq!(t.labels[0][2].as_deref(), Some("z"), "no `\\r` is left");
+        // The same as the file with `\n` line endings.
+        let unix = write(
+            &dir,
+            "unix.csv",
+            "a,b,y\n1,2,0\n# note\n3,4,\"one\ntwo\"\n5,6,z\n",
+        );
+        assert_eq!(read(&unix, &c, LAST).unwrap(), t);
+    }
+
+    #[test]
+    fn a_header_that_names_a_column_twice_is_refused_on_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = dialect(Delimiter::Comma, true);
+        d.skip_rows = 1;
+        let path = write(&dir, "twice.csv", "meta\nx,y,x\n1,2,3\n");
+        assert_eq!(
+            read(&path, &d, LAST).unwrap_err(),
+            TableError::Line {
+                line: 2,
+                message: "the header names two columns `x` (columns 0 and 2): give each column its own name".into()
+            }
+        );
+        // Unnamed columns are not names.
+        let path = write(&dir, "unnamed.csv", "meta\na,,,y\n1,2,3,4\n");
+        assert_eq!(read(&path, &d, LAST).unwrap().feature_names, ["a", "", ""]);
     }
 
     #[test]

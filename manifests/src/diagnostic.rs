@@ -79,6 +79,35 @@ impl Diagnostic {
         self.severity == Severity::Error
     }
 
+    /// The diagnostic with the control characters of its message, labels and help
+    /// escaped ([`escape_controls`]): what is shown on a terminal, since a message may
+    /// quote user data (a CSV field, a name).
+    pub fn escaped(&self) -> std::borrow::Cow<'_, Diagnostic> {
+        let texts = std::iter::once(&self.message)
+            .chain(self.help.iter())
+            .chain(self.labels.iter().map(|l| &l.text));
+        if !texts.into_iter().any(|t| t.chars().any(escaped_char)) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        std::borrow::Cow::Owned(Diagnostic {
+            code: self.code,
+            severity: self.severity,
+            message: escape_controls(&self.message).into_owned(),
+            labels: self
+                .labels
+                .iter()
+                .map(|l| Label {
+                    span: l.span,
+                    text: escape_controls(&l.text).into_owned(),
+                })
+                .collect(),
+            help: self
+                .help
+                .as_deref()
+                .map(|h| escape_controls(h).into_owned()),
+        })
+    }
+
     /// 1-based line and column of the primary label in `source`, if there is one.
     pub fn location(&self, source: &str) -> Option<(usize, usize)> {
         let offset = self.labels.first()?.span.offset().min(source.len());
@@ -88,6 +117,31 @@ impl Diagnostic {
         let column = source[line_start..offset].chars().count() + 1;
         Some((line, column))
     }
+}
+
+/// Whether `c` is written escaped on a terminal: a control character other than a line
+/// break or a tab (escape, bell, carriage return, the C1 controls such as CSI).
+fn escaped_char(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// `text` with its control characters, but line breaks and tabs, written as Rust writes
+/// them (`\u{1b}`), so that text quoted from user data (a CSV field, a name) cannot move
+/// the cursor, clear the screen or set the terminal's title. Every message shown on a
+/// terminal that quotes user data goes through this.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(escaped_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped_char(c) {
+            out += &format!("\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 impl fmt::Display for Diagnostic {

@@ -42,7 +42,7 @@ mod sweep;
 mod text;
 pub mod transforms;
 
-pub use diagnostic::{has_errors, Diagnostic, Diagnostics, Label, Severity};
+pub use diagnostic::{escape_controls, has_errors, Diagnostic, Diagnostics, Label, Severity};
 pub use lower::{lower, Lowered};
 pub use manifest::*;
 pub use overrides::Override;

@@ -224,6 +224,10 @@ fn render(
     diag: &Diagnostic,
     source: Option<(&str, &Lines<'_>)>,
 ) -> String {
+    // A message may quote user data (a CSV field, a name): its control characters are
+    // shown escaped, never sent to the terminal.
+    let escaped = diag.escaped();
+    let diag: &Diagnostic = &escaped;
     let mut out = String::new();
     let mut unshown = Vec::new();
     let mut labels = Vec::new();
@@ -283,22 +287,43 @@ fn render(
     out
 }
 
+/// `text` with each control character (but line breaks, tabs and the `\r` of a `\r\n`)
+/// made `?`s of its length in bytes, so that a snippet of the manifest sends none to the
+/// terminal while every span still points where it did.
+fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |(i, c): (usize, char)| {
+        c.is_control() && c != '\n' && c != '\t' && !(c == '\r' && text[i + 1..].starts_with('\n'))
+    };
+    if !text.char_indices().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, c) in text.char_indices() {
+        if hidden((i, c)) {
+            out.extend(std::iter::repeat_n('?', c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The diagnostic rendered for a person, pointing into `source` when given.
 pub fn human(diag: &Diagnostic, source: Option<&Source>) -> String {
-    let lines = source.map(|s| Lines::new(&s.text));
-    let source = source
-        .zip(lines.as_ref())
-        .map(|(s, l)| (s.name.as_str(), l));
+    let texts = source.map(|s| visible(&s.text));
+    let lines = texts.as_deref().map(Lines::new);
+    let name = source.map(|s| crate::escape_controls(&s.name));
+    let source = name.as_deref().zip(lines.as_ref());
     render(&handler(), diag, source)
 }
 
 /// Every diagnostic of one file rendered for a person, one after the other, the first
 /// [`SHOWN`] of them and then a line counting the rest.
 pub fn human_report(diags: &[Diagnostic], source: Option<&Source>) -> String {
-    let lines = source.map(|s| Lines::new(&s.text));
-    let indexed = source
-        .zip(lines.as_ref())
-        .map(|(s, l)| (s.name.as_str(), l));
+    let texts = source.map(|s| visible(&s.text));
+    let lines = texts.as_deref().map(Lines::new);
+    let name = source.map(|s| crate::escape_controls(&s.name));
+    let indexed = name.as_deref().zip(lines.as_ref());
     let handler = handler();
     let mut out = String::new();
     for d in diags.iter().take(SHOWN) {
@@ -312,7 +337,7 @@ pub fn human_report(diags: &[Diagnostic], source: Option<&Source>) -> String {
             .filter(|d| d.severity == Severity::Error)
             .count();
         let warnings = rest.len() - errors;
-        let file = source.map_or(String::new(), |s| format!(" in {}", s.name));
+        let file = name.as_ref().map_or(String::new(), |n| format!(" in {n}"));
         out += &format!(
             "… and {} more{file} ({errors} error{}, {warnings} warning{}): fix those above first, or see them all with --json\n\n",
             rest.len(),
@@ -449,5 +474,29 @@ mod tests {
         let out = human(&d, Some(&source("short")));
         assert!(out.contains("m"));
         assert_eq!(json(&d, Some(&source("short")))["line"], 1);
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let text = "pipeline \"a\"\ndata { source \"x\u{1b}]0;title\u{7}.csv\" }\r\n";
+        let d = Diagnostic::error("c", "row 3: `\u{1b}[2J\u{7}` is not a number\r")
+            .label((24, 1), "a \u{9b}label")
+            .help("quoted: \u{1b}[31m");
+        let out = human_report(std::slice::from_ref(&d), Some(&source(text)));
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert!(
+            out.contains("row 3: `\\u{1b}[2J\\u{7}` is not a number\\u{d}"),
+            "{out}"
+        );
+        assert!(out.contains("a \\u{9b}label"), "{out}");
+        assert!(out.contains("quoted: \\u{1b}[31m"), "{out}");
+        assert!(out.contains("x?]0;title?.csv"), "the snippet: {out}");
+        let alone = human(&d, Some(&source(text)));
+        assert!(
+            !alone.chars().any(|c| c.is_control() && c != '\n'),
+            "{alone:?}"
+        );
+        // JSON keeps the data as it is (escaped by JSON itself).
+        assert_eq!(json(&d, None)["message"], d.message.as_str());
     }
 }

@@ -42,19 +42,38 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
-/// `did you mean `x`?`, or a list of what is allowed when nothing is close.
+/// The most names a list in one message shows; the others are counted, so that a
+/// diagnostic stays small whatever the manifest (a thousand stage names are not listed
+/// in each of a thousand messages).
+pub const LISTED: usize = 20;
+
+/// `` `a`, `b`, `c` ``: the first [`LISTED`] of `names`, then `and K more` when there are
+/// others.
+pub fn listing<S: AsRef<str>>(names: &[S]) -> String {
+    listing_of(names.iter().map(AsRef::as_ref), names.len())
+}
+
+/// [`listing`] of `names`, which are `count` in all (only the first [`LISTED`] are taken
+/// from the iterator, so a long list costs nothing past them).
+pub fn listing_of<'a>(names: impl IntoIterator<Item = &'a str>, count: usize) -> String {
+    let mut shown: Vec<String> = names
+        .into_iter()
+        .take(LISTED)
+        .map(|n| format!("`{n}`"))
+        .collect();
+    if count > shown.len() {
+        shown.push(format!("and {} more", count - shown.len()));
+    }
+    shown.join(", ")
+}
+
+/// `did you mean `x`?`, or a list of what is allowed when nothing is close (at most
+/// [`LISTED`] of them).
 pub fn help_for(name: &str, what: &str, candidates: &[&str]) -> String {
     match closest(name, candidates.iter().copied()) {
         Some(c) => format!("did you mean `{c}`?"),
         None if candidates.is_empty() => format!("there is no {what} here"),
-        None => format!(
-            "expected one of: {}",
-            candidates
-                .iter()
-                .map(|c| format!("`{c}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        None => format!("expected one of: {}", listing(candidates)),
     }
 }
 
@@ -71,5 +90,17 @@ mod tests {
         assert_eq!(closest("zzzzzz", ["epochs", "batch-size"]), None);
         assert_eq!(closest("adamm", ["sgd", "adam", "adamw"]), Some("adam"));
         assert_eq!(closest(&"x".repeat(100_000), ["epochs"]), None);
+    }
+
+    #[test]
+    fn a_long_list_shows_its_first_names_and_counts_the_rest() {
+        assert_eq!(listing(&["a", "b"]), "`a`, `b`");
+        let names: Vec<String> = (0..1000).map(|i| format!("s{i}")).collect();
+        let shown = listing(&names);
+        assert!(shown.starts_with("`s0`, `s1`, "), "{shown}");
+        assert!(shown.ends_with("`s19`, and 980 more"), "{shown}");
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let help = help_for("zzzzzzzz", "stage", &refs);
+        assert!(help.ends_with("and 980 more"), "{help}");
     }
 }

@@ -443,6 +443,29 @@ fn bad_images_and_folders_are_named_before_training() {
     }
 }
 
+/// An image too large to decode (20000×20000 RGBA, 1.6 GB decoded) is refused from its
+/// header, before its data is read: the file here is a sparse gigabyte (it was read
+/// whole, then its decoding refused).
+#[test]
+fn an_image_too_large_is_refused_from_its_header() {
+    let dir = small("        resize 8\n        normalize mean=0.5 std=0.5");
+    py(
+        dir.path(),
+        "import struct, zlib\n\
+         def chunk(kind, data, claimed=None):\n\
+         \x20   n = len(data) if claimed is None else claimed\n\
+         \x20   crc = struct.pack('>I', zlib.crc32(kind + data)) if claimed is None else b''\n\
+         \x20   return struct.pack('>I', n) + kind + data + crc\n\
+         ihdr = struct.pack('>IIBBBBB', 20000, 20000, 8, 6, 0, 0, 0)\n\
+         png = b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', ihdr) + chunk(b'IDAT', b'', 1 << 30)\n\
+         f = open('data/digits-png/1/0001.png', 'wb')\n\
+         f.write(png)\n\
+         f.truncate(1 << 30)\n",
+    );
+    let stderr = fails(dir.path(), &["run", "img.kdl"]);
+    assert_fixture("images-too-large.run.stderr", &stderr);
+}
+
 /// The transforms' deterministic forms against torchvision's on PIL images (what
 /// `ImageFolder` gives them), for grey and RGB PNGs and a JPEG: resize (one side, two),
 /// centre crops (smaller and larger than the image), and `random-resized-crop`'s

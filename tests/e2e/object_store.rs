@@ -698,4 +698,39 @@ fn an_entry_edited_in_the_bucket_is_found_and_computed_again() {
         "{}",
         text(&out.stderr)
     );
+
+/// Every variable the shared cache reads is checked before any request, named with its
+/// value and what it takes: a timeout that is no number of seconds (`1e30` panicked in
+/// `Duration`; `0`, `-1`, `abc` and `inf` were taken as 60 s silently), an endpoint that
+/// is no URL. Nothing listens at the endpoint: none of these asks it anything.
+#[test]
+fn malformed_variables_are_refused_naming_them() {
+    let project = small_project(SMALL);
+    let dir = project.path();
+    let local = dir.join("local");
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let status = ["status", "small.kdl", "--cache-dir", "s3://team/x"];
+    let mut refusals = String::new();
+    for bad in [
+        "1e30",
+        "1e19",
+        "18446744073709551616",
+        "0",
+        "-1",
+        "abc",
+        "inf",
+    ] {
+        let out = pipeline_with(dir, &local, &endpoint, &status)
+            .env("PIPELINE_S3_TIMEOUT", bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", text(&out.stderr));
+        refusals += &text(&out.stderr);
+    }
+    let out = pipeline_with(dir, &local, "localhost:9000", &status)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    refusals += &text(&out.stderr);
+    common::assert_fixture("s3-bad-variables.stderr", &refusals);
 }

@@ -461,3 +461,114 @@ fn parquet_features_are_the_values_pyarrow_reads() {
         TableError::Columns("feature `d` (column 0) holds DATE values, not numbers: leave it out of `features`, or convert it before saving".into())
     );
 }
+
+/// Whether `s` holds a control character other than a line break: what would reach a
+/// terminal raw.
+fn has_controls(s: &str) -> bool {
+    s.chars().any(|c| c.is_control() && c != '\n')
+}
+
+/// A data error names the file's own line in a file with CRLF line endings (what
+/// Python's csv module and spreadsheets write; it was one too low); a header that names a
+/// column twice is refused on its line (the name chose the first silently); a field's
+/// escape and bell characters are shown escaped, never sent to the terminal.
+#[test]
+fn crlf_files_twice_named_columns_and_control_characters_are_reported_right() {
+    let data = "    header #true\n    label \"y\"";
+    let rows: String = (0..20)
+        .map(|i| format!("{i},{},{}\r\n", i % 3, i % 2))
+        .collect();
+    // Line 24: the header, 20 rows, a blank line, a comment-free row, then `x`.
+    let crlf = format!("a,b,y\r\n{rows}\r\n7,1,0\r\n8,x,1\r\n");
+    let dir = project(&crlf, data, "cross-entropy");
+    let out = pipeline(dir.path(), &["run", "t.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_fixture("crlf-line.run.stderr", &text(&out.stderr));
+
+    let twice = format!("a,b,a,y\n{}", rows.replace("\r\n", ",1\n"));
+    let dir = project(&twice, data, "cross-entropy");
+    let out = pipeline(dir.path(), &["run", "t.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_fixture("header-twice.run.stderr", &text(&out.stderr));
+
+    let controls = format!(
+        "a,b,y\n{}9,\x1b]0;owned\x07\x1b[2J,1\n",
+        rows.replace("\r\n", "\n")
+    );
+    let dir = project(&controls, data, "cross-entropy");
+    let out = pipeline(dir.path(), &["run", "t.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(!has_controls(&stderr), "{stderr:?}");
+    assert_fixture("control-characters.run.stderr", &stderr);
+}
+
+/// A pipeline's name is the user's: `status` and `graph` show its control characters
+/// escaped, and so does the refusal of a stage name that holds some.
+#[test]
+fn names_with_control_characters_are_shown_escaped() {
+    let dir = project("1,0\n2,1\n", "", "cross-entropy");
+    let manifest = std::fs::read_to_string(dir.path().join("t.kdl"))
+        .unwrap()
+        .replace("pipeline \"t\"", "pipeline \"t\\u{1b}]0;owned\\u{7}\"");
+    std::fs::write(dir.path().join("t.kdl"), &manifest).unwrap();
+    for args in [&["status", "t.kdl"][..], &["graph", "t.kdl"]] {
+        let out = pipeline(dir.path(), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(!has_controls(&stdout), "{args:?}: {stdout:?}");
+        assert!(
+            stdout.contains("t\\u{1b}]0;owned\\u{7}"),
+            "{args:?}: {stdout}"
+        );
+    }
+    let status = text(&pipeline(dir.path(), &["status", "t.kdl"]).stdout);
+    assert!(status.starts_with("t\\u{1b}]0;owned\\u{7} · "), "{status}");
+    let bad = manifest.replace("eval \"test\"", "eval \"te\\u{1b}[2Jst\"");
+    std::fs::write(dir.path().join("t.kdl"), bad).unwrap();
+    let out = pipeline(dir.path(), &["check", "t.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(!has_controls(&stderr), "{stderr:?}");
+    assert!(
+        stderr.contains("`te\\u{1b}[2Jst` is not a valid stage name"),
+        "{stderr}"
+    );
+}
+
+/// `check` refuses the Parquet files `run` refuses from their footers alone: an empty
+/// file, one cut short (no footer), one whose column data is gone (a footer pointing past
+/// the end), a nested column, a name given to two columns. It passed them all.
+#[test]
+fn check_refuses_the_parquet_files_the_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    py(
+        dir.path(),
+        "import pyarrow as pa, pyarrow.parquet as pq\n\
+         pq.write_table(pa.table({'a': [float(i) for i in range(20000)], 'y': [i % 2 for i in range(20000)]}), 'good.parquet', compression='none')\n\
+         good = open('good.parquet', 'rb').read()\n\
+         open('empty.parquet', 'wb').close()\n\
+         open('cut.parquet', 'wb').write(good[:len(good) // 2])\n\
+         open('holed.parquet', 'wb').write(good[:4] + good[100004:])\n\
+         pq.write_table(pa.table({'a': [[1.0], [2.0]], 'y': [0, 1]}), 'nested.parquet')\n\
+         pq.write_table(pa.Table.from_arrays([pa.array([1.0, 2.0]), pa.array([0, 1]), pa.array([3.0, 4.0])], names=['a', 'y', 'a']), 'twice.parquet')\n",
+    );
+    let manifest = |source: &str| {
+        format!(
+            "pipeline \"t\"\ndata {{\n    source \"{source}\"\n    label \"y\"\n}}\n\
+             model {{\n    linear 2\n}}\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain epochs=1\n"
+        )
+    };
+    std::fs::write(dir.path().join("good.kdl"), manifest("good.parquet")).unwrap();
+    let out = pipeline(dir.path(), &["check", "good.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut refusals = String::new();
+    for name in ["empty", "cut", "holed", "nested", "twice"] {
+        let file = format!("{name}.kdl");
+        std::fs::write(dir.path().join(&file), manifest(&format!("{name}.parquet"))).unwrap();
+        let out = pipeline(dir.path(), &["check", &file]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        refusals += &text(&out.stderr);
+    }
+    assert_fixture("parquet-refused.check.stderr", &refusals);
+}

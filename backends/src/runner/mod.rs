@@ -316,7 +316,10 @@ impl<'a> Context<'a> {
             file.map(|(_, path)| path.clone()).ok_or_else(|| {
                 Diagnostic::error(
                     "pipeline::run::internal",
-                    format!("stage `{}` wrote no {name}", self.session.manifest.stages[state.index].name()),
+                    format!(
+                        "stage `{}` wrote no {name}",
+                        self.session.manifest.stages[state.index].name()
+                    ),
                 )
                 .help("this is a bug in pipeline: please report it")
             })

@@ -56,6 +56,55 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The first of `names` that is set (and not empty), with its name, for messages.
+fn first_env(names: &[&'static str]) -> Option<(&'static str, String)> {
+    names.iter().find_map(|&n| Some((n, env(n)?)))
+}
+
+/// The default request timeout, in seconds.
+const DEFAULT_TIMEOUT: f64 = 60.0;
+
+/// The longest request timeout taken, in seconds: a day.
+const LONGEST_TIMEOUT: f64 = 86_400.0;
+
+/// The request timeout `PIPELINE_S3_TIMEOUT` gives (`value`; unset: 60 s): seconds, above
+/// 0 and at most a day. Anything else is refused, named, rather than read as the default
+/// (or, past `u64::MAX` seconds, panicking in `Duration`).
+fn request_timeout(value: Option<&str>) -> Result<Duration, String> {
+    let Some(value) = value else {
+        return Ok(Duration::from_secs_f64(DEFAULT_TIMEOUT));
+    };
+    match value.trim().parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= LONGEST_TIMEOUT => Ok(Duration::from_secs_f64(t)),
+        _ => Err(format!(
+            "PIPELINE_S3_TIMEOUT={} is not a timeout: it takes the seconds a request may \
+             take, a number above 0 and at most {LONGEST_TIMEOUT} (a day), such as 60",
+            value.escape_debug()
+        )),
+    }
+}
+
+/// The endpoint of `variable`: an `http://` or `https://` URL with a host.
+fn endpoint_url(variable: &str, value: &str) -> Result<String, String> {
+    let url = value.trim().trim_end_matches('/');
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .map(|rest| rest.split(['/', ':']).next().unwrap_or(""));
+    match host {
+        Some(host)
+            if !host.is_empty() && !host.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
+            Ok(url.to_string())
+        }
+        _ => Err(format!(
+            "{variable}={} is not an endpoint: it takes an http:// or https:// URL with a \
+             host, such as http://127.0.0.1:9000",
+            value.escape_debug()
+        )),
+    }
+}
+
 /// The `<Code>` of an S3 error body.
 fn error_code(body: &str) -> Option<&str> {
     let start = body.find("<Code>")? + "<Code>".len();
@@ -82,18 +131,24 @@ impl S3Io {
             )));
         }
         let prefix = prefix.trim_matches('/');
-        let region_name = env("AWS_REGION")
-            .or_else(|| env("AWS_DEFAULT_REGION"))
-            .unwrap_or_else(|| "us-east-1".into());
-        let custom = env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL"));
+        let timeout = request_timeout(env("PIPELINE_S3_TIMEOUT").as_deref()).map_err(&fail)?;
+        let (region_variable, region_name) = first_env(&["AWS_REGION", "AWS_DEFAULT_REGION"])
+            .unwrap_or(("AWS_REGION", "us-east-1".into()));
+        let custom = match first_env(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]) {
+            Some((variable, value)) => Some(endpoint_url(variable, &value).map_err(&fail)?),
+            None => None,
+        };
         let region = match &custom {
             Some(endpoint) => Region::Custom {
                 region: region_name.clone(),
-                endpoint: endpoint.trim_end_matches('/').to_string(),
+                endpoint: endpoint.clone(),
             },
-            None => region_name
-                .parse()
-                .map_err(|e| fail(format!("AWS_REGION={region_name}: {e}")))?,
+            None => region_name.parse().map_err(|e| {
+                fail(format!(
+                    "{region_variable}={} is not a region: {e}",
+                    region_name.escape_debug()
+                ))
+            })?,
         };
         let endpoint = match &region {
             Region::Custom { endpoint, .. } => endpoint.clone(),
@@ -109,12 +164,8 @@ impl S3Io {
                     .into(),
             })?;
         let key_id = credentials.access_key.clone();
-        let timeout = env("PIPELINE_S3_TIMEOUT")
-            .and_then(|t| t.parse::<f64>().ok())
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .unwrap_or(60.0);
         let bucket = Bucket::new(name, region, credentials)
-            .and_then(|b| b.with_request_timeout(Duration::from_secs_f64(timeout)))
+            .and_then(|b| b.with_request_timeout(timeout))
             .map_err(|e| IoError {
                 place: place.clone(),
                 message: e.to_string(),
@@ -413,5 +464,66 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn the_timeout_is_seconds_above_zero_and_at_most_a_day() {
+        assert_eq!(request_timeout(None), Ok(Duration::from_secs(60)));
+        assert_eq!(request_timeout(Some("1")), Ok(Duration::from_secs(1)));
+        assert_eq!(
+            request_timeout(Some(" 0.5 ")),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            request_timeout(Some("86400")),
+            Ok(Duration::from_secs(86_400))
+        );
+        // Past `u64::MAX` seconds `Duration::from_secs_f64` panics; the rest were taken
+        // as the default, silently.
+        for bad in [
+            "1e30",
+            "1e19",
+            "18446744073709551616",
+            "0",
+            "-1",
+            "abc",
+            "inf",
+            "NaN",
+            "86401",
+        ] {
+            let e = request_timeout(Some(bad)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("PIPELINE_S3_TIMEOUT={bad} is not a timeout")),
+                "{e}"
+            );
+            assert!(e.contains("above 0 and at most 86400"), "{e}");
+        }
+        let e = request_timeout(Some("\u{1b}[2J")).unwrap_err();
+        assert!(e.starts_with("PIPELINE_S3_TIMEOUT=\\u{1b}[2J "), "{e}");
+    }
+
+    #[test]
+    fn endpoints_are_http_urls_with_a_host() {
+        assert_eq!(
+            endpoint_url("AWS_ENDPOINT_URL", "http://127.0.0.1:9000/"),
+            Ok("http://127.0.0.1:9000".into())
+        );
+        assert_eq!(
+            endpoint_url("AWS_ENDPOINT_URL_S3", "https://s3.example.com"),
+            Ok("https://s3.example.com".into())
+        );
+        for bad in [
+            "127.0.0.1:9000",
+            "ftp://host",
+            "http://",
+            "http://:9000",
+            "http://a b",
+        ] {
+            let e = endpoint_url("AWS_ENDPOINT_URL", bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!("AWS_ENDPOINT_URL={bad} is not an endpoint")),
+                "{e}"
+            );
+        }
     }
 }

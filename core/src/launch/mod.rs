@@ -72,25 +72,68 @@ pub fn members() -> Vec<Arc<dyn ClusterEnvironment>> {
     registry().read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// `name=value` read as a number.
-pub fn number<T: std::str::FromStr>(env: Env, name: &str) -> Result<Option<T>, String> {
+/// `name=value` read as a whole number of `T` (a rank, a count: 0 or more); a value
+/// that is not one is refused, naming the variable, the value and what it takes.
+pub fn number<T: std::str::FromStr + Bounded>(env: Env, name: &str) -> Result<Option<T>, String> {
     env(name)
         .map(|v| {
-            v.trim()
-                .parse()
-                .map_err(|_| format!("{name}={v} is not a number"))
+            v.trim().parse().map_err(|_| {
+                format!(
+                    "{name}={} is not a whole number from 0 to {}",
+                    v.escape_debug(),
+                    T::MAX
+                )
+            })
         })
         .transpose()
 }
 
+/// The largest value of an integer type, for messages.
+pub trait Bounded {
+    const MAX: u64;
+}
+
+impl Bounded for usize {
+    const MAX: u64 = usize::MAX as u64;
+}
+
+impl Bounded for u16 {
+    const MAX: u64 = u16::MAX as u64;
+}
+
 /// `name` as a number, which must be set.
-pub fn required<T: std::str::FromStr>(env: Env, name: &str, why: &str) -> Result<T, String> {
+pub fn required<T: std::str::FromStr + Bounded>(
+    env: Env,
+    name: &str,
+    why: &str,
+) -> Result<T, String> {
     number(env, name)?.ok_or_else(|| format!("{why} but {name} is not"))
 }
 
-/// The rendezvous port: `MASTER_PORT`, else [`DEFAULT_PORT`].
+/// The rendezvous port: `MASTER_PORT` (1 to 65535), else [`DEFAULT_PORT`].
 pub fn port(env: Env) -> Result<u16, String> {
-    Ok(number(env, "MASTER_PORT")?.unwrap_or(DEFAULT_PORT))
+    match number(env, "MASTER_PORT")? {
+        Some(0) => Err("MASTER_PORT=0 is not a port: it takes 1 to 65535".into()),
+        Some(port) => Ok(port),
+        None => Ok(DEFAULT_PORT),
+    }
+}
+
+/// The rendezvous host: `MASTER_ADDR` when set, which must name one (not be empty or
+/// hold spaces).
+pub fn master_addr(env: Env) -> Result<Option<String>, String> {
+    match env("MASTER_ADDR") {
+        None => Ok(None),
+        Some(host)
+            if !host.is_empty() && !host.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
+            Ok(Some(host))
+        }
+        Some(host) => Err(format!(
+            "MASTER_ADDR={} is not a host: it takes rank 0's host name or IP address",
+            host.escape_debug()
+        )),
+    }
 }
 
 impl Rendezvous {
@@ -105,7 +148,13 @@ impl Rendezvous {
         let r = cluster
             .rendezvous(env)
             .map_err(|why| format!("{} environment: {why}", cluster.name()))?;
-        if r.world <= 1 {
+        if r.world == 0 {
+            return Err(format!(
+                "{} environment: the world size is 0: it takes 1 or more processes",
+                cluster.name()
+            ));
+        }
+        if r.world == 1 {
             return Ok(None);
         }
         if r.rank >= r.world {
@@ -143,6 +192,51 @@ pub(crate) mod tests {
         assert_eq!(
             Rendezvous::from_env(env(&[("WORLD_SIZE", "2"), ("RANK", "2")])),
             Err("torchrun environment: rank 2 is not below the world size 2".into())
+        );
+    }
+
+    #[test]
+    fn malformed_variables_are_named_with_what_they_take() {
+        let refused = |pairs: &[(&str, &str)]| Rendezvous::from_env(env(pairs)).unwrap_err();
+        assert_eq!(
+            refused(&[("WORLD_SIZE", "two"), ("RANK", "0")]),
+            format!(
+                "torchrun environment: WORLD_SIZE=two is not a whole number from 0 to {}",
+                usize::MAX
+            )
+        );
+        assert_eq!(
+            refused(&[("WORLD_SIZE", "2"), ("RANK", "-1")]),
+            format!(
+                "torchrun environment: RANK=-1 is not a whole number from 0 to {}",
+                usize::MAX
+            )
+        );
+        assert_eq!(
+            refused(&[("WORLD_SIZE", "0"), ("RANK", "0")]),
+            "torchrun environment: the world size is 0: it takes 1 or more processes"
+        );
+        let two = [("WORLD_SIZE", "2"), ("RANK", "0")];
+        let with = |extra: (&'static str, &'static str)| {
+            let mut pairs = two.to_vec();
+            pairs.push(extra);
+            refused(&pairs)
+        };
+        assert_eq!(
+            with(("MASTER_PORT", "70000")),
+            "torchrun environment: MASTER_PORT=70000 is not a whole number from 0 to 65535"
+        );
+        assert_eq!(
+            with(("MASTER_PORT", "0")),
+            "torchrun environment: MASTER_PORT=0 is not a port: it takes 1 to 65535"
+        );
+        assert_eq!(
+            with(("MASTER_ADDR", "")),
+            "torchrun environment: MASTER_ADDR= is not a host: it takes rank 0's host name or IP address"
+        );
+        assert_eq!(
+            with(("MASTER_ADDR", "a\u{7}")),
+            "torchrun environment: MASTER_ADDR=a\\u{7} is not a host: it takes rank 0's host name or IP address"
         );
     }
 

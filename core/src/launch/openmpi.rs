@@ -2,7 +2,7 @@
 //! `OMPI_COMM_WORLD_LOCAL_RANK`. MPI names no rendezvous host: on one machine it is this
 //! one; across machines give rank 0's with `mpirun -x MASTER_ADDR=… -x MASTER_PORT=…`.
 
-use super::{number, port, required, ClusterEnvironment, Env, Rendezvous};
+use super::{master_addr, number, port, required, ClusterEnvironment, Env, Rendezvous};
 
 pub struct OpenMpi;
 
@@ -19,7 +19,7 @@ impl ClusterEnvironment for OpenMpi {
         let rank = required(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE is set")?;
         let world = number(env, "OMPI_COMM_WORLD_SIZE")?.unwrap_or(1);
         let on_this_machine: Option<usize> = number(env, "OMPI_COMM_WORLD_LOCAL_SIZE")?;
-        let host = match (env("MASTER_ADDR"), on_this_machine) {
+        let host = match (master_addr(env)?, on_this_machine) {
             (Some(host), _) => host,
             (None, Some(local)) if local == world => "127.0.0.1".into(),
             (None, _) => {

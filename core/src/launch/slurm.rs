@@ -1,7 +1,7 @@
 //! SLURM's `srun`: `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, and the first host of
 //! `SLURM_JOB_NODELIST` as the rendezvous host (unless `MASTER_ADDR` says otherwise).
 
-use super::{number, port, required, ClusterEnvironment, Env, Rendezvous};
+use super::{master_addr, number, port, required, ClusterEnvironment, Env, Rendezvous};
 
 pub struct Slurm;
 
@@ -16,8 +16,8 @@ impl ClusterEnvironment for Slurm {
 
     fn rendezvous(&self, env: Env) -> Result<Rendezvous, String> {
         let rank = required(env, "SLURM_PROCID", "SLURM_NTASKS is set")?;
-        let host = env("MASTER_ADDR")
-            .or_else(|| env("SLURM_JOB_NODELIST").as_deref().and_then(first_host));
+        let host =
+            master_addr(env)?.or_else(|| env("SLURM_JOB_NODELIST").as_deref().and_then(first_host));
         Ok(Rendezvous {
             host: host.unwrap_or_else(|| "127.0.0.1".into()),
             port: port(env)?,

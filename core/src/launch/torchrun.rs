@@ -1,7 +1,7 @@
 //! torchrun's environment contract (also what `pipeline run --nproc-per-node` sets):
 //! `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`.
 
-use super::{number, port, required, ClusterEnvironment, Env, Rendezvous};
+use super::{master_addr, number, port, required, ClusterEnvironment, Env, Rendezvous};
 
 pub struct Torchrun;
 
@@ -17,7 +17,7 @@ impl ClusterEnvironment for Torchrun {
     fn rendezvous(&self, env: Env) -> Result<Rendezvous, String> {
         let rank = required(env, "RANK", "WORLD_SIZE is set")?;
         Ok(Rendezvous {
-            host: env("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into()),
+            host: master_addr(env)?.unwrap_or_else(|| "127.0.0.1".into()),
             port: port(env)?,
             rank,
             world: number(env, "WORLD_SIZE")?.unwrap_or(1),
