@@ -698,6 +698,7 @@ fn an_entry_edited_in_the_bucket_is_found_and_computed_again() {
         "{}",
         text(&out.stderr)
     );
+}
 
 /// Every variable the shared cache reads is checked before any request, named with its
 /// value and what it takes: a timeout that is no number of seconds (`1e30` panicked in
