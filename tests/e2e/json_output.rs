@@ -2,7 +2,7 @@
 //! prints exactly one JSON document on stdout (`check --json` and `status --json`:
 //! `tests/e2e/check_robustness.rs`).
 
-use crate::common::{pipeline, root, text};
+use crate::common::{self, pipeline, root, text};
 use serde_json::Value;
 
 /// The one JSON document on stdout.
