@@ -13,4 +13,7 @@ esac
 if [ -z "${PIPELINE_TEST_TIMES:-}" ]; then
   exec "$exe" "$@"
 fi
+# Two tests at once on two cores, each training on libtorch's threads: OpenMP's threads
+# sleep when they wait instead of spinning against each other's (numerics unchanged).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 RUSTC_BOOTSTRAP=1 "$exe" "$@" -Zunstable-options --report-time | tee -a "$PIPELINE_TEST_TIMES"

@@ -43,5 +43,5 @@ runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
 phase "running the tests" env "$runner_var=$root/scripts/test-runner.sh" \
   PIPELINE_TEST_TIMES="$times" cargo test --release --workspace
 echo "test: the slowest tests" >&2
-sed -nE 's/^test (.*) \.\.\. [a-z]+ <([0-9.]+)s>$/\2 \1/p' "$times" | sort -rn | head -15 |
-  awk '{ printf "  %7.1f s  %s\n", $1, $2 }' >&2
+sed -nE 's/^test (.*) \.\.\. [a-z]+ <([0-9.]+)s>$/\2 \1/p' "$times" | sort -rn |
+  awk 'NR <= 15 { printf "  %7.1f s  %s\n", $1, $2 }' >&2

@@ -64,12 +64,21 @@ pub struct Environment {
     pub threads: Option<u64>,
 }
 
-/// The threads a process computes on, on the CPU: `accelerator.threads`, or else every
-/// core this process may use (the worker sets libtorch's count to this, so that the key
-/// says what the math ran on).
+/// The threads a process computes on, on the CPU: `accelerator.threads`, or else
+/// `OMP_NUM_THREADS` when it is a positive integer (as libtorch itself reads it: a job
+/// script's way to keep processes from oversubscribing the cores), or else every core this
+/// process may use. The worker sets libtorch's count to this, so that the key says what
+/// the math ran on.
 pub fn cpu_threads(accelerator: &manifests::AcceleratorSpec) -> u64 {
-    accelerator
-        .threads
+    threads_from(
+        accelerator.threads,
+        std::env::var("OMP_NUM_THREADS").ok().as_deref(),
+    )
+}
+
+fn threads_from(threads: Option<u64>, omp: Option<&str>) -> u64 {
+    threads
+        .or_else(|| omp?.trim().parse::<u64>().ok().filter(|&n| n > 0))
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64))
 }
 
@@ -825,6 +834,18 @@ checkpoint needs="train"
         for reason in ["train.strict changed", "train.freeze changed"] {
             assert!(names_a_manifest_key(reason), "{reason}");
         }
+    }
+
+    #[test]
+    fn the_thread_count_is_the_manifests_then_omp_num_threads_then_the_cores() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        assert_eq!(threads_from(Some(3), Some("5")), 3);
+        assert_eq!(threads_from(None, Some("5")), 5);
+        assert_eq!(threads_from(None, Some(" 1 ")), 1);
+        for ignored in ["0", "-2", "four", ""] {
+            assert_eq!(threads_from(None, Some(ignored)), cores, "{ignored}");
+        }
+        assert_eq!(threads_from(None, None), cores);
     }
 
     #[test]

@@ -1029,7 +1029,7 @@ pub const ACCELERATOR: Section = section(
             "threads",
             int(1, MAX_THREADS),
             None,
-            "CPU threads libtorch may use (default: libtorch's choice).",
+            "CPU threads libtorch computes on (default: `OMP_NUM_THREADS` when set, else every core the process may use). In every stage's key on the CPU: another count sums in another order, so the trained bits differ.",
         ),
     ],
     "The hardware and numerics the run uses.",
