@@ -16,7 +16,7 @@
 //! failure message of [`unreached_keys_are_few`] for a human to judge.
 
 use crate::fingerprint::{fingerprints, Environment, Fingerprint};
-use manifests::schema::{Bound, Key, Section, Ty, Val, SECTIONS, STAGES};
+use manifests::schema::{Bound, Section, Ty, Val, SECTIONS, STAGES};
 use manifests::Override;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -126,7 +126,7 @@ fn candidates(ty: &Ty, default: Option<Val>) -> Vec<String> {
         };
         above && below
     };
-    let values: Vec<String> = match ty {
+    match ty {
         Ty::Int { min, max } => {
             let d = match default {
                 Some(Val::Int(d)) => d,
@@ -168,8 +168,7 @@ fn candidates(ty: &Ty, default: Option<Val>) -> Vec<String> {
             .collect(),
         // Paths, texts, devices, columns and lists: see the module's documentation.
         _ => Vec::new(),
-    };
-    values
+    }
 }
 
 /// What trying one key found.
@@ -216,7 +215,7 @@ fn try_section(
             let Some(before) = keys(&with_kind) else {
                 continue;
             };
-            for value in candidates(&key.ty, key_default(key)) {
+            for value in candidates(&key.ty, key.default) {
                 let mut with_value = with_kind.clone();
                 with_value.push(set(&full, &value));
                 let Some(after) = keys(&with_value) else {
@@ -242,10 +241,6 @@ fn try_section(
         }
         verdicts.entry(shown).or_default();
     }
-}
-
-fn key_default(key: &Key) -> Option<Val> {
-    key.default
 }
 
 /// Every key tried, by the name `explain` gives it (`train.epochs` for the stage's keys).

@@ -674,38 +674,9 @@ pub fn check_block(
 ) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     // Bounded first: a block of too many points is refused before its values are tried.
-    let each = (!spec.random.is_empty()).then_some(spec.trials);
-    let n = count(spec.grid.iter().map(|g| g.values.len()), each);
-    let over = n.is_none_or(|n| n > MAX_POINTS);
-    if over {
-        let mut factors: Vec<String> = (spec.grid.iter())
-            .map(|g| {
-                format!(
-                    "`{}` {} values",
-                    escaped(&g.key.value),
-                    thousands(g.values.len() as u64)
-                )
-            })
-            .collect();
-        factors.extend(each.map(|t| format!("{} trials", thousands(t))));
-        let mut d = Diagnostic::error(
-            "pipeline::sweep::too_many_points",
-            format!("sweep: {}", too_many(n, &factors)),
-        );
-        for g in &spec.grid {
-            d = d.label_opt(
-                g.key.span,
-                format!("{} values", thousands(g.values.len() as u64)),
-            );
-        }
-        if let Some(t) = each {
-            d = d.label_opt(
-                spec.trials_span.or(spec.span),
-                format!("{} trials", thousands(t)),
-            );
-        }
-        found.push(d.help("sweep fewer values, or draw fewer `trials`"));
-    }
+    let too_many = too_many_points(spec);
+    let over = too_many.is_some();
+    found.extend(too_many);
     for swept in spec.grid.iter().chain(&spec.random) {
         if is_sweep_setting(&swept.key.value) {
             found.push(
@@ -748,53 +719,11 @@ pub fn check_block(
         }
     }
     for (swept, values) in tried {
-        let key = &swept.key.value;
-        // Each error a value brings, with the value replaced by `…` to tell them apart.
-        let mut errors: Vec<(String, String, Vec<usize>)> = Vec::new();
-        for (at, value) in &values {
-            let set = Override {
-                path: key.split('.').map(str::to_string).collect(),
-                value: value.clone(),
-            };
-            for d in point(std::slice::from_ref(&set)) {
-                if d.severity != Severity::Error {
-                    continue;
-                }
-                let message = d.message.replace(&format!("--set {set}: "), "");
-                let message = message.replace(&format!(" (from --set {set})"), "");
-                let general = message.replace(value.as_str(), "…");
-                match errors.iter_mut().find(|e| e.1 == general) {
-                    Some(e) => e.2.push(*at),
-                    None => errors.push((message, general, vec![*at])),
-                }
-            }
-        }
-        let block = if spec.grid.iter().any(|g| std::ptr::eq(g, swept)) {
-            "grid"
-        } else {
-            "random"
+        let block = match spec.grid.iter().any(|g| std::ptr::eq(g, swept)) {
+            true => "grid",
+            false => "random",
         };
-        for (message, general, at) in errors {
-            let every = at.len() == values.len();
-            let d = match every {
-                true => Diagnostic::error(
-                    "pipeline::sweep::bad_key",
-                    format!("sweep.{block}.{key}: {general}"),
-                )
-                .label_opt(swept.key.span, "swept here"),
-                false => {
-                    let mut d = Diagnostic::error(
-                        "pipeline::sweep::bad_value",
-                        format!("sweep.{block}.{key}: {message}"),
-                    );
-                    for i in at {
-                        d = d.label_opt(swept.values[i].span, "this value");
-                    }
-                    d
-                }
-            };
-            found.push(d.help("each value is checked as `--set KEY=VALUE` would be: name the key as the manifest writes it, with a value it takes"));
-        }
+        found.extend(value_errors(swept, &values, block, &mut point));
     }
     let maximize = spec.mode.map(|m| m == Mode::Max);
     let written = spec.monitor.as_ref().map(|m| m.value.as_str());
@@ -811,36 +740,130 @@ pub fn check_block(
             .help("monitor a metric a stage computes: `STAGE.METRIC`"),
         );
     }
-    if let Some(halving) = &spec.halving {
-        match Halving::of(halving).budget(manifest) {
-            Err(why) => found.push(
-                Diagnostic::error(
-                    "pipeline::sweep::bad_halving",
-                    why.replacen("--halving ", "sweep.halving: ", 1),
-                )
-                .label_opt(halving.span, "here")
-                .help("halve a train stage's epochs from a `min-epochs` below them"),
-            ),
-            Ok((stage, _)) => {
-                let epochs = format!("{stage}.epochs");
-                let swept = spec.grid.iter().chain(&spec.random);
-                if let Some(s) = swept.into_iter().find(|s| s.key.value == epochs) {
-                    found.push(
-                        Diagnostic::error(
-                            "pipeline::sweep::bad_halving",
-                            format!(
-                                "sweep: `halving` sets `{epochs}` itself: it cannot be swept too"
-                            ),
-                        )
-                        .label_opt(s.key.span, "swept here")
-                        .label_opt(halving.span, "halving here")
-                        .help("sweep the other keys; halving gives each point its epochs"),
-                    );
-                }
+    found.extend(halving_error(manifest, spec));
+    found
+}
+
+/// The error of a block whose points would be more than [`MAX_POINTS`], at its keys and
+/// `trials`.
+fn too_many_points(spec: &SweepSpec) -> Option<Diagnostic> {
+    let each = (!spec.random.is_empty()).then_some(spec.trials);
+    let n = count(spec.grid.iter().map(|g| g.values.len()), each);
+    if n.is_some_and(|n| n <= MAX_POINTS) {
+        return None;
+    }
+    let mut factors: Vec<String> = (spec.grid.iter())
+        .map(|g| {
+            format!(
+                "`{}` {} values",
+                escaped(&g.key.value),
+                thousands(g.values.len() as u64)
+            )
+        })
+        .collect();
+    factors.extend(each.map(|t| format!("{} trials", thousands(t))));
+    let mut d = Diagnostic::error(
+        "pipeline::sweep::too_many_points",
+        format!("sweep: {}", too_many(n, &factors)),
+    );
+    for g in &spec.grid {
+        d = d.label_opt(
+            g.key.span,
+            format!("{} values", thousands(g.values.len() as u64)),
+        );
+    }
+    if let Some(t) = each {
+        d = d.label_opt(
+            spec.trials_span.or(spec.span),
+            format!("{} trials", thousands(t)),
+        );
+    }
+    Some(d.help("sweep fewer values, or draw fewer `trials`"))
+}
+
+/// The errors the values `values` (each with its place among the key's written values)
+/// of the key `swept` in the block's `block` (`grid`, `random`) bring, each checked alone
+/// by `point`: said at the values that bring it, or once at the key when every one does.
+fn value_errors(
+    swept: &SweptKey,
+    values: &[(usize, String)],
+    block: &str,
+    point: &mut impl FnMut(&[Override]) -> Vec<Diagnostic>,
+) -> Vec<Diagnostic> {
+    let key = &swept.key.value;
+    // Each error a value brings, with the value replaced by `…` to tell them apart.
+    let mut errors: Vec<(String, String, Vec<usize>)> = Vec::new();
+    for (at, value) in values {
+        let set = Override {
+            path: key.split('.').map(str::to_string).collect(),
+            value: value.clone(),
+        };
+        for d in point(std::slice::from_ref(&set)) {
+            if d.severity != Severity::Error {
+                continue;
+            }
+            let message = d.message.replace(&format!("--set {set}: "), "");
+            let message = message.replace(&format!(" (from --set {set})"), "");
+            let general = message.replace(value.as_str(), "…");
+            match errors.iter_mut().find(|e| e.1 == general) {
+                Some(e) => e.2.push(*at),
+                None => errors.push((message, general, vec![*at])),
             }
         }
     }
-    found
+    errors
+        .into_iter()
+        .map(|(message, general, at)| {
+            let d = match at.len() == values.len() {
+                true => Diagnostic::error(
+                    "pipeline::sweep::bad_key",
+                    format!("sweep.{block}.{key}: {general}"),
+                )
+                .label_opt(swept.key.span, "swept here"),
+                false => {
+                    let mut d = Diagnostic::error(
+                        "pipeline::sweep::bad_value",
+                        format!("sweep.{block}.{key}: {message}"),
+                    );
+                    for i in at {
+                        d = d.label_opt(swept.values[i].span, "this value");
+                    }
+                    d
+                }
+            };
+            d.help("each value is checked as `--set KEY=VALUE` would be: name the key as the manifest writes it, with a value it takes")
+        })
+        .collect()
+}
+
+/// The error of a `halving` the manifest cannot run: no budget, or the epochs it sets
+/// swept too.
+fn halving_error(manifest: &Manifest, spec: &SweepSpec) -> Option<Diagnostic> {
+    let halving = spec.halving.as_ref()?;
+    match Halving::of(halving).budget(manifest) {
+        Err(why) => Some(
+            Diagnostic::error(
+                "pipeline::sweep::bad_halving",
+                why.replacen("--halving ", "sweep.halving: ", 1),
+            )
+            .label_opt(halving.span, "here")
+            .help("halve a train stage's epochs from a `min-epochs` below them"),
+        ),
+        Ok((stage, _)) => {
+            let epochs = format!("{stage}.epochs");
+            let mut swept = spec.grid.iter().chain(&spec.random);
+            let s = swept.find(|s| s.key.value == epochs)?;
+            Some(
+                Diagnostic::error(
+                    "pipeline::sweep::bad_halving",
+                    format!("sweep: `halving` sets `{epochs}` itself: it cannot be swept too"),
+                )
+                .label_opt(s.key.span, "swept here")
+                .label_opt(halving.span, "halving here")
+                .help("sweep the other keys; halving gives each point its epochs"),
+            )
+        }
+    }
 }
 
 /// The points that may start now, in order, at most `free` of them: a point waits while

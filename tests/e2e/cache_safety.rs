@@ -2,7 +2,7 @@
 //! directory it did not make, serve an entry it cannot vouch for, trust a data file's
 //! mtime, or hang on a pipe or a device (issue 11).
 
-use crate::common::{small_project, text, SMALL};
+use crate::common::{self, small_project, text, SMALL};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -426,26 +426,13 @@ fn stale_reasons_name_keys_as_the_manifest_writes_them() {
 
 /// An `.npy` file of `rows` × `cols` float32 values, `value(row, col)`.
 fn npy_f32(path: &Path, rows: usize, cols: usize, value: impl Fn(usize, usize) -> f32) {
-    let mut bytes = npy_header("<f4", &format!("({rows}, {cols})"));
+    let mut bytes = common::npy_header("<f4", &[rows, cols]);
     for r in 0..rows {
         for c in 0..cols {
             bytes.extend_from_slice(&value(r, c).to_le_bytes());
         }
     }
     std::fs::write(path, bytes).unwrap();
-}
-
-/// The header of an `.npy` file (format 1.0) of `dtype` and `shape`.
-fn npy_header(dtype: &str, shape: &str) -> Vec<u8> {
-    let mut dict = format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(dict.as_bytes());
-    bytes
 }
 
 /// Issue 32: an input rewritten while a stage reads it. Before, a streamed `.npy`
@@ -459,7 +446,7 @@ fn an_input_rewritten_during_the_run_is_named_and_nothing_is_stored() {
     let (rows, cols) = (2000, 16);
     let x = d.join("x.npy");
     npy_f32(&x, rows, cols, |r, c| ((r * 7 + c * 3) % 11) as f32 / 11.0);
-    let mut labels = npy_header("<i8", &format!("({rows},)"));
+    let mut labels = common::npy_header("<i8", &[rows]);
     for r in 0..rows {
         labels.extend_from_slice(&((r % 4) as i64).to_le_bytes());
     }

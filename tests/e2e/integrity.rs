@@ -63,18 +63,7 @@ fn labels_too_large_for_a_class_index_name_the_file_and_line() {
 
 /// An NPY array of `shape` (float32, zeros).
 fn npy(shape: &[usize]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| format!("{d},")).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(" ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((header.len() as u16).to_le_bytes());
-    bytes.extend(header.as_bytes());
+    let mut bytes = crate::common::npy_header("<f4", shape);
     bytes.resize(bytes.len() + 4 * shape.iter().product::<usize>(), 0);
     bytes
 }

@@ -225,3 +225,20 @@ pub fn refused(dir: &Path, args: &[&str], code: i32) -> String {
     );
     text(&out.stderr)
 }
+
+/// The header of an `.npy` file (format 1.0) of `dtype` (`<f4`, `<i8`) and `shape`.
+pub fn npy_header(dtype: &str, shape: &[usize]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| format!("{d},")).collect();
+    let mut header = format!(
+        "{{'descr': '{dtype}', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(" ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes
+}
