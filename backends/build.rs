@@ -32,6 +32,7 @@ fn main() {
         "shim/nccl.cpp",
         "shim/sync_bn.cpp",
         "shim/script.cpp",
+        "shim/liveness.cpp",
     ] {
         println!("cargo:rerun-if-changed={file}");
     }
@@ -64,6 +65,7 @@ fn main() {
         .file("shim/c10d.cpp")
         .file("shim/sync_bn.cpp")
         .file("shim/script.cpp")
+        .file("shim/liveness.cpp")
         .compile("pipeline_shim");
     // For this crate's tests; the shim's own symbols come from libtorch_cpu and libc10.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

@@ -19,6 +19,7 @@ pub mod device;
 pub mod error;
 pub mod evaluate;
 pub mod finetune;
+mod liveness;
 pub mod loss;
 pub mod model;
 pub mod numerics;

@@ -5,6 +5,7 @@
 //! on these collectives.
 
 use crate::device::{dl_error, load_cuda, open_library};
+use crate::liveness::{self, Heartbeat};
 use crate::optimizer::check;
 use std::ffi::{c_char, c_void, CString};
 use std::path::{Path, PathBuf};
@@ -145,6 +146,11 @@ pub struct ProcessGroup {
     /// Where this group's own small tensors (metrics, flags) go: the CPU under Gloo, the
     /// process's GPU under NCCL. Gradients stay where the model is.
     pub device: Device,
+    /// The rendezvous store, through which a failed collective names the ranks that
+    /// stopped answering.
+    store: liveness::Store,
+    /// This process's own heartbeat in it (stopped before the group is freed).
+    heartbeat: Option<Heartbeat>,
 }
 
 // SAFETY: a group moves between threads but is used by one at a time (it is not Sync);
@@ -164,6 +170,7 @@ impl ProcessGroup {
         backend: Backend,
     ) -> Result<ProcessGroup, TchError> {
         let torch = |e: String| TchError::Torch(e);
+        let store = liveness::Store::new(host, port, rank, world)?;
         let use_nccl = match backend {
             Backend::Gloo => None,
             Backend::Nccl { .. } => Some(nccl().map_err(torch)?),
@@ -187,16 +194,19 @@ impl ProcessGroup {
             Backend::Nccl { device } => Device::Cuda(device),
         };
         // Owned from here, so that a failure below frees it.
-        let group = ProcessGroup {
+        let mut group = ProcessGroup {
             group,
             rank,
             world,
             device,
+            store,
+            heartbeat: None,
         };
         if let (Some(use_nccl), Backend::Nccl { device }) = (use_nccl, backend) {
             // SAFETY: a live group without a backend; the shim gives it one.
             check(unsafe { use_nccl(group.group, rank as i32, world as i32, device as i32) })?;
         }
+        group.heartbeat = Some(group.store.beat()?);
         Ok(group)
     }
 
@@ -204,30 +214,32 @@ impl ProcessGroup {
     pub fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> Result<(), TchError> {
         let mut ptrs = raw(tensors);
         // SAFETY: live group and tensors for the duration of the call.
-        check(unsafe { ffi::pipeline_group_all_reduce(self.group, ptrs.as_mut_ptr(), ptrs.len()) })
+        self.named(check(unsafe {
+            ffi::pipeline_group_all_reduce(self.group, ptrs.as_mut_ptr(), ptrs.len())
+        }))
     }
 
     /// Copies rank `root`'s tensors into everyone's, in place.
     pub fn broadcast(&self, tensors: &mut [Tensor], root: usize) -> Result<(), TchError> {
         let mut ptrs = raw(tensors);
         // SAFETY: live group and tensors for the duration of the call.
-        check(unsafe {
+        self.named(check(unsafe {
             ffi::pipeline_group_broadcast(self.group, ptrs.as_mut_ptr(), ptrs.len(), root as i32)
-        })
+        }))
     }
 
     /// Every rank's `input`, in rank order, into `outputs` (one tensor per rank).
     pub fn all_gather(&self, input: &mut Tensor, outputs: &mut [Tensor]) -> Result<(), TchError> {
         let mut ptrs = raw(outputs);
         // SAFETY: live group and tensors for the duration of the call.
-        check(unsafe {
+        self.named(check(unsafe {
             ffi::pipeline_group_all_gather(
                 self.group,
                 input.as_mut_ptr() as *mut c_void,
                 ptrs.as_mut_ptr(),
                 ptrs.len(),
             )
-        })
+        }))
     }
 
     /// Every rank's `value`, in rank order.
@@ -248,14 +260,14 @@ impl ProcessGroup {
     ) -> Result<(), TchError> {
         let mut ptrs = raw(inputs);
         // SAFETY: live group and tensors for the duration of the call.
-        check(unsafe {
+        self.named(check(unsafe {
             ffi::pipeline_group_reduce_scatter(
                 self.group,
                 output.as_mut_ptr() as *mut c_void,
                 ptrs.as_mut_ptr(),
                 ptrs.len(),
             )
-        })
+        }))
     }
 
     /// Averages `tensors` over the group, in buckets of at most `bucket_bytes`: each
@@ -295,7 +307,7 @@ impl ProcessGroup {
         let mut out: *mut c_void = std::ptr::null_mut();
         // SAFETY: a live group and live tensors for the duration of the call; on success
         // the shim stores a new tensor in `out`, which we own.
-        check(unsafe {
+        self.named(check(unsafe {
             ffi::pipeline_sync_batch_norm(
                 self.group,
                 ptr(input),
@@ -307,14 +319,31 @@ impl ProcessGroup {
                 eps,
                 &mut out,
             )
-        })?;
+        }))?;
         Ok(unsafe { Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
     }
 
     /// Waits for every rank.
     pub fn barrier(&self) -> Result<(), TchError> {
         // SAFETY: live group.
-        check(unsafe { ffi::pipeline_group_barrier(self.group) })
+        self.named(check(unsafe { ffi::pipeline_group_barrier(self.group) }))
+    }
+
+    /// A collective's `result`, its failure with the ranks that stopped answering named.
+    fn named<T>(&self, result: Result<T, TchError>) -> Result<T, TchError> {
+        result.map_err(|e| self.store.explain(e))
+    }
+
+    /// The group's store, as the liveness checks see it.
+    #[cfg(test)]
+    pub(crate) fn liveness(&self) -> &liveness::Store {
+        &self.store
+    }
+
+    /// Stops this process's heartbeat, as a stopped process's stops.
+    #[cfg(test)]
+    pub(crate) fn stop_heartbeat(&mut self) {
+        self.heartbeat = None;
     }
 }
 
@@ -361,6 +390,7 @@ fn nbytes(t: &Tensor) -> usize {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        self.heartbeat = None;
         // SAFETY: the group was created by `join` and is freed once.
         unsafe { ffi::pipeline_group_free(self.group) }
     }

@@ -48,8 +48,8 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
         }
         false
     };
-    if let Some(location) = prepare::cache_remote(dir) {
-        let opened = Remote::open(&location)
+    if let Some(shared) = prepare::cache_remote(dir) {
+        let opened = Remote::open(&shared.location)
             .map(|r| r.requiring(pipeline_core::freshness::required_outputs_of_key))
             .and_then(|r| r.check().map(|()| r))
             .and_then(|r| r.list().map(|e| (r, e)));
@@ -64,7 +64,7 @@ pub fn run(command: &CacheCommand, dir: &CacheDir) -> bool {
                 let users = users_of(&prepare::cache_root(dir, base));
                 dispatch(command, &Place::Shared(&remote), entries, &users, &local)
             }
-            Err(e) => fail(prepare::remote_unavailable(e)),
+            Err(e) => fail(prepare::remote_unavailable(e, &shared)),
         };
     }
     match store.check_root() {

@@ -234,8 +234,9 @@ pub fn run(what: Option<&str>) -> bool {
         Ok(Topic::Section(section, path)) => print!("{}", section_text(section, &path)),
         Ok(Topic::Key(path, key)) => print!("{}", key_text(&path, key)),
         Err((error, help)) => {
-            eprintln!("error: {error}");
-            eprintln!("  help: {help}");
+            // `what` is the user's, quoted back: no control character reaches the terminal.
+            eprintln!("error: {}", manifests::escape_controls(&error));
+            eprintln!("  help: {}", manifests::escape_controls(&help));
             return false;
         }
     }

@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 pub const CACHE_DIR_ENV: &str = "PIPELINE_CACHE_DIR";
 
 /// `--cache-dir`, else `$PIPELINE_CACHE_DIR`, each unless empty (an empty one would
-/// otherwise make the current directory the cache).
-fn given(dir: &CacheDir) -> impl Iterator<Item = PathBuf> {
-    let flag = dir.dir.clone();
-    let env = std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from);
+/// otherwise make the current directory the cache), with where each came from.
+fn given(dir: &CacheDir) -> impl Iterator<Item = (&'static str, PathBuf)> {
+    let flag = dir.dir.clone().map(|d| ("--cache-dir", d));
+    let env = std::env::var_os(CACHE_DIR_ENV).map(|d| (CACHE_DIR_ENV, PathBuf::from(d)));
     [flag, env]
         .into_iter()
         .flatten()
-        .filter(|d| !d.as_os_str().is_empty())
+        .filter(|(_, d)| !d.as_os_str().is_empty())
 }
 
 /// The local cache directory: `--cache-dir`, else `$PIPELINE_CACHE_DIR`, else
@@ -31,6 +31,7 @@ fn given(dir: &CacheDir) -> impl Iterator<Item = PathBuf> {
 /// (`s3://bucket/prefix`) names the shared cache ([`cache_remote`]), not this one.
 pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
     given(dir)
+        .map(|(_, d)| d)
         .find(|d| !cache::io::is_url(&d.to_string_lossy()))
         .unwrap_or_else(|| {
             let base = if base.as_os_str().is_empty() {
@@ -42,15 +43,24 @@ pub fn cache_root(dir: &CacheDir, base: &Path) -> PathBuf {
         })
 }
 
+/// A shared cache's URL and where it was given (`--cache-dir` or the variable).
+pub struct Shared {
+    pub location: String,
+    pub given_by: &'static str,
+}
+
 /// The shared cache behind the local one: the first of `--cache-dir` and
 /// `$PIPELINE_CACHE_DIR` that is a URL (`s3://bucket/prefix`, `file:///shared/dir`).
-pub fn cache_remote(dir: &CacheDir) -> Option<String> {
+pub fn cache_remote(dir: &CacheDir) -> Option<Shared> {
     if dir.local_only {
         return None;
     }
     given(dir)
-        .map(|d| d.to_string_lossy().into_owned())
-        .find(|d| cache::io::is_url(d))
+        .map(|(given_by, d)| Shared {
+            location: d.to_string_lossy().into_owned(),
+            given_by,
+        })
+        .find(|shared| cache::io::is_url(&shared.location))
 }
 
 /// The store of `dir`: the local cache, with the shared one behind it when one is
@@ -59,26 +69,32 @@ pub fn cache_remote(dir: &CacheDir) -> Option<String> {
 pub fn open_store(dir: &CacheDir, base: &Path) -> Result<cache::Store, Diagnostic> {
     let store = cache::Store::new(cache_root(dir, base))
         .requiring(pipeline_core::freshness::required_outputs_of_key);
-    let Some(location) = cache_remote(dir) else {
+    let Some(shared) = cache_remote(dir) else {
         return Ok(store);
     };
-    let remote = cache::Remote::open(&location)
+    let remote = cache::Remote::open(&shared.location)
         .and_then(|remote| remote.check().map(|()| remote))
-        .map_err(remote_unavailable)?;
+        .map_err(|e| remote_unavailable(e, &shared))?;
     Ok(store.with_remote(remote))
 }
 
-/// The diagnostic for a shared cache that cannot be used.
-pub fn remote_unavailable(e: cache::io::IoError) -> Diagnostic {
+/// The diagnostic for a shared cache that cannot be used, naming where it was given.
+pub fn remote_unavailable(e: cache::io::IoError, shared: &Shared) -> Diagnostic {
+    let unset = match shared.given_by {
+        CACHE_DIR_ENV => format!("unset {CACHE_DIR_ENV}"),
+        flag => format!("leave out {flag}"),
+    };
     Diagnostic::error(
         "pipeline::cache::remote_unavailable",
-        format!("the shared cache cannot be used: {e}"),
+        format!(
+            "the shared cache given by {} cannot be used: {e}",
+            shared.given_by
+        ),
     )
-    .help(
-        "check the endpoint (AWS_ENDPOINT_URL), the bucket and the credentials \
-         (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), or leave --cache-dir and \
-         PIPELINE_CACHE_DIR unset to use the local cache alone",
-    )
+    .help(format!(
+        "check the URL, the endpoint (AWS_ENDPOINT_URL), the bucket and the credentials \
+         (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), or {unset} to use the local cache alone"
+    ))
 }
 
 /// What every stage key of this build shares, for a run of `manifest` by `processes` on

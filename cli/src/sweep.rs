@@ -265,13 +265,13 @@ fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
         budget,
     } = check(args, &plan, grid)?;
     let total = sweep.len();
-    eprintln!(
+    say(&format!(
         "sweep of {}: {total} points, {} at once, ranked by {} ({})",
         args.file.display(),
         plan.jobs,
         monitor.name(),
         if monitor.maximize { "max" } else { "min" }
-    );
+    ));
     let all: Vec<usize> = (0..total).collect();
     match (&halving, budget) {
         (Some(halving), Some(budget)) => {
@@ -329,7 +329,7 @@ fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
     } else {
         print!("{}", table(&sweep, &order, &plan, &monitor));
         if let Some(outputs) = &outputs {
-            println!("{}", outputs.said(&sweep));
+            println!("{}", escaped(&outputs.said(&sweep)));
         }
     }
     Ok(sweep.iter().all(Point::ok))
@@ -551,10 +551,10 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Result<Chec
                             let hindrance = index
                                 .and_then(|i| pipeline_core::extend::hindrance(manifest, i, 1));
                             if let Some(why) = hindrance {
-                                eprintln!(
+                                say(&format!(
                                     "warning: each rung trains stage `{}` from the start: {why}",
                                     b.0
-                                );
+                                ));
                             }
                             budget = Some(b);
                         }
@@ -632,13 +632,13 @@ fn halve(
     let rungs = halving.rungs(epochs);
     let mut alive: Vec<usize> = (0..sweep.len()).collect();
     for (k, &rung) in rungs.iter().enumerate() {
-        eprintln!(
+        say(&format!(
             "rung {} of {}: {} point{} × {rung} epochs of stage `{stage}`",
             k + 1,
             rungs.len(),
             alive.len(),
             if alive.len() == 1 { "" } else { "s" }
-        );
+        ));
         let epochs = Override {
             path: vec![stage.clone(), "epochs".into()],
             value: rung.to_string(),
@@ -745,19 +745,19 @@ fn execute(
         let value = point
             .value(monitor)
             .map_or("-".into(), |v| format!("{v:.4}"));
-        eprintln!(
+        say(&format!(
             "[{finished}/{}] point {} ({}): {} · {} {value}",
             which.len(),
             p + 1,
             point.label(),
             point.statuses(),
             monitor.name()
-        );
+        ));
         if let Some(why) = &point.failure {
-            eprintln!("  {}", why.replace('\n', "\n  "));
+            say(&format!("  {}", why.replace('\n', "\n  ")));
         } else if !point.ok() {
             if let Some(error) = point.report.as_ref().and_then(first_error) {
-                eprintln!("  {error}");
+                say(&format!("  {error}"));
             }
         }
     }
@@ -798,4 +798,10 @@ fn table(sweep: &[Point], order: &[usize], plan: &Plan, monitor: &Monitor) -> St
         rows.push(row);
     }
     summary::columns(&rows)
+}
+
+/// A progress line on stderr, with the control characters of the user's names and values
+/// escaped.
+fn say(line: &str) {
+    eprintln!("{}", manifests::escape_controls(line));
 }

@@ -207,7 +207,8 @@ impl miette::Diagnostic for Shown<'_> {
 }
 
 fn handler() -> GraphicalReportHandler {
-    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let color = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let theme = if color {
         GraphicalTheme::unicode()
     } else {

@@ -697,3 +697,75 @@ print(worst)
     );
     assert!(!checked.is_empty());
 }
+
+#[test]
+fn a_stopped_worker_is_named_when_a_scheduler_started_the_processes() {
+    // As SLURM or torchrun start them: each process on its own, told its place in the
+    // group by the environment, with no launcher of ours to look at the others.
+    let dir = project();
+    let slow = DDP
+        .replace("max-norm=1.0", "max-norm=1.0 timeout=3")
+        .replace("epochs=3 batch-size=16", "epochs=50 batch-size=16");
+    std::fs::write(dir.path().join("ddp.kdl"), &slow).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let start = |rank: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "ddp.kdl", "--no-cache"])
+            .current_dir(dir.path())
+            .env_remove("PIPELINE_CACHE_DIR")
+            .envs([
+                ("RANK", rank),
+                ("LOCAL_RANK", rank),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", &port),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (start("0"), start("1"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pid = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "training never started"
+        );
+        let started = std::fs::read_dir(dir.path().join(".pipeline/runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|r| r.path().join("metrics.jsonl").is_file());
+        if let (true, Some(pid)) = (started, worker_pid(dir.path(), 1)) {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let signal = |name: &str| {
+        std::process::Command::new("kill")
+            .args([name, &pid.to_string()])
+            .status()
+            .unwrap()
+    };
+    signal("-STOP");
+    let out = first.wait_with_output().unwrap();
+    signal("-KILL");
+    drop(second.wait_with_output());
+    assert!(!out.status.success());
+    let log = text(&out.stderr);
+    // The diagnostic as one line, without the frame miette wraps it in.
+    let words: Vec<&str> = log.split_whitespace().filter(|w| *w != "│").collect();
+    // Where in the training it was stopped depends on the machine's speed.
+    let line = words.join(" ");
+    assert!(
+        line.contains("× stage `pretrain`: epoch ")
+            && line.contains(": rank 1 of the group has stopped answering (no heartbeat for 2.5 s: stopped by a signal such as SIGSTOP or Ctrl-Z, frozen, or gone); "),
+        "{log}"
+    );
+}

@@ -733,5 +733,12 @@ fn malformed_variables_are_refused_naming_them() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     refusals += &text(&out.stderr);
+    // A shared cache in the variable is refused naming the variable, not only the URL.
+    let out = pipeline_with(dir, &local, &endpoint, &["status", "small.kdl"])
+        .env("PIPELINE_CACHE_DIR", "gs://team/x")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    refusals += &text(&out.stderr);
     common::assert_fixture("s3-bad-variables.stderr", &refusals);
 }

@@ -524,6 +524,25 @@ fn names_with_control_characters_are_shown_escaped() {
     }
     let status = text(&pipeline(dir.path(), &["status", "t.kdl"]).stdout);
     assert!(status.starts_with("t\\u{1b}]0;owned\\u{7} · "), "{status}");
+    // A file name and a topic are the user's too: `sweep` and `explain` quote them escaped.
+    std::fs::write(dir.path().join("t\x1b[2J.kdl"), &manifest).unwrap();
+    let out = pipeline(
+        dir.path(),
+        &["sweep", "t\x1b[2J.kdl", "--grid", "optimizer.lr=0.1,0.2"],
+    );
+    // Two rows leave the test split empty: each point fails, saying so.
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(!has_controls(&stderr), "{stderr:?}");
+    assert!(
+        stderr.contains("sweep of t\\u{1b}[2J.kdl: 2 points"),
+        "{stderr}"
+    );
+    let out = pipeline(dir.path(), &["explain", "lo\x1b[2Jss"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(!has_controls(&stderr), "{stderr:?}");
+    assert!(stderr.contains("`lo\\u{1b}[2Jss`"), "{stderr}");
     let bad = manifest.replace("eval \"test\"", "eval \"te\\u{1b}[2Jst\"");
     std::fs::write(dir.path().join("t.kdl"), bad).unwrap();
     let out = pipeline(dir.path(), &["check", "t.kdl"]);
