@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rerun-if-env-changed=PIPELINE_GLOO_INCLUDE");
+    println!("cargo:rerun-if-env-changed=PIPELINE_RELOCATABLE");
+    // A build for another machine (scripts/device-kit.sh): the NCCL library is looked for
+    // beside the executable, and neither it nor the binaries name a path of this machine.
+    let relocatable = std::env::var_os("PIPELINE_RELOCATABLE").is_some();
     for file in [
         "shim/shim.h",
         "shim/optim.cpp",
@@ -46,7 +50,7 @@ fn main() {
     );
     let nccl = std::thread::spawn({
         let (lib, include) = (lib.clone(), include.clone());
-        move || build_nccl(&lib, &include)
+        move || build_nccl(&lib, &include, relocatable)
     });
     cc::Build::new()
         .cpp(true)
@@ -75,6 +79,7 @@ fn main() {
     // Where `device.rs` finds libtorch_cuda.so when a run asks for CUDA.
     println!("cargo:rustc-env=PIPELINE_LIBTORCH_LIB={lib}");
     match nccl.join().expect("the NCCL build thread panicked") {
+        Ok(_) if relocatable => {}
         Ok(path) => println!("cargo:rustc-env=PIPELINE_NCCL_SHIM={}", path.display()),
         Err(why) => {
             println!("cargo:warning=NCCL support not built: {why}");
@@ -85,7 +90,7 @@ fn main() {
 
 /// Compiles `shim/nccl.cpp` into `$OUT_DIR/libpipeline_nccl.so`, linked against
 /// libtorch_cuda; `Err` says what is missing.
-fn build_nccl(lib: &str, include: &Path) -> Result<PathBuf, String> {
+fn build_nccl(lib: &str, include: &Path, relocatable: bool) -> Result<PathBuf, String> {
     let lib = Path::new(lib);
     if !lib.join("libtorch_cuda.so").exists() {
         return Err("this libtorch has no CUDA support".into());
@@ -134,7 +139,7 @@ fn build_nccl(lib: &str, include: &Path) -> Result<PathBuf, String> {
         .arg("-o")
         .arg(&out)
         .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args((!relocatable).then(|| format!("-Wl,-rpath,{}", lib.display())))
         .args([
             "-ltorch_cuda",
             "-ltorch_cpu",

@@ -133,7 +133,8 @@ def measured(cmd):
     return stdout, usage.ru_maxrss / 1024.0, wall
 
 
-def run_side(side, workload, epochs, threads, device):
+def run_side(side, workload, epochs, threads, device, batch=None):
+    """One training of `workload` by `side`, at the workload's batch size unless `batch`."""
     if side == "pipeline":
         manifest = BENCH / "manifests" / f"{workload}.kdl"
         # --force: train every time, with the defaults a user gets (the result stored in the
@@ -143,6 +144,7 @@ def run_side(side, workload, epochs, threads, device):
             "--set", f"train.epochs={epochs}",
             "--set", f"accelerator.threads={threads}",
             "--set", f"accelerator.device={device}",
+            *(["--set", f"train.batch-size={batch}"] if batch else []),
         ])
         report = json.loads(stdout)
         run_dir = manifest.parent / report["run_dir"]
@@ -155,6 +157,7 @@ def run_side(side, workload, epochs, threads, device):
             sys.executable, BENCH / "reference.py", "--runner", side, "--workload", workload,
             "--data", data_of(workload), "--init", DATA / f"{workload}-init.safetensors",
             "--epochs", str(epochs), "--threads", str(threads), "--device", device,
+            *(["--batch", str(batch)] if batch else []),
         ])
         result = json.loads(stdout.strip().splitlines()[-1])
         seconds, accuracy = result["epoch_seconds"], result["accuracy"]

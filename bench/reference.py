@@ -251,13 +251,15 @@ def main():
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--batch", type=int, help="another batch size than the workload's")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
     model, x, y, xt, yt = load(args)
     model.to(device)
-    times = RUNNERS[args.runner](model, x, y, args.epochs, WORKLOADS[args.workload]["batch"], device)
+    batch = args.batch or WORKLOADS[args.workload]["batch"]
+    times = RUNNERS[args.runner](model, x, y, args.epochs, batch, device)
     print(json.dumps({"epoch_seconds": times, "accuracy": accuracy(model, xt, yt, device)}))
 
 

@@ -3,8 +3,8 @@
 #
 #   - libtorch: PyPI torch==$TORCH_VERSION in a virtual environment outside the clone,
 #     keyed by the torch version ($PIPELINE_VENV, default ~/.cache/pipeline/venv-torch-X),
-#     so every clean clone reuses it. A marker file is written only once the install
-#     finished, so an interrupted install is redone rather than trusted.
+#     so every clean clone reuses it, with the CUDA headers the NCCL shim needs
+#     (scripts/torch-venv.sh).
 #   - safetensors (PyPI), with which the parity tests load checkpoints into torch.nn;
 #     scikit-learn, with which the data tests recompute R² and accuracy, and pyarrow, with
 #     which they write Parquet files;
@@ -18,8 +18,6 @@
 #     read pipeline's event files with;
 #   - moto (PyPI, with its server), the S3-compatible server the object-storage tests run
 #     on a free local port;
-#   - the CUDA headers the NCCL shim needs and torch's wheels lack (crt, CCCL: header-only
-#     packages of the same CUDA toolkit, from PyPI).
 #   - Gloo's headers, which the wheel's c10d headers include but do not ship (the library
 #     itself is inside libtorch_cpu): Debian's libgloo-dev package, downloaded and
 #     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
@@ -49,17 +47,8 @@ cache=${PIPELINE_CACHE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeline}
 venv=${PIPELINE_VENV:-$cache/venv-torch-$TORCH_VERSION}
 say() { printf 'setup: %s\n' "$*" >&2; }
 
-# --- libtorch --------------------------------------------------------------------------
-if [ ! -f "$venv/.pipeline-complete" ]; then
-  say "installing torch==$TORCH_VERSION into $venv (about 4.7 GB, once per machine)"
-  rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    "torch==$TORCH_VERSION" numpy >&2
-  touch "$venv/.pipeline-complete"
-fi
-torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+# --- libtorch, and the CUDA headers the NCCL shim needs ---------------------------------
+torch_dir=$("$root/scripts/torch-venv.sh" "$TORCH_VERSION" "$venv")
 
 # pip_once MARKER WHY PACKAGE==VERSION…: installs the packages into the venv once (the
 # marker file $venv/.pipeline-MARKER says it finished), under a constraint that keeps pip
@@ -116,17 +105,6 @@ pip_once "tensorboard-$TENSORBOARD_VERSION" "the TensorBoard tests read with it"
 MOTO_VERSION=5.2.1
 pip_once "moto-$MOTO_VERSION" "the object-storage tests run an S3 server" \
   "moto[server]==$MOTO_VERSION"
-
-# --- CUDA headers for the NCCL shim ------------------------------------------------------
-# torch's CUDA wheels bring nccl.h and the runtime headers, but not two header-only parts
-# of the same CUDA toolkit that cuda_runtime.h includes (crt/, CCCL's nv/target).
-if [ -f "$torch_dir/lib/libtorch_cuda.so" ] && [ ! -f "$venv/.pipeline-cuda-headers" ]; then
-  cuda_toolkit=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("cuda-toolkit"))')
-  say "installing the CUDA $cuda_toolkit headers torch lacks (crt, cccl)"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    "cuda-toolkit[crt,cccl]==$cuda_toolkit" >&2
-  touch "$venv/.pipeline-cuda-headers"
-fi
 
 # --- Gloo's headers ----------------------------------------------------------------------
 gloo="$cache/gloo-$GLOO_DEB_VERSION"

@@ -6,6 +6,10 @@
 # it where a GPU is:
 #
 #     scripts/test-gpu.sh
+#
+# It needs cargo and PyPI. A GPU machine with neither (only Python and torch) runs the
+# device kit instead: scripts/device-kit.sh builds it here, its run.sh runs the same
+# checks there as command-line checks (scripts/device-kit/README.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

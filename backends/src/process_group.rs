@@ -114,10 +114,14 @@ fn nccl_library() -> Result<PathBuf, String> {
         (Some(built), _) if Path::new(built).exists() => Ok(PathBuf::from(built)),
         (_, Some(path)) if path.exists() => Ok(path),
         (Some(built), _) => Err(format!("{built} is missing (rebuild pipeline)")),
-        (None, _) => Err(format!(
-            "this build of pipeline has no NCCL support: {}",
-            option_env!("PIPELINE_NCCL_MISSING").unwrap_or("unknown reason")
-        )),
+        (None, beside) => Err(match option_env!("PIPELINE_NCCL_MISSING") {
+            Some(why) => format!("this build of pipeline has no NCCL support: {why}"),
+            // A relocatable build (scripts/device-kit.sh) keeps it beside the executable.
+            None => format!(
+                "{NAME} is not beside the executable ({})",
+                beside.map_or("unknown".into(), |p| p.display().to_string())
+            ),
+        }),
     }
 }
 
@@ -345,6 +349,61 @@ impl ProcessGroup {
     pub(crate) fn stop_heartbeat(&mut self) {
         self.heartbeat = None;
     }
+}
+
+/// A group of one process on `backend` (`nccl`: CUDA device 0; `gloo`: the CPU) and every
+/// collective through it, with the values each must give: the GPU machine's kit runs it
+/// (`pipeline-worker --self-test-group nccl`), where one GPU allows no group of two.
+pub fn self_test(backend: &str) -> Result<String, String> {
+    let backend = match backend {
+        "nccl" => {
+            crate::device::load_cuda()?;
+            if !tch::Cuda::is_available() {
+                return Err("no CUDA device".into());
+            }
+            Backend::Nccl { device: 0 }
+        }
+        "gloo" => Backend::Gloo,
+        other => return Err(format!("`{other}` is not a backend (gloo, nccl)")),
+    };
+    let torch = |e: TchError| crate::error::short_message(&e);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let g = ProcessGroup::join("127.0.0.1", port, 0, 1, Duration::from_secs(60), backend)
+        .map_err(torch)?;
+    let on = |values: &[f64]| Tensor::from_slice(values).to_device(g.device);
+    let got = |t: &Tensor| Vec::<f64>::try_from(t.to_device(Device::Cpu)).map_err(torch);
+    let mut sum = [on(&[1.0, 2.0])];
+    g.all_reduce_sum(&mut sum).map_err(torch)?;
+    let mut root = [on(&[7.0])];
+    g.broadcast(&mut root, 0).map_err(torch)?;
+    let mut all = [on(&[0.0, 0.0])];
+    g.all_gather(&mut on(&[3.0, 4.0]), &mut all)
+        .map_err(torch)?;
+    let mut part = on(&[0.0]);
+    g.reduce_scatter_sum(&mut part, &mut [on(&[5.0])])
+        .map_err(torch)?;
+    g.barrier().map_err(torch)?;
+    let results = [
+        ("all-reduce", got(&sum[0])?, vec![1.0, 2.0]),
+        ("broadcast", got(&root[0])?, vec![7.0]),
+        ("all-gather", got(&all[0])?, vec![3.0, 4.0]),
+        ("reduce-scatter", got(&part)?, vec![5.0]),
+    ];
+    for (what, got, want) in &results {
+        if got != want {
+            return Err(format!("{what} gave {got:?}, not {want:?}"));
+        }
+    }
+    let on = match g.device {
+        Device::Cuda(n) => format!("cuda:{n} (NCCL)"),
+        _ => "the CPU (Gloo)".into(),
+    };
+    Ok(format!(
+        "a group of one on {on}: all-reduce, broadcast, all-gather, reduce-scatter and barrier gave the right values"
+    ))
 }
 
 /// Runs `collective` on flat buffers of at most `bucket_bytes` (one dtype each) made of

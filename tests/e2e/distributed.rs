@@ -769,3 +769,27 @@ fn a_stopped_worker_is_named_when_a_scheduler_started_the_processes() {
         "{log}"
     );
 }
+
+/// The GPU machine's kit checks a process group through the worker alone
+/// (`pipeline-worker --self-test-group nccl` there); on the CPU, Gloo.
+#[test]
+fn the_worker_checks_a_group_of_one_and_names_a_backend_it_does_not_know() {
+    let worker = |backend: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline-worker"))
+            .args(["--self-test-group", backend])
+            .output()
+            .expect("the worker runs")
+    };
+    let gloo = worker("gloo");
+    assert!(gloo.status.success(), "{}", text(&gloo.stderr));
+    assert_eq!(
+        text(&gloo.stdout),
+        "a group of one on the CPU (Gloo): all-reduce, broadcast, all-gather, reduce-scatter and barrier gave the right values\n"
+    );
+    let mpi = worker("mpi");
+    assert_eq!(mpi.status.code(), Some(1));
+    assert_eq!(
+        text(&mpi.stderr),
+        "error: `mpi` is not a backend (gloo, nccl)\n"
+    );
+}
