@@ -7,7 +7,7 @@ use crate::loss::{self, Loss};
 use crate::model::Model;
 use crate::numerics::Numerics;
 use crate::process_group::ProcessGroup;
-use manifests::LossKind;
+use manifests::Target;
 use pipeline_core::metrics::Predictions;
 use tch::{Kind, TchError, Tensor};
 
@@ -87,7 +87,7 @@ pub fn evaluate(
                 let _ = loss_sum.f_add_(&batch_loss)?;
                 let _ = weight_sum.f_add_(&batch_weight)?;
                 if let Some(predicted) = &mut predicted {
-                    predicted.push(&out, &yb, classification, kind)?;
+                    predicted.push(&out, &yb, classification, objective)?;
                 }
                 if let Some((hits, count)) = loss::correct(kind, &out, &yb)? {
                     let _ = hits_sum.f_add_(&hits)?;
@@ -259,10 +259,10 @@ impl Predicted {
         out: &Tensor,
         yb: &Tensor,
         classification: bool,
-        kind: LossKind,
+        objective: &Loss,
     ) -> Result<(), TchError> {
         // Probabilities (of the classes, of each label), or the regression's outputs.
-        let out = crate::predict::scores(out, kind)?;
+        let out = objective.scores(out)?;
         self.width = out.size()[1] as usize;
         let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
         self.outputs.extend(Vec::<f64>::try_from(&host(&out)?)?);
@@ -338,19 +338,19 @@ impl Predicted {
     }
 
     /// The predictions as the metrics read them, for a model trained with `kind`.
-    pub fn as_predictions(&self, kind: LossKind) -> Predictions<'_> {
-        match kind {
-            LossKind::CrossEntropy | LossKind::Nll => Predictions::Classes {
+    pub fn as_predictions(&self, kind: manifests::Loss) -> Predictions<'_> {
+        match kind.target() {
+            Target::Classes => Predictions::Classes {
                 probabilities: &self.outputs,
                 labels: &self.classes,
                 classes: self.width,
             },
-            LossKind::BceWithLogits => Predictions::Labels {
+            Target::Labels => Predictions::Labels {
                 probabilities: &self.outputs,
                 truth: &self.targets,
                 labels: self.width,
             },
-            LossKind::Mse | LossKind::L1 | LossKind::Huber => Predictions::Values {
+            Target::Values => Predictions::Values {
                 outputs: &self.outputs,
                 targets: &self.targets,
                 width: self.width,

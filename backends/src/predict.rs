@@ -4,11 +4,12 @@
 //! the outputs. As a CSV table with a header, or as one float64 `.npy` array.
 
 use crate::data::{Dataset, Loader};
+use crate::loss::Loss;
 use crate::model::Model;
 use crate::numerics::Numerics;
-use manifests::{Diagnostic, LossKind, PredictionFormat};
+use manifests::{Diagnostic, PredictionFormat, Target};
 use std::path::Path;
-use tch::{Kind, TchError, Tensor};
+use tch::{TchError, Tensor};
 
 /// What a model predicted for some samples, in their order, on the host.
 pub struct Predictions {
@@ -21,24 +22,12 @@ pub struct Predictions {
     pub rows: Vec<usize>,
 }
 
-/// The scores a model's outputs stand for, by the loss it was trained with (see
-/// [`Predictions::values`]).
-pub(crate) fn scores(out: &Tensor, kind: LossKind) -> Result<Tensor, TchError> {
-    let out = out.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
-    match kind {
-        LossKind::CrossEntropy => out.f_softmax(1, Kind::Double),
-        LossKind::Nll => out.f_exp(),
-        LossKind::BceWithLogits => out.f_sigmoid(),
-        LossKind::Mse | LossKind::L1 | LossKind::Huber => Ok(out),
-    }
-}
-
 /// Runs `model` over the samples `samples` of `data` in batches, without gradients, in
 /// eval mode, under the precision's autocast.
 pub fn predict(
     model: &Model,
     numerics: &Numerics,
-    kind: LossKind,
+    loss: &Loss,
     data: &Dataset,
     samples: &[usize],
     batch_size: i64,
@@ -57,7 +46,7 @@ pub fn predict(
             for _ in 0..count {
                 let (xb, _) = loader.next_batch()?;
                 let out = numerics.autocast(|| model.forward(&xb, false))?;
-                let out = scores(&out, kind)?;
+                let out = loss.scores(&out)?;
                 predictions.width = out.size()[1] as usize;
                 let host = out.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?;
                 predictions.values.extend(Vec::<f64>::try_from(&host)?);
@@ -79,7 +68,7 @@ pub struct Names {
 pub fn write(
     path: &Path,
     format: PredictionFormat,
-    kind: LossKind,
+    kind: manifests::Loss,
     predictions: &Predictions,
     names: &Names,
 ) -> Result<(), Diagnostic> {
@@ -124,43 +113,48 @@ fn number(v: &f64) -> String {
 }
 
 /// The predictions table, its header first.
-fn table(kind: LossKind, predictions: &Predictions, names: &Names) -> Vec<Vec<String>> {
+fn table(kind: manifests::Loss, predictions: &Predictions, names: &Names) -> Vec<Vec<String>> {
     let width = predictions.width.max(1);
     let rows = predictions.values.chunks(width).zip(&predictions.rows);
     let mut header = vec!["row".to_string()];
     let mut table = Vec::with_capacity(predictions.rows.len() + 1);
-    if kind.is_classification() {
-        let label = names.labels.first().map_or("class", String::as_str);
-        header.push(label.to_string());
-        header.extend(names.classes.iter().map(|c| format!("prob_{c}")));
-        table.push(header);
-        for (values, row) in rows {
-            // The first of equal largest probabilities, as `argmax` takes it.
-            let best = values
-                .iter()
-                .enumerate()
-                .fold(0, |best, (k, &v)| if v > values[best] { k } else { best });
-            let mut record = vec![row.to_string(), names.classes[best].clone()];
-            record.extend(values.iter().map(number));
-            table.push(record);
+    match kind.target() {
+        Target::Classes => {
+            let label = names.labels.first().map_or("class", String::as_str);
+            header.push(label.to_string());
+            header.extend(names.classes.iter().map(|c| format!("prob_{c}")));
+            table.push(header);
+            for (values, row) in rows {
+                // The first of equal largest probabilities, as `argmax` takes it.
+                let best =
+                    values
+                        .iter()
+                        .enumerate()
+                        .fold(0, |best, (k, &v)| if v > values[best] { k } else { best });
+                let mut record = vec![row.to_string(), names.classes[best].clone()];
+                record.extend(values.iter().map(number));
+                table.push(record);
+            }
         }
-    } else if kind == LossKind::BceWithLogits {
-        header.extend(names.labels.iter().cloned());
-        header.extend(names.labels.iter().map(|l| format!("prob_{l}")));
-        table.push(header);
-        for (values, row) in rows {
-            let mut record = vec![row.to_string()];
-            record.extend(values.iter().map(|&p| u8::from(p > 0.5).to_string()));
-            record.extend(values.iter().map(number));
-            table.push(record);
+        Target::Labels => {
+            header.extend(names.labels.iter().cloned());
+            header.extend(names.labels.iter().map(|l| format!("prob_{l}")));
+            table.push(header);
+            for (values, row) in rows {
+                let mut record = vec![row.to_string()];
+                record.extend(values.iter().map(|&p| u8::from(p > 0.5).to_string()));
+                record.extend(values.iter().map(number));
+                table.push(record);
+            }
         }
-    } else {
-        header.extend(names.labels.iter().cloned());
-        table.push(header);
-        for (values, row) in rows {
-            let mut record = vec![row.to_string()];
-            record.extend(values.iter().map(number));
-            table.push(record);
+        Target::Values => {
+            header.extend(names.labels.iter().cloned());
+            table.push(header);
+            for (values, row) in rows {
+                let mut record = vec![row.to_string()];
+                record.extend(values.iter().map(number));
+                table.push(record);
+            }
         }
     }
     table

@@ -4,8 +4,8 @@
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
 use manifests::schema::{
-    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, MODEL, SECTIONS, SPLIT,
-    STAGES, STRUCTURES,
+    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, MODEL, SPLIT, STAGES,
+    STRUCTURES,
 };
 use manifests::suggest;
 use manifests::transforms::{transform, TRANSFORMS};
@@ -135,9 +135,8 @@ fn section_text(section: &Section, path: &str) -> String {
 
 /// Sections, stage kinds and `block`: the nodes at the top of a manifest.
 fn top_level() -> impl Iterator<Item = &'static Section> {
-    SECTIONS
-        .iter()
-        .copied()
+    schema::sections()
+        .into_iter()
         .chain(STAGES.iter().copied())
         .chain([&BLOCK])
 }

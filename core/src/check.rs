@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, DataFormat, Diagnostic, EvalSpec, LossKind, Manifest, Spanned, StageConfig, StageKind,
-    StageSpec, TrainSpec, WeightsFrom,
+    suggest, DataFormat, Diagnostic, EvalSpec, Manifest, Spanned, StageConfig, StageKind,
+    StageSpec, Target, TrainSpec, WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -628,27 +628,31 @@ fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic>
     };
     // Class metrics read class indices; regression ones, the outputs of `mse`; some
     // class metrics also read multi-label outputs.
-    let fits = match (loss, metric.classification()) {
-        (LossKind::BceWithLogits, _) => metric.multi_label(),
-        (_, true) => loss.is_classification(),
-        (_, false) => loss.is_regression(),
+    let fits = match (loss.target(), metric.classification()) {
+        (Target::Labels, _) => metric.multi_label(),
+        (Target::Classes, classification) => classification,
+        (Target::Values, classification) => !classification,
     };
     if fits {
         return None;
     }
-    let what = match (loss, metric.classification()) {
-        (LossKind::BceWithLogits, true) => "single-label classification (one class per sample)",
-        (_, true) => "classification (class indices)",
-        (_, false) => "regression (`mse`, `l1`, `huber`)",
+    let what = match (loss.target(), metric.classification()) {
+        (Target::Labels, true) => "single-label classification (one class per sample)".into(),
+        (Target::Classes | Target::Values, true) => "classification (class indices)".into(),
+        (Target::Classes | Target::Labels | Target::Values, false) => {
+            let regressions: Vec<String> = manifests::losses::LOSSES
+                .all()
+                .iter()
+                .filter(|l| l.target == Target::Values)
+                .map(|l| format!("`{}`", l.name))
+                .collect();
+            format!("regression ({})", regressions.join(", "))
+        }
     };
-    let help = match loss {
-        LossKind::Mse | LossKind::L1 | LossKind::Huber => {
-            "measure a regression with `mse`, `rmse`, `mae` or `r2`"
-        }
-        LossKind::CrossEntropy | LossKind::Nll => {
-            "measure a classification with `accuracy`, `f1-macro`, `auroc` …"
-        }
-        LossKind::BceWithLogits => {
+    let help = match loss.target() {
+        Target::Values => "measure a regression with `mse`, `rmse`, `mae` or `r2`",
+        Target::Classes => "measure a classification with `accuracy`, `f1-macro`, `auroc` …",
+        Target::Labels => {
             "measure multi-label outputs with `precision-`, `recall-` or `f1-` (per label, averaged) or `auroc`; every eval reports `accuracy`, each label's"
         }
     };

@@ -560,9 +560,9 @@ mod tests {
                     Some(("model", node)) => {
                         manifests::schema::model_node(node).is_some_and(|s| s.key(name).is_some())
                     }
-                    _ => manifests::schema::SECTIONS
-                        .iter()
-                        .chain(manifests::schema::STAGES)
+                    _ => manifests::schema::sections()
+                        .into_iter()
+                        .chain(manifests::schema::STAGES.iter().copied())
                         .any(|s| s.name == section && s.key(name).is_some()),
                 };
                 assert!(found, "{}: no key {key}", rule.code);

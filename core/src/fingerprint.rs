@@ -926,14 +926,18 @@ checkpoint needs="train"
     /// Whether a reason's key (`accelerator.strategy` in `accelerator.strategy changed …`)
     /// is a key of the manifest's schema, or names a model layer.
     fn names_a_manifest_key(reason: &str) -> bool {
-        use manifests::schema::{Ty, SECTIONS, STAGES};
+        use manifests::schema::{sections, Ty, STAGES};
         if reason.starts_with("model layer ") || reason.starts_with("model changed ") {
             return true;
         }
         let path = reason.split(' ').next().unwrap();
         let mut parts = path.split('.');
         let first = parts.next().unwrap();
-        let Some(mut section) = SECTIONS.iter().chain(STAGES).find(|s| s.name == first) else {
+        let Some(mut section) = sections()
+            .into_iter()
+            .chain(STAGES.iter().copied())
+            .find(|s| s.name == first)
+        else {
             return false;
         };
         let mut rest: Vec<&str> = parts.collect();

@@ -16,7 +16,7 @@
 //! failure message of [`unreached_keys_are_few`] for a human to judge.
 
 use crate::fingerprint::{fingerprints, Environment, Fingerprint};
-use manifests::schema::{Bound, Section, Ty, Val, SECTIONS, STAGES};
+use manifests::schema::{Bound, Section, Ty, Val, STAGES};
 use manifests::Override;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -246,7 +246,7 @@ fn try_section(
 /// Every key tried, by the name `explain` gives it (`train.epochs` for the stage's keys).
 fn verdicts() -> BTreeMap<String, Verdict> {
     let mut verdicts = BTreeMap::new();
-    for section in SECTIONS {
+    for section in manifests::schema::sections() {
         if section.name == "model" {
             // Every layer's settings are in the key as written (`to_value(&model)`).
             continue;

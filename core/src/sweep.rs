@@ -2,9 +2,7 @@
 //! ranked by, and which of them may run side by side without computing a stage twice.
 
 use crate::rng::Rng;
-use manifests::{
-    Diagnostic, LossKind, Manifest, Mode, Override, Severity, StageConfig, SweepSpec, SweptKey,
-};
+use manifests::{Diagnostic, Manifest, Mode, Override, Severity, StageConfig, SweepSpec, SweptKey};
 use std::collections::BTreeSet;
 
 /// One swept key and its values: `optimizer.lr=1e-3,3e-3`.
@@ -493,7 +491,7 @@ fn computed(manifest: &Manifest, config: &StageConfig, classification: bool) -> 
         StageConfig::Eval(e) => {
             add("loss");
             add("samples");
-            if classification && manifest.loss.kind != LossKind::BceWithLogits {
+            if manifest.loss.kind.is_classification() {
                 add("accuracy");
             }
             for m in &e.metrics {

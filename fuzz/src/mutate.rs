@@ -137,9 +137,8 @@ const KDL_BITS: &[&str] = &[
 
 /// A name the schema knows (section, stage, layer or key), or a value it accepts.
 fn schema_word(rng: &mut Rng) -> String {
-    let sections: Vec<&Section> = schema::SECTIONS
-        .iter()
-        .copied()
+    let sections: Vec<&Section> = schema::sections()
+        .into_iter()
         .chain(schema::STAGES.iter().copied())
         .chain(schema::LAYERS.iter().copied())
         .chain([&schema::SPLIT])
@@ -370,7 +369,7 @@ fn repeat_line(rng: &mut Rng, input: &mut Input, _: &[Input]) {
 /// A `--set` path from the schema (or the text's stage names), with a value.
 fn set_path(rng: &mut Rng, input: &Input) -> String {
     let mut paths: Vec<String> = Vec::new();
-    for s in schema::SECTIONS {
+    for s in schema::sections() {
         paths.push(s.name.to_string());
         for k in s.keys {
             paths.push(format!("{}.{}", s.name, k.name));

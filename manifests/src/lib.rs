@@ -13,6 +13,8 @@
 //! - `sweep.rs` — the `sweep` block → the keys `pipeline sweep` sweeps;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
+//! - `registry.rs` — a family of members a manifest names (`Registry`, `Chosen`);
+//! - `losses/` — every loss, one file each: what it compares, its keys;
 //! - `accelerator/` — the registries of accelerators, strategies and precisions: what a
 //!   manifest may name, and what the compatibility rules ask of each member;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
@@ -30,11 +32,13 @@ mod images;
 mod inputs;
 pub mod layers;
 mod limits;
+pub mod losses;
 mod lower;
 pub mod manifest;
 mod model;
 pub mod overrides;
 mod reader;
+pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod suggest;

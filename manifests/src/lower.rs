@@ -16,6 +16,7 @@
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::limits;
+use crate::losses::{self, TYPED_KEYS};
 use crate::manifest::*;
 use crate::overrides::Override;
 use crate::reader::{Fields, Pending, Reader, Value};
@@ -72,7 +73,7 @@ pub fn lower(text: &str, default_name: &str, base_dir: &Path, overrides: &[Overr
     };
     let manifest = lowerer.manifest(&doc, default_name, base_dir, overrides);
     Lowered {
-        manifest: Some(manifest),
+        manifest,
         diagnostics: lowerer.diags,
     }
 }
@@ -125,13 +126,13 @@ impl<'a> Reader<'a> {
         default_name: &str,
         base_dir: &Path,
         overrides: &'a [Override],
-    ) -> Manifest {
+    ) -> Option<Manifest> {
         let mut sections: BTreeMap<&'static str, &'a KdlNode> = BTreeMap::new();
         let mut stage_nodes: Vec<(StageKind, &'a KdlNode)> = Vec::new();
         let mut block_nodes: Vec<&'a KdlNode> = Vec::new();
         for node in doc.nodes() {
             let name = node.name().value();
-            if let Some(section) = schema::SECTIONS.iter().find(|s| s.name == name) {
+            if let Some(section) = schema::sections().into_iter().find(|s| s.name == name) {
                 if let Some(first) = sections.get(section.name) {
                     self.diags.push(
                         Diagnostic::error(
@@ -174,7 +175,7 @@ impl<'a> Reader<'a> {
         for ov in overrides {
             let first = ov.path[0].as_str();
             let mut target: Vec<String> = if let Some(section) =
-                schema::SECTIONS.iter().find(|s| s.name == first)
+                schema::sections().into_iter().find(|s| s.name == first)
             {
                 if section.children == Children::Layers {
                     self.diags.push(
@@ -222,7 +223,7 @@ impl<'a> Reader<'a> {
                     (None, [i]) => *i,
                     (None, []) => {
                         let mut candidates: Vec<&str> =
-                            schema::SECTIONS.iter().map(|s| s.name).collect();
+                            schema::sections().iter().map(|s| s.name).collect();
                         candidates.extend(stage_names.iter().map(String::as_str));
                         self.diags.push(
                             Diagnostic::error(
@@ -293,7 +294,7 @@ impl<'a> Reader<'a> {
         let pipeline = read_section(self, &schema::PIPELINE);
         let seed_f = read_section(self, &schema::SEED);
         let data_f = read_section(self, &schema::DATA);
-        let loss_f = read_section(self, &schema::LOSS);
+        let loss_f = read_section(self, losses::section());
         let opt_f = read_section(self, &schema::OPTIMIZER);
         let sched_f = read_section(self, &schema::SCHEDULE);
         let acc_f = read_section(self, &schema::ACCELERATOR);
@@ -330,33 +331,9 @@ impl<'a> Reader<'a> {
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
         self.unused_inputs(&data, &model);
-        let kind = LossKind::parse(&loss_f.text("kind"))
-            // `loss` or its kind left out: already reported.
-            .unwrap_or(LossKind::CrossEntropy);
-        let loss = LossSpec {
-            kind,
-            label_smoothing: loss_f.float("label-smoothing"),
-            // Keys of other kinds are warned about and ignored.
-            class_weights: match loss_f.value("class-weights") {
-                _ if !kind.is_classification() => None,
-                Some(Value::Floats(w)) => Some(ClassWeights::Given(w.clone())),
-                Some(Value::Texts(_)) => Some(ClassWeights::Balanced),
-                _ => None,
-            }
-            .map(|value| Spanned {
-                value,
-                span: loss_f.span("class-weights"),
-            }),
-            pos_weight: match kind {
-                LossKind::BceWithLogits => loss_f.value("pos-weight").map(|_| Spanned {
-                    value: loss_f.floats("pos-weight"),
-                    span: loss_f.span("pos-weight"),
-                }),
-                _ => None,
-            },
-            delta: (kind == LossKind::Huber).then(|| loss_f.float("delta")),
-            span: loss_f.span,
-        };
+        // `None` when `loss` or its kind is left out or unknown: reported, and no member
+        // stands in for it (no manifest comes out).
+        let loss = Self::loss(&loss_f);
         let optimizer = self.optimizer(&opt_f);
         let schedule = ScheduleSpec {
             kind: match ScheduleName::parse(&sched_f.text("kind"))
@@ -503,12 +480,12 @@ impl<'a> Reader<'a> {
             }
         }
 
-        Manifest {
+        Some(Manifest {
             name,
             seed,
             data,
             model,
-            loss,
+            loss: loss?,
             optimizer,
             schedule,
             accelerator,
@@ -521,7 +498,44 @@ impl<'a> Reader<'a> {
             stages,
             base_dir: base_dir.to_path_buf(),
             fetched: Default::default(),
-        }
+        })
+    }
+
+    /// The loss the manifest names, with the keys its member declares (a key of another
+    /// member is warned about by the reader, and left out here).
+    fn loss(f: &Fields) -> Option<LossSpec> {
+        let kind = Loss::named(&f.opt_text("kind")?)?;
+        let takes = |key: &str| kind.takes(key);
+        let class_weights = match f.value("class-weights") {
+            _ if !takes("class-weights") => None,
+            Some(Value::Floats(w)) => Some(ClassWeights::Given(w.clone())),
+            Some(Value::Texts(_)) => Some(ClassWeights::Balanced),
+            _ => None,
+        };
+        Some(LossSpec {
+            kind,
+            label_smoothing: match takes("label-smoothing") {
+                true => f.float("label-smoothing"),
+                false => 0.0,
+            },
+            class_weights: class_weights.map(|value| Spanned {
+                value,
+                span: f.span("class-weights"),
+            }),
+            pos_weight: (takes("pos-weight") && f.value("pos-weight").is_some()).then(|| Spanned {
+                value: f.floats("pos-weight"),
+                span: f.span("pos-weight"),
+            }),
+            delta: takes("delta").then(|| f.float("delta")),
+            settings: kind
+                .describe()
+                .keys
+                .iter()
+                .filter(|k| !TYPED_KEYS.contains(&k.name))
+                .map(|k| (k.name.to_string(), f.float(k.name)))
+                .collect(),
+            span: f.span,
+        })
     }
 
     fn data(&mut self, f: &Fields, node: Option<&KdlNode>, seed: u64) -> DataSpec {
@@ -1171,10 +1185,9 @@ mod tests {
     fn every_name_of_every_choice_list_lowers_to_that_name() {
         // A labels file, which every format but images may have (and NPY needs).
         const BASE: &str = "data \"d.csv\" labels=\"y.npy\"\nmodel { linear 4 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\neval needs=\"train\"\ncheckpoint needs=\"train\"\n";
-        let mut sections: Vec<&Section> = schema::SECTIONS
-            .iter()
-            .chain(schema::STAGES)
-            .copied()
+        let mut sections: Vec<&Section> = schema::sections()
+            .into_iter()
+            .chain(schema::STAGES.iter().copied())
             .collect();
         // Layers and structures: `every_name_of_every_model_choice_lowers_to_that_name`.
         sections.push(&schema::SPLIT);

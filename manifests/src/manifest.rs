@@ -655,30 +655,7 @@ impl ModelSpec {
     }
 }
 
-choice! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "kebab-case")]
-    pub enum LossKind {
-        CrossEntropy = "cross-entropy",
-        Mse = "mse",
-        BceWithLogits = "bce-with-logits",
-        Nll = "nll",
-        L1 = "l1",
-        Huber = "huber",
-    }
-}
-
-impl LossKind {
-    /// Whether labels are class indices (and accuracy is reported).
-    pub fn is_classification(self) -> bool {
-        matches!(self, LossKind::CrossEntropy | LossKind::Nll)
-    }
-
-    /// Whether targets are values to approach (regression: R², `mse`, `mae`, …).
-    pub fn is_regression(self) -> bool {
-        matches!(self, LossKind::Mse | LossKind::L1 | LossKind::Huber)
-    }
-}
+pub use crate::losses::{Loss, LossDescription, Target};
 
 /// `class-weights`: given, or computed from the training split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -690,7 +667,7 @@ pub enum ClassWeights {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LossSpec {
-    pub kind: LossKind,
+    pub kind: Loss,
     pub label_smoothing: f64,
     /// Cross-entropy and NLL. Left out of the serialised form when absent (as are the
     /// two below), so that keys from before them stay valid.
@@ -702,8 +679,18 @@ pub struct LossSpec {
     /// Huber's `delta` (`huber` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta: Option<f64>,
+    /// A registered member's own keys (numbers), defaults applied.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, f64>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+impl LossSpec {
+    /// The value of the member's own key `name` (its default when not written).
+    pub fn setting(&self, name: &str) -> Option<f64> {
+        self.settings.get(name).copied()
+    }
 }
 
 choice! {
@@ -1364,7 +1351,13 @@ mod tests {
         check(PaddingSide::ALL, PaddingSide::as_str);
         check(Scale::ALL, Scale::as_str);
         check(SplitName::ALL, SplitName::as_str);
-        check(LossKind::ALL, LossKind::as_str);
+        for name in crate::losses::LOSSES.names() {
+            let loss = Loss::named(name).unwrap();
+            assert_eq!(
+                serde_json::to_value(loss).unwrap(),
+                serde_json::Value::from(name)
+            );
+        }
         check(OptimizerKind::ALL, OptimizerKind::as_str);
         check(LossScale::ALL, LossScale::as_str);
         check(CommBackend::ALL, CommBackend::as_str);
@@ -1412,7 +1405,7 @@ mod tests {
         for s in StageKind::ALL {
             assert_eq!(StageKind::parse(s.as_str()), Some(*s));
         }
-        assert_eq!(LossKind::parse(""), None);
+        assert_eq!(Loss::named(""), None);
     }
 }
 

@@ -14,7 +14,7 @@
 use crate::accelerator::Family;
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossKind, LossScale, Missing, Mode,
+    CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossScale, Missing, Mode,
     OptimizerKind, PaddingSide, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
     SplitName, StageKind,
 };
@@ -48,7 +48,7 @@ pub enum Children {
 }
 
 /// One key of a [`Section`].
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Key {
     pub name: &'static str,
     pub doc: &'static str,
@@ -69,7 +69,7 @@ pub enum Bound {
 }
 
 /// The type of a key's value.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum Ty {
     /// An integer from `min` to `max`, both included: every integer key has a maximum,
     /// so a value that could not be meant (or would overflow later) stops at `check`.
@@ -221,12 +221,7 @@ impl Section {
 
 // ---- helpers that keep the table below readable -------------------------------------
 
-pub(crate) const fn key(
-    name: &'static str,
-    ty: Ty,
-    default: Option<Val>,
-    doc: &'static str,
-) -> Key {
+pub const fn key(name: &'static str, ty: Ty, default: Option<Val>, doc: &'static str) -> Key {
     Key {
         name,
         doc,
@@ -237,7 +232,7 @@ pub(crate) const fn key(
     }
 }
 
-pub(crate) const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
+pub const fn required(name: &'static str, ty: Ty, doc: &'static str) -> Key {
     Key {
         name,
         doc,
@@ -248,12 +243,12 @@ pub(crate) const fn required(name: &'static str, ty: Ty, doc: &'static str) -> K
     }
 }
 
-pub(crate) const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
+pub const fn only(mut k: Key, kinds: &'static [&'static str]) -> Key {
     k.only_for = kinds;
     k
 }
 
-pub(crate) const fn int(min: i64, max: i64) -> Ty {
+pub const fn int(min: i64, max: i64) -> Ty {
     Ty::Int { min, max }
 }
 
@@ -289,11 +284,11 @@ pub const MAX_TIMEOUT: f64 = 604_800.0;
 /// The N of `cuda:N`.
 pub const MAX_CUDA_INDEX: usize = 1023;
 
-pub(crate) const POSITIVE: Ty = Ty::Float {
+pub const POSITIVE: Ty = Ty::Float {
     min: Bound::Exclusive(0.0),
     max: Bound::None,
 };
-pub(crate) const NON_NEGATIVE: Ty = Ty::Float {
+pub const NON_NEGATIVE: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::None,
 };
@@ -301,7 +296,7 @@ pub(crate) const FRACTION: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::Inclusive(1.0),
 };
-pub(crate) const PROBABILITY_BELOW_ONE: Ty = Ty::Float {
+pub const PROBABILITY_BELOW_ONE: Ty = Ty::Float {
     min: Bound::Inclusive(0.0),
     max: Bound::Exclusive(1.0),
 };
@@ -607,58 +602,6 @@ pub const IMAGES: Section = Section {
     )],
     children: Children::Transforms,
 };
-
-pub const LOSS: Section = section(
-    "loss",
-    &["kind"],
-    &[
-        required(
-            "kind",
-            Ty::Choice(LossKind::NAMES),
-            "The loss function; `cross-entropy` and `nll` treat labels as class indices.",
-        ),
-        only(
-            key(
-                "label-smoothing",
-                PROBABILITY_BELOW_ONE,
-                Some(Val::Float(0.0)),
-                "Label smoothing for cross-entropy.",
-            ),
-            &["cross-entropy"],
-        ),
-        only(
-            key(
-                "class-weights",
-                Ty::Weights,
-                None,
-                "A weight per class, multiplying each sample's loss by its class's (PyTorch's `weight`; the mean is over the weights): one number per class in index order, or `\"balanced\"`: samples / (classes × the class's samples) over the training split, as scikit-learn's `compute_class_weight`. Applies to training, validation and evaluation losses alike.",
-            ),
-            &["cross-entropy", "nll"],
-        ),
-        only(
-            key(
-                "pos-weight",
-                Ty::Floats {
-                    min: Bound::Exclusive(0.0),
-                    max: Bound::None,
-                },
-                None,
-                "The weight of positive targets (PyTorch's `pos_weight`): one number for every output, or one per output.",
-            ),
-            &["bce-with-logits"],
-        ),
-        only(
-            key(
-                "delta",
-                POSITIVE,
-                Some(Val::Float(1.0)),
-                "Where the Huber loss turns from quadratic to linear.",
-            ),
-            &["huber"],
-        ),
-    ],
-    "The training objective.",
-);
 
 pub const OPTIMIZER: Section = section(
     "optimizer",
@@ -1461,7 +1404,7 @@ pub const PREDICT: Section = section(
     "A stage that applies a trained model to new samples, as training saw them (scaling, filling, class names, precision), and writes the predictions.",
 );
 
-pub const MODEL: Section = Section {
+pub static MODEL: Section = Section {
     name: "model",
     doc: "The network: a stack of layers applied in order (`nn.Sequential`); input sizes are inferred from the data. Besides layers it may hold `residual`, `repeat` and `parallel` blocks, and uses of named `block`s; or it is one `torchscript` module written in Python.",
     args: &[],
@@ -1558,19 +1501,22 @@ pub fn model_node(name: &str) -> Option<&'static Section> {
     layer(name).or_else(|| STRUCTURES.iter().copied().find(|s| s.name == name))
 }
 
-/// Sections written at most once at the top level, in the order the docs list them.
-pub const SECTIONS: &[&Section] = &[
-    &PIPELINE,
-    &SEED,
-    &DATA,
-    &MODEL,
-    &LOSS,
-    &OPTIMIZER,
-    &SCHEDULE,
-    &ACCELERATOR,
-    &LOGGING,
-    &SWEEP,
-];
+/// Sections written at most once at the top level, in the order the docs list them
+/// (`loss` built from its registry, with every member's keys).
+pub fn sections() -> [&'static Section; 10] {
+    [
+        &PIPELINE,
+        &SEED,
+        &DATA,
+        &MODEL,
+        crate::losses::section(),
+        &OPTIMIZER,
+        &SCHEDULE,
+        &ACCELERATOR,
+        &LOGGING,
+        &SWEEP,
+    ]
+}
 
 /// The schema of the stage kind `kind`.
 pub const fn stage(kind: StageKind) -> &'static Section {
@@ -1609,9 +1555,9 @@ pub(crate) const BIAS: Key = key(
 
 /// Every top-level node name: sections, stage kinds and `block`.
 pub fn top_level_names() -> Vec<&'static str> {
-    SECTIONS
-        .iter()
-        .chain(STAGES)
+    sections()
+        .into_iter()
+        .chain(STAGES.iter().copied())
         .map(|s| s.name)
         .chain([BLOCK.name])
         .collect()
@@ -1622,7 +1568,10 @@ mod tests {
     use super::*;
 
     fn all_sections() -> Vec<&'static Section> {
-        let mut all: Vec<&'static Section> = SECTIONS.iter().chain(STAGES).copied().collect();
+        let mut all: Vec<&'static Section> = sections()
+            .into_iter()
+            .chain(STAGES.iter().copied())
+            .collect();
         all.extend(LAYERS.iter().copied());
         all.extend(STRUCTURES.iter().copied());
         all.extend([&SPLIT, &BRANCH, &BLOCK]);

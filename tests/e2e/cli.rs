@@ -327,7 +327,7 @@ fn explain_documents_a_key_and_the_rules_it_meets() {
     assert!(text(&out.stderr).contains("did you mean `accelerator`?"));
     let out = pipeline(&root(), &["explain"]);
     let all = text(&out.stdout);
-    for section in manifests::schema::SECTIONS {
+    for section in manifests::schema::sections() {
         for key in section.keys {
             assert!(
                 all.contains(&format!("\n{}.{}\n", section.name, key.name)),

@@ -6,7 +6,7 @@ use super::{append, write_failed, Context, Produced};
 use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, evaluate_shared, Predicted};
-use manifests::{Diagnostic, EvalSpec, LossKind, StageSpec, WeightsFrom};
+use manifests::{Diagnostic, EvalSpec, StageSpec, Target, WeightsFrom};
 use pipeline_core::freshness::predictions_output;
 use pipeline_core::metrics::{self, Score};
 use serde_json::json;
@@ -153,11 +153,9 @@ impl Context<'_> {
         let manifest = self.session.manifest;
         let predictions = predicted.as_predictions(manifest.loss.kind);
         // Per-class values are named by the class, or for multi-label outputs the label.
-        let names = match manifest.loss.kind {
-            LossKind::BceWithLogits => {
-                Some(self.session.data.label_columns(false, predicted.width))
-            }
-            _ => data.classes.clone(),
+        let names = match manifest.loss.kind.target() {
+            Target::Labels => Some(self.session.data.label_columns(false, predicted.width)),
+            Target::Classes | Target::Values => data.classes.clone(),
         };
         let class_name = |j: usize| match &names {
             Some(names) => names.get(j).cloned().unwrap_or_else(|| j.to_string()),

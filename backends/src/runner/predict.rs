@@ -53,7 +53,6 @@ impl Context<'_> {
         let manifest = self.session.manifest;
         let stage = &manifest.stages[state.index];
         let data = self.other_data(&spec.source, spec.skip_rows, false)?;
-        let kind = manifest.loss.kind;
         self.model_of(source, spec.from.value)?;
         let model = &self.trained[&(source, spec.from.value)].model;
         let session = &self.session;
@@ -61,7 +60,7 @@ impl Context<'_> {
         let predictions = predict::predict(
             model,
             &session.numerics,
-            kind,
+            &session.loss,
             &data,
             samples,
             spec.batch_size as i64,

@@ -7,9 +7,11 @@
 //! - **`precision "bf16-inputs"`** ([`Bf16Inputs`]): float32 weights and compute, with
 //!   every input batch rounded to bfloat16, as data kept in bfloat16 (half the memory
 //!   and transfers) would reach the model.
+//! - **`loss "focal" gamma=2`** ([`focal::Focal`]): cross-entropy with each sample's term
+//!   scaled by (1 − p_t)^γ, a key of its own (`gamma`) and the built-in `class-weights`.
 //!
 //! Registering them before [`pipeline::main_with_worker`] is all it takes: `check`
-//! knows their names and holds them to the compatibility rules by what their
+//! and `explain` know their names and keys and holds them to the compatibility rules by what their
 //! descriptions say (`strategy "ddp-bf16"` on one process is refused like `ddp`), and
 //! `run --nproc-per-node 2` starts this program as its own workers.
 //!
@@ -17,6 +19,8 @@
 //! cargo build --release -p pipeline-extension-example
 //! target/release/digits-compressed run examples/extension/digits.kdl --nproc-per-node 2
 //! ```
+
+mod focal;
 
 use backends::accelerator::{self, Precision, Strategy};
 use backends::process_group::ProcessGroup;
@@ -99,7 +103,8 @@ impl Precision for Bf16Inputs {
 
 fn main() -> ExitCode {
     let registered = accelerator::register_strategy(&CompressedDdp)
-        .and_then(|()| accelerator::register_precision(&Bf16Inputs));
+        .and_then(|()| accelerator::register_precision(&Bf16Inputs))
+        .and_then(|()| backends::loss::register_loss(&focal::Focal));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");
         return ExitCode::FAILURE;

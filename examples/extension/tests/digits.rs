@@ -128,3 +128,99 @@ fn the_rules_ask_the_custom_members_what_they_are() {
         stderr(&out)
     );
 }
+
+/// The test split's loss and accuracy of a one-process run with `--set`s.
+fn test_scores(dir: &Path, sets: &[&str]) -> (f64, f64) {
+    let mut args = vec!["run", "digits.kdl", "--json", "--no-cache"];
+    let one = ["accelerator.strategy=none", "accelerator.precision=32"];
+    for set in one.iter().chain(["train.epochs=2"].iter()).chain(sets) {
+        args.extend(["--set", set]);
+    }
+    let out = program(dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let test = &report["stages"][1]["metrics"];
+    (
+        test["loss"].as_f64().unwrap(),
+        test["accuracy"].as_f64().unwrap(),
+    )
+}
+
+/// What runs under `loss "focal"` is the registered loss: with γ = 0 it is cross-entropy
+/// (the same training, to float rounding), with γ = 2 its value is far below
+/// cross-entropy's, as (1 − p_t)² discounts every well-classified sample.
+#[test]
+fn the_registered_focal_loss_is_what_trains() {
+    let dir = project();
+    let (ce, ce_accuracy) = test_scores(dir.path(), &["loss.kind=cross-entropy"]);
+    let (zero, zero_accuracy) = test_scores(dir.path(), &["loss.kind=focal", "loss.gamma=0"]);
+    let (two, two_accuracy) = test_scores(dir.path(), &["loss.kind=focal"]);
+    eprintln!("test loss: cross-entropy {ce}, focal γ=0 {zero}, γ=2 {two}");
+    assert!(
+        (ce - zero).abs() <= 1e-4 * ce,
+        "γ = 0: {zero}, cross-entropy {ce}"
+    );
+    assert_eq!(ce_accuracy, zero_accuracy);
+    assert!(two < 0.5 * ce, "γ = 2: {two}, cross-entropy {ce}");
+    assert!(two_accuracy > 0.9, "γ = 2 trains: {two_accuracy}");
+}
+
+/// `check` and `explain` know the registered loss's key, its bounds, and what it compares
+/// (class indices: a regression metric is refused, as under cross-entropy).
+#[test]
+fn check_and_explain_know_the_registered_loss_and_its_key() {
+    let dir = project();
+    let text = std::fs::read_to_string(dir.path().join("ext/digits.kdl")).unwrap();
+    let with = |name: &str, loss: &str, extra: &str| {
+        let body = text.replace("loss \"cross-entropy\"", loss) + extra;
+        std::fs::write(dir.path().join("ext").join(name), body).unwrap();
+        program(dir.path(), &["check", name, "--json"])
+    };
+    let codes = |out: &Output| -> Vec<(String, String)> {
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let code = d["code"].as_str().unwrap().to_string();
+                (code, d["message"].as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    let ok = with("ok.kdl", "loss \"focal\" gamma=1.5", "");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let negative = with("negative.kdl", "loss \"focal\" gamma=-1", "");
+    assert_eq!(negative.status.code(), Some(1));
+    assert_eq!(codes(&negative)[0].0, "pipeline::manifest::out_of_range");
+    let elsewhere = with("elsewhere.kdl", "loss \"cross-entropy\" gamma=1", "");
+    assert!(elsewhere.status.success(), "{}", stderr(&elsewhere));
+    assert_eq!(
+        codes(&elsewhere),
+        [(
+            "pipeline::manifest::ignored_key".to_string(),
+            "`loss.gamma` has no effect with `cross-entropy`".to_string()
+        )]
+    );
+    let r2 = with(
+        "r2.kdl",
+        "loss \"focal\"",
+        "eval \"r2\" needs=\"train\" split=\"test\" { metrics \"r2\"; }\n",
+    );
+    assert_eq!(r2.status.code(), Some(1));
+    assert_eq!(
+        codes(&r2),
+        [(
+            "pipeline::eval::metric_for_another_task".to_string(),
+            "`r2` measures regression (`mse`, `l1`, `huber`), but the loss is `focal`".to_string()
+        )]
+    );
+    let out = program(dir.path(), &["explain", "loss"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("`focal`: class indices against a score per class")
+            && shown.contains("loss.gamma")
+            && shown.contains("only for kind: focal"),
+        "{shown}"
+    );
+}

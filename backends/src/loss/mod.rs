@@ -1,18 +1,101 @@
-//! The training objective, with its weights resolved against the data (`class-weights
-//! "balanced"` is counted on the training split), and the accuracy metric.
+//! The training objective: each loss a member of one registry, one file each (what
+//! `manifests::losses` describes, run here with libtorch), with its weights resolved
+//! against the data (`class-weights "balanced"` is counted on the training split). A
+//! program built on pipeline adds its own with [`register_loss`] (`examples/extension/`).
+
+mod bce_with_logits;
+mod cross_entropy;
+mod huber;
+mod l1;
+mod mse;
+mod nll;
 
 use crate::data::{index_tensor, Dataset};
-use manifests::{ClassWeights, Diagnostic, LossKind, LossSpec, SplitName};
-use tch::{Device, Kind, Reduction, TchError, Tensor};
+use manifests::accelerator::Registry;
+use manifests::losses::LossDescription;
+use manifests::{ClassWeights, Diagnostic, LossSpec, SplitName, Target};
+use tch::{Device, Kind, TchError, Tensor};
 
-/// The loss of a run: the manifest's, with its weight tensors on the device.
-#[derive(Debug)]
+/// The code of a loss.
+pub trait LossFunction: Sync {
+    fn describe(&self) -> &'static LossDescription;
+
+    /// The mean loss of a batch: the model's `output` against `target` (class indices
+    /// for [`Target::Classes`], else floats of the output's shape).
+    fn forward(
+        &self,
+        output: &Tensor,
+        target: &Tensor,
+        with: &Settings,
+    ) -> Result<Tensor, TchError>;
+
+    /// What the outputs stand for, per sample (`output` is samples × outputs, float64):
+    /// the classes' probabilities, each label's, or the values themselves.
+    fn scores(&self, output: &Tensor) -> Result<Tensor, TchError> {
+        match self.describe().target {
+            Target::Classes => output.f_softmax(1, Kind::Double),
+            Target::Labels => output.f_sigmoid(),
+            Target::Values => Ok(output.shallow_clone()),
+        }
+    }
+}
+
+/// What a loss's forward reads beside the batch: the manifest's settings, and its
+/// weights as tensors on the device.
+pub struct Settings<'a> {
+    pub spec: &'a LossSpec,
+    /// One weight per class (`class-weights`).
+    pub class_weights: Option<&'a Tensor>,
+    /// The weight of positive targets, one or one per output (`pos-weight`).
+    pub pos_weight: Option<&'a Tensor>,
+}
+
+static RUN_LOSSES: Registry<dyn LossFunction> = Registry::new(
+    || {
+        vec![
+            &cross_entropy::CrossEntropy as &dyn LossFunction,
+            &mse::Mse,
+            &bce_with_logits::BceWithLogits,
+            &nll::Nll,
+            &l1::L1,
+            &huber::Huber,
+        ]
+    },
+    |l| l.describe().name,
+);
+
+/// Adds a loss: its description (what `check` knows: its name, keys and target) and its
+/// code. Refused when the name is taken, or a key is not one a loss may have.
+pub fn register_loss(member: &'static dyn LossFunction) -> Result<(), String> {
+    manifests::losses::register(member.describe())?;
+    RUN_LOSSES.register(member)
+}
+
+/// The code of the loss the manifest names.
+fn code(spec: &LossSpec) -> Result<&'static dyn LossFunction, Diagnostic> {
+    let name = spec.kind.as_str();
+    RUN_LOSSES.get(name).ok_or_else(|| {
+        Diagnostic::error(
+            "pipeline::loss::no_implementation",
+            format!("the loss `{name}` is described, but this program has no code for it"),
+        )
+        .label_opt(spec.span, "named here")
+        .help("register it with `backends::loss::register_loss`, which registers its description and its code together")
+    })
+}
+
+/// The loss of a run: the manifest's, with its code and its weight tensors on the device.
 pub struct Loss {
     pub spec: LossSpec,
-    /// One weight per class (cross-entropy, NLL).
+    member: &'static dyn LossFunction,
     class_weights: Option<Tensor>,
-    /// The weight of positive targets, one or one per output (binary cross-entropy).
     pos_weight: Option<Tensor>,
+}
+
+impl std::fmt::Debug for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loss").field("spec", &self.spec).finish()
+    }
 }
 
 impl Loss {
@@ -24,6 +107,7 @@ impl Loss {
         outputs: i64,
         device: Device,
     ) -> Result<Loss, Diagnostic> {
+        let member = code(spec)?;
         let tensor = |w: &[f64]| Tensor::from_slice(w).to_kind(Kind::Float).to_device(device);
         let class_weights = match &spec.class_weights {
             None => None,
@@ -62,40 +146,31 @@ impl Loss {
         };
         Ok(Loss {
             spec: spec.clone(),
+            member,
             class_weights,
             pos_weight,
         })
     }
 
-    pub fn kind(&self) -> LossKind {
+    pub fn kind(&self) -> manifests::Loss {
         self.spec.kind
     }
 
     /// The mean loss of a batch (for class weights, PyTorch's weighted mean).
     pub fn compute(&self, output: &Tensor, target: &Tensor) -> Result<Tensor, TchError> {
-        match self.spec.kind {
-            LossKind::CrossEntropy => output.f_cross_entropy_loss(
-                target,
-                self.class_weights.as_ref(),
-                Reduction::Mean,
-                -100,
-                self.spec.label_smoothing,
-            ),
-            LossKind::Nll => {
-                output.f_nll_loss(target, self.class_weights.as_ref(), Reduction::Mean, -100)
-            }
-            LossKind::Mse => output.f_mse_loss(target, Reduction::Mean),
-            LossKind::L1 => output.f_l1_loss(target, Reduction::Mean),
-            LossKind::Huber => {
-                output.f_huber_loss(target, Reduction::Mean, self.spec.delta.unwrap_or(1.0))
-            }
-            LossKind::BceWithLogits => output.f_binary_cross_entropy_with_logits(
-                target,
-                None::<&Tensor>,
-                self.pos_weight.as_ref(),
-                Reduction::Mean,
-            ),
-        }
+        let with = Settings {
+            spec: &self.spec,
+            class_weights: self.class_weights.as_ref(),
+            pos_weight: self.pos_weight.as_ref(),
+        };
+        self.member.forward(output, target, &with)
+    }
+
+    /// What a batch's outputs stand for (see [`LossFunction::scores`]), samples × values
+    /// in float64.
+    pub fn scores(&self, output: &Tensor) -> Result<Tensor, TchError> {
+        self.member
+            .scores(&output.f_to_kind(Kind::Double)?.f_flatten(1, -1)?)
     }
 }
 
@@ -166,25 +241,25 @@ fn bad_weights(spec: &LossSpec, message: String, key: &str) -> Diagnostic {
 /// The number of correct predictions in a batch (a 0-d tensor, not read back to the
 /// host), and how many predictions were made; `None` for regression losses.
 pub fn correct(
-    kind: LossKind,
+    kind: manifests::Loss,
     output: &Tensor,
     target: &Tensor,
 ) -> Result<Option<(Tensor, i64)>, TchError> {
-    Ok(match kind {
-        LossKind::CrossEntropy | LossKind::Nll => {
+    Ok(match kind.target() {
+        Target::Classes => {
             let hits = output
                 .f_argmax(-1, false)?
                 .f_eq_tensor(target)?
                 .f_sum(Kind::Int64)?;
             Some((hits, target.size()[0]))
         }
-        LossKind::BceWithLogits => {
+        Target::Labels => {
             let hits = output
                 .f_gt(0.0)?
                 .f_eq_tensor(&target.f_gt(0.5)?)?
                 .f_sum(Kind::Int64)?;
             Some((hits, target.numel() as i64))
         }
-        LossKind::Mse | LossKind::L1 | LossKind::Huber => None,
+        Target::Values => None,
     })
 }

@@ -1,0 +1,260 @@
+//! `loss`: the training objective, a registry of members, one file each. A member here is
+//! what can be known of a loss without libtorch — its name and documentation, what it
+//! compares the outputs with ([`Target`]: which decides how labels are read, which
+//! metrics measure it and what a prediction is), and its own keys — and
+//! `backends::loss` holds each member's code. A program built on the library adds one
+//! with `backends::loss::register_loss`, which registers both; `pipeline explain loss`
+//! lists them all.
+
+mod bce_with_logits;
+mod cross_entropy;
+mod huber;
+mod l1;
+mod mse;
+mod nll;
+
+pub use bce_with_logits::BCE_WITH_LOGITS;
+pub use cross_entropy::CROSS_ENTROPY;
+pub use huber::HUBER;
+pub use l1::L1;
+pub use mse::MSE;
+pub use nll::NLL;
+
+use crate::registry::{Chosen, Family, Member, Registry};
+use crate::schema::{self, Children, Key, Section, Ty};
+use std::sync::RwLock;
+
+/// What a loss compares the model's outputs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A class index per sample (labels read as integers); the outputs are a score per
+    /// class, and accuracy and the class metrics measure it.
+    Classes,
+    /// Several 0/1 labels per sample (multi-label); the outputs are a logit per label.
+    Labels,
+    /// Values to approach (regression): `mse`, `mae`, `r2` measure it.
+    Values,
+}
+
+/// What a loss is, without libtorch.
+#[derive(Debug)]
+pub struct LossDescription {
+    /// As a manifest writes it: `loss "huber"`.
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub target: Target,
+    /// Its keys beside `kind` (`loss "huber" delta=2.0`). A key two members share is the
+    /// same `static` ([`CLASS_WEIGHTS`]); a registered member's own keys are numbers
+    /// (`Ty::Float`), in its `LossSpec::settings`.
+    pub keys: &'static [&'static Key],
+}
+
+impl Member for LossDescription {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn registry() -> &'static Registry<Self> {
+        &LOSSES
+    }
+}
+
+const BUILTINS: &[&LossDescription] = &[&CROSS_ENTROPY, &MSE, &BCE_WITH_LOGITS, &NLL, &L1, &HUBER];
+
+/// Every loss a manifest may name.
+pub static LOSSES: Registry<LossDescription> = Registry::new(|| BUILTINS.to_vec(), |m| m.name);
+
+/// A registered loss, as a manifest names it (serialised as its name: a cache key).
+pub type Loss = Chosen<LossDescription>;
+
+impl Loss {
+    pub fn target(self) -> Target {
+        self.describe().target
+    }
+
+    /// Whether labels are class indices (and accuracy is reported).
+    pub fn is_classification(self) -> bool {
+        self.target() == Target::Classes
+    }
+
+    /// Whether targets are values to approach (regression: R², `mse`, `mae`, …).
+    pub fn is_regression(self) -> bool {
+        self.target() == Target::Values
+    }
+
+    /// Whether the member declares the key `name`.
+    pub fn takes(self, name: &str) -> bool {
+        self.describe().keys.iter().any(|k| k.name == name)
+    }
+}
+
+/// The built-in members' keys that [`crate::LossSpec`] has a field for; any other key of
+/// a member is a number in its `settings`.
+pub(crate) const TYPED_KEYS: &[&str] = &["label-smoothing", "class-weights", "pos-weight", "delta"];
+
+/// Adds a loss's description (`backends::loss::register_loss` calls it with the code).
+/// Refused, with why, when its name is taken or a key cannot be one of its keys.
+pub fn register(member: &'static LossDescription) -> Result<(), String> {
+    let others = LOSSES.all();
+    let known = |key: &Key| {
+        others
+            .iter()
+            .flat_map(|m| m.keys.iter())
+            .any(|k| std::ptr::eq(*k, key))
+    };
+    for key in member.keys.iter().filter(|k| !known(k)) {
+        if let Some(owner) = others
+            .iter()
+            .find(|m| m.keys.iter().any(|k| k.name == key.name))
+        {
+            return Err(format!(
+                "`{}`'s key `{}` is already `{}`'s, with another meaning: name it differently (or take that member's key itself)",
+                member.name, key.name, owner.name
+            ));
+        }
+        if key.name == "kind" || !matches!(key.ty, Ty::Float { .. }) || key.required {
+            return Err(format!(
+                "`{}`'s key `{}`: a registered loss's own keys are optional numbers (`Ty::Float`), not named `kind`",
+                member.name, key.name
+            ));
+        }
+    }
+    LOSSES.register(member)
+}
+
+/// The `loss` section of the schema: `kind`, then every member's keys, each applying to
+/// the members that declare it. Built again when a member is registered.
+pub fn section() -> &'static Section {
+    static BUILT: RwLock<Option<(usize, &'static Section)>> = RwLock::new(None);
+    let members = LOSSES.all();
+    if let Some((count, section)) = *BUILT.read().unwrap_or_else(|e| e.into_inner()) {
+        if count == members.len() {
+            return section;
+        }
+    }
+    let mut keys = vec![schema::required(
+        "kind",
+        Ty::Member(Family::Loss),
+        "The loss function, one of the losses below (each with what it compares); a program built on pipeline may register more (`docs/extending.md`).",
+    )];
+    for member in &members {
+        for key in member.keys {
+            if keys.iter().any(|k| k.name == key.name) {
+                continue;
+            }
+            let only_for: Vec<&'static str> = members
+                .iter()
+                .filter(|m| m.keys.iter().any(|k| k.name == key.name))
+                .map(|m| m.name)
+                .collect();
+            keys.push(schema::only(**key, Vec::leak(only_for)));
+        }
+    }
+    // Leaked once per registration: a program registers a handful of members.
+    let section: &'static Section = Box::leak(Box::new(Section {
+        name: "loss",
+        doc: "The training objective.",
+        args: &["kind"],
+        keys: Vec::leak(keys),
+        children: Children::Keys,
+    }));
+    *BUILT.write().unwrap_or_else(|e| e.into_inner()) = Some((members.len(), section));
+    section
+}
+
+/// `class-weights`, which both class-index losses take.
+pub static CLASS_WEIGHTS: Key = schema::key(
+    "class-weights",
+    Ty::Weights,
+    None,
+    "A weight per class, multiplying each sample's loss by its class's (PyTorch's `weight`; the mean is over the weights): one number per class in index order, or `\"balanced\"`: samples / (classes × the class's samples) over the training split, as scikit-learn's `compute_class_weight`. Applies to training, validation and evaluation losses alike.",
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Val;
+
+    /// The built-ins, in the order the enum they replaced listed them (`explain`, the
+    /// schema's keys), each key applying to the members that declare it.
+    fn the_builtins_section_holds_every_members_keys_for_the_members_that_take_them() {
+        assert_eq!(
+            LOSSES.builtins().iter().map(|l| l.name).collect::<Vec<_>>(),
+            [
+                "cross-entropy",
+                "mse",
+                "bce-with-logits",
+                "nll",
+                "l1",
+                "huber"
+            ]
+        );
+        let s = section();
+        let keys: Vec<(&str, &[&str])> = s.keys.iter().map(|k| (k.name, k.only_for)).collect();
+        assert_eq!(
+            keys[..5],
+            [
+                ("kind", &[][..]),
+                ("label-smoothing", &["cross-entropy"][..]),
+                ("class-weights", &["cross-entropy", "nll"][..]),
+                ("pos-weight", &["bce-with-logits"][..]),
+                ("delta", &["huber"][..]),
+            ]
+        );
+    }
+
+    static GAMMA: Key = schema::key(
+        "gamma",
+        schema::POSITIVE,
+        Some(Val::Float(2.0)),
+        "How much easy samples are discounted.",
+    );
+    static FOCAL: LossDescription = LossDescription {
+        name: "focal-test",
+        doc: "a registered loss",
+        target: Target::Classes,
+        keys: &[&GAMMA, &CLASS_WEIGHTS],
+    };
+    static TAKES_DELTA: LossDescription = LossDescription {
+        name: "takes-delta",
+        doc: "a key of another member's name",
+        target: Target::Values,
+        keys: &[&DELTA_AGAIN],
+    };
+    static DELTA_AGAIN: Key = schema::key("delta", schema::POSITIVE, None, "another delta");
+    static TEXT_KEY: Key = schema::key("mode", Ty::Text, None, "a text");
+    static TAKES_TEXT: LossDescription = LossDescription {
+        name: "takes-text",
+        doc: "a key that is not a number",
+        target: Target::Values,
+        keys: &[&TEXT_KEY],
+    };
+
+    /// (One test: registering changes what the first part reads.)
+    #[test]
+    fn a_registered_loss_brings_its_keys_and_a_key_of_another_meaning_is_refused() {
+        the_builtins_section_holds_every_members_keys_for_the_members_that_take_them();
+        register(&FOCAL).unwrap();
+        let s = section();
+        let gamma = s.key("gamma").expect("the member's key is in the section");
+        assert_eq!(gamma.only_for, ["focal-test"]);
+        assert_eq!(
+            s.key("class-weights").unwrap().only_for,
+            ["cross-entropy", "nll", "focal-test"]
+        );
+        assert!(Loss::named("focal-test").unwrap().is_classification());
+        assert_eq!(
+            register(&FOCAL).unwrap_err(),
+            "`focal-test` is already registered"
+        );
+        assert_eq!(
+            register(&TAKES_DELTA).unwrap_err(),
+            "`takes-delta`'s key `delta` is already `huber`'s, with another meaning: name it differently (or take that member's key itself)"
+        );
+        assert_eq!(
+            register(&TAKES_TEXT).unwrap_err(),
+            "`takes-text`'s key `mode`: a registered loss's own keys are optional numbers (`Ty::Float`), not named `kind`"
+        );
+        assert!(Loss::named("takes-delta").is_none() && Loss::named("takes-text").is_none());
+    }
+}

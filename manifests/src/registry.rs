@@ -1,0 +1,150 @@
+//! The registries of the manifest's open sets: a family's members are descriptions (what
+//! can be known of a member without libtorch: its name, its documentation, the facts
+//! `check` asks of it), the built-ins first and then those a program built on the library
+//! registers (`backends::accelerator::register_strategy`, `backends::loss::register_loss`,
+//! which register a member's code and its description together). A manifest names a
+//! member by string; [`Chosen`] is the member it named, serialised as that name.
+
+use crate::accelerator::{PRECISIONS, STRATEGIES};
+use crate::losses::LOSSES;
+use std::sync::RwLock;
+
+/// What a registry holds: a description with a unique name.
+pub trait Member: Sync + 'static {
+    fn name(&self) -> &'static str;
+
+    /// The registry of its family.
+    fn registry() -> &'static Registry<Self>
+    where
+        Self: Sized;
+}
+
+/// A registered member, as a manifest names it (`Precision`, `Strategy`,
+/// `Accelerator`): compared by name, and serialised as its name (a cache key).
+pub struct Chosen<T: Member>(pub(crate) &'static T);
+
+impl<T: Member> Chosen<T> {
+    /// The registered member named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        T::registry().get(name).map(Chosen)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// What the member says of itself.
+    pub fn describe(self) -> &'static T {
+        self.0
+    }
+}
+
+impl<T: Member> Clone for Chosen<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Member> Copy for Chosen<T> {}
+
+impl<T: Member> PartialEq for Chosen<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl<T: Member> Eq for Chosen<T> {}
+
+impl<T: Member> std::fmt::Debug for Chosen<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0.name())
+    }
+}
+
+impl<T: Member> serde::Serialize for Chosen<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name())
+    }
+}
+
+/// One family's members: the built-ins, then those registered at run time, in order.
+/// The descriptions here are one; `backends::accelerator` keeps the members' code in
+/// registries of trait objects (`Registry<dyn Strategy>`), filled by the same calls.
+pub struct Registry<T: ?Sized + 'static> {
+    builtins: fn() -> Vec<&'static T>,
+    registered: RwLock<Vec<&'static T>>,
+    name: fn(&T) -> &'static str,
+}
+
+impl<T: ?Sized + 'static> Registry<T> {
+    /// A registry of `builtins`, each named by `name`.
+    pub const fn new(builtins: fn() -> Vec<&'static T>, name: fn(&T) -> &'static str) -> Self {
+        Registry {
+            builtins,
+            registered: RwLock::new(Vec::new()),
+            name,
+        }
+    }
+
+    /// Adds `member`; refused (with why) when its name is taken or cannot be written.
+    pub fn register(&self, member: &'static T) -> Result<(), String> {
+        let name = (self.name)(member);
+        if self.get(name).is_some() {
+            return Err(format!("`{name}` is already registered"));
+        }
+        // `:` separates a device's number (`cuda:1`); `"` ends a KDL string.
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':' || c == '"') {
+            return Err(format!("`{name}` is not a name a manifest can write"));
+        }
+        self.registered
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(member);
+        Ok(())
+    }
+
+    /// Every member, built-ins first.
+    pub fn all(&self) -> Vec<&'static T> {
+        let registered = self.registered.read().unwrap_or_else(|e| e.into_inner());
+        let mut all = (self.builtins)();
+        all.extend(registered.iter().copied());
+        all
+    }
+
+    /// The members pipeline itself registers.
+    pub fn builtins(&self) -> Vec<&'static T> {
+        (self.builtins)()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&'static T> {
+        self.all().into_iter().find(|m| (self.name)(m) == name)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.all().into_iter().map(self.name).collect()
+    }
+}
+
+/// A family a key's value names a member of (`Ty::Member`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Precision,
+    Strategy,
+    Loss,
+}
+
+impl Family {
+    /// The names a manifest may write, in registration order.
+    pub fn names(self) -> Vec<&'static str> {
+        self.members().into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// Each member's name and documentation, in registration order.
+    pub fn members(self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Family::Precision => PRECISIONS.all().iter().map(|p| (p.name, p.doc)).collect(),
+            Family::Strategy => STRATEGIES.all().iter().map(|s| (s.name, s.doc)).collect(),
+            Family::Loss => LOSSES.all().iter().map(|l| (l.name, l.doc)).collect(),
+        }
+    }
+}
