@@ -47,8 +47,8 @@ pub fn evaluate(
     batch_size: i64,
     collect: bool,
 ) -> Result<(Scores, Option<Predicted>), TchError> {
-    let kind = objective.kind();
-    let classification = kind.is_classification();
+    let target = objective.target();
+    let classification = target == Target::Classes;
     let n = samples.len() as i64;
     std::thread::scope(|scope| {
         tch::no_grad(|| {
@@ -64,7 +64,7 @@ pub fn evaluate(
             let mut counted = 0i64;
             // Regression: per target, Σ(y − ŷ)², Σ(y − c) and Σ(y − c)² in f64, shifted by the
             // first batch's mean c (so that a large mean does not swamp the spread).
-            let regression = kind.is_regression() && data.labels.dim() == 2;
+            let regression = target == Target::Values && data.labels.dim() == 2;
             let width = if regression { data.labels.size()[1] } else { 0 };
             let mut shift: Option<Tensor> = None;
             let zeros = || Tensor::f_zeros([width], (Kind::Double, device));
@@ -89,7 +89,7 @@ pub fn evaluate(
                 if let Some(predicted) = &mut predicted {
                     predicted.push(&out, &yb, classification, objective)?;
                 }
-                if let Some((hits, count)) = loss::correct(kind, &out, &yb)? {
+                if let Some((hits, count)) = loss::correct(target, &out, &yb)? {
                     let _ = hits_sum.f_add_(&hits)?;
                     counted += count;
                 }
@@ -185,16 +185,16 @@ pub fn evaluate_shared(
     .f_to_device(group.device)?;
     group.all_reduce_sum(std::slice::from_mut(&mut sums))?;
     let sums = Vec::<f64>::try_from(&sums.f_to_device(tch::Device::Cpu)?)?;
-    let kind = objective.kind();
+    let target = objective.target();
     let counts: Vec<usize> = (0..group.world).map(|r| share(r + 1) - share(r)).collect();
     let all = match n {
         0 => predicted,
-        _ => predicted.gather(group, &counts, kind.is_classification())?,
+        _ => predicted.gather(group, &counts, target == Target::Classes)?,
     };
-    let regression = kind.is_regression() && data.labels.dim() == 2;
+    let regression = target == Target::Values && data.labels.dim() == 2;
     let r2 = (regression && n > 1).then(|| {
         let r2 = pipeline_core::metrics::parse("r2").expect("a metric");
-        match r2.compute(&all.as_predictions(kind)) {
+        match r2.compute(&all.as_predictions(target)) {
             Ok(pipeline_core::metrics::Score::One(x)) => x,
             _ => f64::NAN,
         }
@@ -337,9 +337,10 @@ impl Predicted {
         }
     }
 
-    /// The predictions as the metrics read them, for a model trained with `kind`.
-    pub fn as_predictions(&self, kind: manifests::Loss) -> Predictions<'_> {
-        match kind.target() {
+    /// The predictions as the metrics read them, for a model trained with a loss of
+    /// `target`.
+    pub fn as_predictions(&self, target: Target) -> Predictions<'_> {
+        match target {
             Target::Classes => Predictions::Classes {
                 probabilities: &self.outputs,
                 labels: &self.classes,

@@ -21,6 +21,7 @@ pub mod evaluate;
 pub mod finetune;
 mod liveness;
 pub mod loss;
+pub mod measure;
 pub mod model;
 pub mod numerics;
 pub mod observer;

@@ -68,7 +68,7 @@ pub struct Names {
 pub fn write(
     path: &Path,
     format: PredictionFormat,
-    kind: manifests::Loss,
+    target: Target,
     predictions: &Predictions,
     names: &Names,
 ) -> Result<(), Diagnostic> {
@@ -92,7 +92,7 @@ pub fn write(
             .map_err(|e| failed(e.to_string()))
         }
         PredictionFormat::Csv => {
-            let table = table(kind, predictions, names);
+            let table = table(target, predictions, names);
             cache::write_atomic_with(path, |tmp| {
                 let mut out = csv::Writer::from_path(tmp)?;
                 for record in table {
@@ -113,12 +113,12 @@ fn number(v: &f64) -> String {
 }
 
 /// The predictions table, its header first.
-fn table(kind: manifests::Loss, predictions: &Predictions, names: &Names) -> Vec<Vec<String>> {
+fn table(target: Target, predictions: &Predictions, names: &Names) -> Vec<Vec<String>> {
     let width = predictions.width.max(1);
     let rows = predictions.values.chunks(width).zip(&predictions.rows);
     let mut header = vec!["row".to_string()];
     let mut table = Vec::with_capacity(predictions.rows.len() + 1);
-    match kind.target() {
+    match target {
         Target::Classes => {
             let label = names.labels.first().map_or("class", String::as_str);
             header.push(label.to_string());

@@ -4,6 +4,8 @@
 //! parameters only), switched between training and evaluation, and run forward.
 
 use crate::optimizer::check;
+use manifests::{Diagnostic, TorchScriptSpec};
+use pipeline_core::torchscript::{refusal_of, Module};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -264,4 +266,75 @@ mod tests {
             "mat1 and mat2 shapes cannot be multiplied (2x64 and 32x10)"
         );
     }
+}
+
+/// A scripted module that compares the model's output with the target: a loss (over a
+/// batch) or a metric (over a split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    Loss,
+    Metric,
+}
+
+impl Compare {
+    fn module(self) -> Module {
+        match self {
+            Compare::Loss => Module::Loss,
+            Compare::Metric => Module::Metric,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Compare::Loss => "loss",
+            Compare::Metric => "metric",
+        }
+    }
+}
+
+/// Loads a scripted loss or metric onto `device` and checks that its `forward` takes
+/// what it is given: the output and the target.
+pub fn load_compare(
+    spec: &TorchScriptSpec,
+    what: Compare,
+    device: Device,
+) -> Result<ScriptModule, Diagnostic> {
+    if let Some(refused) = refusal_of(spec, what.module()) {
+        return Err(refused);
+    }
+    let (load_code, arguments_code) = match what {
+        Compare::Loss => (
+            "pipeline::loss::torchscript_load",
+            "pipeline::loss::torchscript_arguments",
+        ),
+        Compare::Metric => (
+            "pipeline::metric::torchscript_load",
+            "pipeline::metric::torchscript_arguments",
+        ),
+    };
+    let (shown, noun) = (spec.path.value.display(), what.as_str());
+    let failed = |e: TchError| {
+        Diagnostic::error(
+            load_code,
+            format!("cannot load the TorchScript {noun} {shown}: {}", crate::error::short_message(&e)),
+        )
+        .label_opt(spec.path.span, "this module")
+        .help("save it again with `torch.jit.save` from the PyTorch version pipeline runs (the one `scripts/setup.sh` installs); a newer one may write what this libtorch cannot read")
+    };
+    let module = ScriptModule::load(&spec.file, device, Kind::Float).map_err(failed)?;
+    let arguments = module.arguments().map_err(failed)?;
+    let required = arguments.iter().filter(|a| !a.has_default).count();
+    if arguments.len() < 2 || required > 2 {
+        let names: Vec<&str> = arguments.iter().map(|a| a.name.as_str()).collect();
+        return Err(Diagnostic::error(
+            arguments_code,
+            format!(
+                "the TorchScript {noun} {shown} has `forward(self, {})`, but a {noun} is given two tensors: the model's output and the target",
+                names.join(", ")
+            ),
+        )
+        .label_opt(spec.path.span, "this module")
+        .help("write `def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor` (further arguments need defaults), and script it again"));
+    }
+    Ok(module)
 }

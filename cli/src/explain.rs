@@ -4,8 +4,8 @@
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
 use manifests::schema::{
-    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, MODEL, SPLIT, STAGES,
-    STRUCTURES,
+    self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, METRIC, MODEL, SPLIT,
+    STAGES, STRUCTURES,
 };
 use manifests::suggest;
 use manifests::transforms::{transform, TRANSFORMS};
@@ -133,12 +133,12 @@ fn section_text(section: &Section, path: &str) -> String {
     out
 }
 
-/// Sections, stage kinds and `block`: the nodes at the top of a manifest.
+/// Sections, stage kinds, `block` and `metric`: the nodes at the top of a manifest.
 fn top_level() -> impl Iterator<Item = &'static Section> {
     schema::sections()
         .into_iter()
         .chain(STAGES.iter().copied())
-        .chain([&BLOCK])
+        .chain([&BLOCK, &METRIC])
 }
 
 /// What `explain` can show: a section (at its path) or one key.

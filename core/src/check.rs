@@ -26,6 +26,7 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     monitors(manifest, &mut diags);
     best_weights(manifest, &mut diags);
     eval_metrics(manifest, &mut diags);
+    scripted_metrics(manifest, &mut diags);
     diags.extend(crate::compat::check(
         manifest,
         &crate::compat::Facts::at_check(),
@@ -464,9 +465,11 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 );
             } else if !monitor.value.validation && !["loss", "accuracy"].contains(&metric.as_str())
             {
-                let help = match crate::metrics::parse(metric) {
-                    Some(_) => format!("metrics are measured on the validation split: monitor `val.{metric}`"),
-                    None => "monitor `loss` or `accuracy` of the training batches, or `val.METRIC` of the validation split".into(),
+                let known =
+                    crate::metrics::parse(metric).is_some() || m.scripted_metric(metric).is_some();
+                let help = match known {
+                    true => format!("metrics are measured on the validation split: monitor `val.{metric}`"),
+                    false => "monitor `loss` or `accuracy` of the training batches, or `val.METRIC` of the validation split".into(),
                 };
                 diags.push(
                     Diagnostic::error(
@@ -615,15 +618,35 @@ fn best_weights(m: &Manifest, diags: &mut Vec<Diagnostic>) {
 /// The problem with metric `written` for the run's task, if any: not a metric, or a
 /// metric of another kind of task.
 fn metric_problem(m: &Manifest, written: &Spanned<String>) -> Option<Diagnostic> {
-    let loss = m.loss.kind;
+    let loss = &m.loss.kind;
+    // A scripted metric reads the predictions of any target.
+    if m.scripted_metric(&written.value).is_some() {
+        return None;
+    }
     let Some(metric) = crate::metrics::parse(&written.value) else {
+        let scripted: Vec<String> = m
+            .metrics
+            .iter()
+            .map(|s| format!("`{}`", s.name.value))
+            .collect();
+        let help = match scripted.is_empty() {
+            true => format!(
+                "the metrics are {}; a metric of your own is a `metric \"NAME\" {{ torchscript \"….pt\"; mode \"min\" }}` (`pipeline explain metric`)",
+                crate::metrics::names()
+            ),
+            false => format!(
+                "the metrics are {}, and this manifest's {}",
+                crate::metrics::names(),
+                scripted.join(", ")
+            ),
+        };
         return Some(
             Diagnostic::error(
                 "pipeline::eval::unknown_metric",
                 format!("`{}` is not a metric", written.value),
             )
             .label_opt(written.span, "not a metric")
-            .help(format!("the metrics are {}", crate::metrics::names())),
+            .help(help),
         );
     };
     // Class metrics read class indices; regression ones, the outputs of `mse`; some
@@ -678,5 +701,36 @@ fn eval_metrics(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             continue;
         };
         diags.extend(eval.metrics.iter().filter_map(|w| metric_problem(m, w)));
+    }
+}
+
+/// A scripted metric may not take a built-in metric's name (nor `loss`, which a monitor
+/// watches as `val.loss`), and one that no stage measures is warned about.
+fn scripted_metrics(m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    for metric in &m.metrics {
+        let name = &metric.name.value;
+        if name == "loss" || crate::metrics::parse(name).is_some() {
+            diags.push(
+                Diagnostic::error(
+                    "pipeline::metric::shadows_builtin",
+                    format!("the metric `{name}` has the name of a built-in one"),
+                )
+                .label_opt(metric.name.span, "a built-in metric's name")
+                .help("give the metric a name of its own (`pipeline explain eval.metrics` lists the built-in ones)"),
+            );
+        } else if (0..m.stages.len()).all(|i| {
+            m.scripted_metrics_of(i)
+                .iter()
+                .all(|s| s.name.value != *name)
+        }) {
+            diags.push(
+                Diagnostic::warning(
+                    "pipeline::metric::unused",
+                    format!("the metric `{name}` is measured by no stage"),
+                )
+                .label_opt(metric.name.span, "defined here")
+                .help(format!("name it in an `eval`'s `metrics`, in `validate`'s, or monitor `val.{name}`; or remove it")),
+            );
+        }
     }
 }

@@ -17,7 +17,8 @@
 //! | seed | initialisation, data order and dropout depend on it |
 //! | the stage's kind and settings, defaults applied | what the stage does (for `train`: `strict` when #false, `freeze` patterns when any, sorted) |
 //! | the manifest sections the stage reads (defaults applied) | `train`: data, model, loss, optimizer, schedule, and how steps are taken (`accelerator`'s accumulation, clipping, loss scaling, determinism, strategy, sampler, synchronised batch-norm); `eval`: data, loss |
-//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing; for `.npy` shards each shard's content, in order), `init` weights, a `torchscript` model |
+//! | content hashes of the files it reads | the data file (and a labels file, a tokenizer; for images every image and a listing; for `.npy` shards each shard's content, in order), `init` weights, a `torchscript` model, a `torchscript` loss (`train`, `eval`), each scripted `metric` it measures |
+//! | the name and `mode` of each scripted `metric` it measures | a monitor's direction decides which weights are kept and when to stop |
 //! | `load: stream` when the features are streamed (`data.load`, `auto` resolved) and `scale` or `missing "mean"` is fitted | streamed statistics are summed in another order; otherwise streamed and held batches are the same |
 //! | the fingerprints of the stages it needs | a change upstream reaches every descendant |
 //!
@@ -218,7 +219,25 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
         }
         StageConfig::Checkpoint(_) => {}
     }
+    // A stage that computes the loss runs a scripted one; one that measures a scripted
+    // metric runs its module.
+    if matches!(
+        manifest.stages[index].config,
+        StageConfig::Train(_) | StageConfig::Eval(_)
+    ) {
+        if let Some(script) = manifest.loss.kind.script() {
+            files.insert("loss".to_string(), script.file.clone());
+        }
+    }
+    for metric in manifest.scripted_metrics_of(index) {
+        files.insert(metric_role(&metric.name.value), metric.script.file.clone());
+    }
     files
+}
+
+/// The role of the module of the scripted metric `name`.
+pub fn metric_role(name: &str) -> String {
+    format!("metric {name}")
 }
 
 /// The fields of a stage's settings (as serialised) left out of its key: `init` is an
@@ -267,7 +286,10 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             }
         }
     }
-    match &manifest.stages[index].config {
+    // The scripted metrics the stage measures, by name and direction (a monitor's
+    // direction decides which weights are kept); left out when none, as before them.
+    let metrics = manifest.scripted_metrics_of(index);
+    let mut spec = match &manifest.stages[index].config {
         StageConfig::Train(_) => json!({
             "stage": stage,
             "data": data,
@@ -281,7 +303,11 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
             json!({ "stage": stage, "data": data, "loss": to_value(&manifest.loss) })
         }
         StageConfig::Checkpoint(_) => json!({ "stage": stage }),
+    };
+    if let (Some(map), false) = (spec.as_object_mut(), metrics.is_empty()) {
+        map.insert("metrics".into(), to_value(&metrics));
     }
+    spec
 }
 
 /// Fingerprints every stage in `order` (dependencies first, as `Plan::order`).

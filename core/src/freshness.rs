@@ -386,8 +386,10 @@ pub fn input_key(role: &str) -> &'static str {
         "labels" => "data.labels",
         "init" => "train.init",
         "model" => "model.torchscript",
+        "loss" => "loss.torchscript",
         "tokenizer" => "data.text.tokenizer",
         SOURCE_ROLE => "source",
+        _ if role.starts_with("metric ") => "metric.torchscript",
         _ if role.starts_with("input ") => "data.inputs",
         _ => "data.source",
     }
@@ -540,6 +542,30 @@ pub fn missing_input(
         .help(format!(
             "{relative}; write it in Python with `torch.jit.script(model).save(\"…\")`"
         )),
+        "loss" => Diagnostic::error(
+            "pipeline::loss::missing_torchscript",
+            format!("the TorchScript loss {} does not exist", path.display()),
+        )
+        .label_opt(
+            manifest.loss.kind.script().and_then(|s| s.path.span),
+            "file not found",
+        )
+        .help(format!(
+            "{relative}; write it in Python with `torch.jit.script(loss).save(\"…\")`"
+        )),
+        _ if role.starts_with("metric ") => {
+            let metric = role
+                .strip_prefix("metric ")
+                .and_then(|name| manifest.scripted_metric(name));
+            Diagnostic::error(
+                "pipeline::metric::missing_torchscript",
+                format!("the TorchScript metric {} does not exist", path.display()),
+            )
+            .label_opt(metric.and_then(|m| m.script.path.span), "file not found")
+            .help(format!(
+                "{relative}; write it in Python with `torch.jit.script(metric).save(\"…\")`"
+            ))
+        }
         SOURCE_ROLE => Diagnostic::error(
             "pipeline::data::missing_file",
             format!("the source {} does not exist", path.display()),

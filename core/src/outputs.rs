@@ -134,6 +134,20 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
             span: script.path.span,
         });
     }
+    if let Some(script) = manifest.loss.kind.script() {
+        all.push(Input {
+            role: "the TorchScript loss".into(),
+            path: normal(base, &script.path.value),
+            span: script.path.span,
+        });
+    }
+    for metric in &manifest.metrics {
+        all.push(Input {
+            role: format!("the TorchScript metric `{}`", metric.name.value),
+            path: normal(base, &metric.script.path.value),
+            span: metric.script.path.span,
+        });
+    }
     for stage in &manifest.stages {
         let (role, file) = match &stage.config {
             StageConfig::Train(train) => ("the starting weights", train.init.as_ref()),
@@ -227,6 +241,20 @@ fn named_paths(manifest: &Manifest) -> Vec<(String, &Spanned<PathBuf>, bool)> {
             .iter()
             .map(|t| ("the TorchScript model".into(), &t.path, false)),
     );
+    all.extend(
+        manifest
+            .loss
+            .kind
+            .script()
+            .map(|t| ("the TorchScript loss".into(), &t.path, false)),
+    );
+    all.extend(manifest.metrics.iter().map(|m| {
+        (
+            format!("the TorchScript metric `{}`", m.name.value),
+            &m.script.path,
+            false,
+        )
+    }));
     for stage in &manifest.stages {
         let of = |what: &str| format!("{what} of stage `{}`", stage.name());
         match &stage.config {

@@ -60,45 +60,88 @@ pub fn classify(path: &Path) -> std::io::Result<Archive> {
 /// The diagnostic for a TorchScript model file that is not one (`None`: it is), located
 /// at the path in the manifest.
 pub fn refusal(spec: &TorchScriptSpec) -> Option<Diagnostic> {
+    refusal_of(spec, Module::Model)
+}
+
+/// What a TorchScript file is to the manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Module {
+    Model,
+    Loss,
+    Metric,
+}
+
+/// [`refusal`] for a model or a loss.
+pub fn refusal_of(spec: &TorchScriptSpec, module: Module) -> Option<Diagnostic> {
     let file = &spec.file;
     let shown = spec.path.value.display();
-    let script = "script or trace the module in Python and save that: \
-                  `torch.jit.script(model).save(\"net.pt\")`, or \
-                  `torch.jit.trace(model, example_batch).save(\"net.pt\")`";
+    let (code, example, name) = match module {
+        Module::Model => ("pipeline::model::not_torchscript", "model", "net.pt"),
+        Module::Loss => ("pipeline::loss::not_torchscript", "loss", "loss.pt"),
+        Module::Metric => ("pipeline::metric::not_torchscript", "metric", "metric.pt"),
+    };
+    let script = format!(
+        "script or trace the module in Python and save that: \
+         `torch.jit.script({example}).save(\"{name}\")`, or \
+         `torch.jit.trace({example}, example_batch).save(\"{name}\")`"
+    );
     let (what, help) = match classify(file) {
         Ok(Archive::TorchScript) => return None,
         Ok(Archive::TorchSave) => (
             "a `torch.save` file (a pickled module or state dict), not TorchScript".to_string(),
-            format!("{script}; to start a native model from saved weights, use `train {{ init \"weights.safetensors\" }}`"),
+            match module {
+                Module::Model => format!("{script}; to start a native model from saved weights, use `train {{ init \"weights.safetensors\" }}`"),
+                Module::Loss | Module::Metric => script,
+            },
         ),
         Ok(Archive::Pickle) => (
             "a pickle (`torch.save` in its legacy format), not TorchScript".to_string(),
-            script.to_string(),
+            script,
         ),
-        Ok(Archive::Other(why)) => (format!("{why}, not TorchScript"), script.to_string()),
+        Ok(Archive::Other(why)) => (format!("{why}, not TorchScript"), script),
         Err(e) => (format!("cannot be read: {e}"), "check the file's permissions".to_string()),
     };
     Some(
-        Diagnostic::error(
-            "pipeline::model::not_torchscript",
-            format!("the model {shown} is {what}"),
-        )
-        .label_opt(spec.path.span, "not a TorchScript archive")
-        .help(help),
+        Diagnostic::error(code, format!("the {example} {shown} is {what}"))
+            .label_opt(spec.path.span, "not a TorchScript archive")
+            .help(help),
     )
 }
 
-/// `check`'s rule: a `torchscript` model names an existing TorchScript archive (a path
-/// that is not a regular file is reported with the other inputs).
-pub fn check(manifest: &Manifest) -> Option<Diagnostic> {
-    let spec = manifest.model.torchscript.as_ref()?;
-    match cache::require_regular(&spec.file) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Some(missing_input(manifest, "model", &spec.file, None))
-        }
-        Err(_) => None,
-        Ok(_) => refusal(spec),
-    }
+/// `check`'s rule: a `torchscript` model, loss or metric names an existing TorchScript
+/// archive (a path that is not a regular file is reported with the other inputs).
+pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
+    let model = manifest
+        .model
+        .torchscript
+        .as_ref()
+        .map(|s| (s, Module::Model, "model".to_string()));
+    let loss = manifest
+        .loss
+        .kind
+        .script()
+        .map(|s| (s, Module::Loss, "loss".to_string()));
+    let metrics = manifest.metrics.iter().map(|m| {
+        (
+            &m.script,
+            Module::Metric,
+            crate::fingerprint::metric_role(&m.name.value),
+        )
+    });
+    model
+        .into_iter()
+        .chain(loss)
+        .chain(metrics)
+        .filter_map(
+            |(spec, module, role)| match cache::require_regular(&spec.file) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Some(missing_input(manifest, &role, &spec.file, None))
+                }
+                Err(_) => None,
+                Ok(_) => refusal_of(spec, module),
+            },
+        )
+        .collect()
 }
 
 #[cfg(test)]

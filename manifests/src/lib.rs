@@ -35,6 +35,7 @@ mod limits;
 pub mod losses;
 mod lower;
 pub mod manifest;
+mod metric;
 mod model;
 pub mod overrides;
 mod reader;

@@ -130,6 +130,7 @@ impl<'a> Reader<'a> {
         let mut sections: BTreeMap<&'static str, &'a KdlNode> = BTreeMap::new();
         let mut stage_nodes: Vec<(StageKind, &'a KdlNode)> = Vec::new();
         let mut block_nodes: Vec<&'a KdlNode> = Vec::new();
+        let mut metric_nodes: Vec<&'a KdlNode> = Vec::new();
         for node in doc.nodes() {
             let name = node.name().value();
             if let Some(section) = schema::sections().into_iter().find(|s| s.name == name) {
@@ -148,6 +149,8 @@ impl<'a> Reader<'a> {
                 }
             } else if name == schema::BLOCK.name {
                 block_nodes.push(node);
+            } else if name == schema::METRIC.name {
+                metric_nodes.push(node);
             } else if let Some(kind) = StageKind::ALL
                 .iter()
                 .copied()
@@ -333,8 +336,9 @@ impl<'a> Reader<'a> {
         self.unused_inputs(&data, &model);
         // `None` when `loss` or its kind is left out or unknown: reported, and no member
         // stands in for it (no manifest comes out).
-        let loss = Self::loss(&loss_f);
+        let loss = self.loss(&loss_f, sections.contains_key("loss"), base_dir);
         let optimizer = self.optimizer(&opt_f);
+        let metrics = self.scripted_metrics(&metric_nodes, base_dir);
         let schedule = ScheduleSpec {
             kind: match ScheduleName::parse(&sched_f.text("kind"))
                 // Not reached: `kind` has a default.
@@ -495,6 +499,7 @@ impl<'a> Reader<'a> {
                 grad_norm: logging_f.bool("grad-norm"),
             },
             sweep,
+            metrics,
             stages,
             base_dir: base_dir.to_path_buf(),
             fetched: Default::default(),
@@ -502,9 +507,72 @@ impl<'a> Reader<'a> {
     }
 
     /// The loss the manifest names, with the keys its member declares (a key of another
-    /// member is warned about by the reader, and left out here).
-    fn loss(f: &Fields) -> Option<LossSpec> {
-        let kind = Loss::named(&f.opt_text("kind")?)?;
+    /// member is warned about by the reader, and left out here), or its TorchScript
+    /// module. `None` when it names neither or both (said here when `loss` is written).
+    fn loss(&mut self, f: &Fields, written: bool, base_dir: &Path) -> Option<LossSpec> {
+        let kind = match (f.opt_text("kind"), f.opt_text("torchscript")) {
+            (Some(_), Some(_)) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::loss::kind_and_torchscript",
+                        "`loss` names a loss and a TorchScript module: it is one or the other",
+                    )
+                    .label_opt(f.span("kind"), "a loss")
+                    .label_opt(f.span("torchscript"), "a module")
+                    .help("remove `torchscript`, or the loss's name"),
+                );
+                return None;
+            }
+            (None, None) => {
+                // A name that was refused has had its error.
+                if written && !f.refused.contains(&"kind") {
+                    self.diags.push(
+                        Diagnostic::error(
+                            "pipeline::manifest::missing_key",
+                            "`loss` needs `kind` (or `torchscript`)",
+                        )
+                        .label_opt(f.name_span, "`kind` is missing here")
+                        .help("name the loss, `loss \"cross-entropy\"`, or a module scripted in Python, `loss { torchscript \"loss.pt\" }` (`pipeline explain loss`)"),
+                    );
+                }
+                return None;
+            }
+            (None, Some(path)) => {
+                let path = PathBuf::from(path);
+                let spec = LossSpec {
+                    kind: LossKind::Script {
+                        script: TorchScriptSpec {
+                            file: base_dir.join(&path),
+                            path: Spanned {
+                                value: path,
+                                span: f.span("torchscript"),
+                            },
+                        },
+                        // The reader took only the names; `target` has a default.
+                        target: Target::parse(&f.text("target")).unwrap_or(Target::Classes),
+                    },
+                    label_smoothing: 0.0,
+                    class_weights: None,
+                    pos_weight: None,
+                    delta: None,
+                    settings: BTreeMap::new(),
+                    span: f.span,
+                };
+                return Some(spec);
+            }
+            // The reader took only registered names.
+            (Some(name), None) => Loss::named(&name)?,
+        };
+        if f.value("target").is_some() {
+            self.diags.push(
+                Diagnostic::warning(
+                    "pipeline::manifest::ignored_key",
+                    format!("`loss.target` has no effect with `{}`", kind.as_str()),
+                )
+                .label_opt(f.span("target"), "ignored")
+                .help("`target` applies to a `torchscript` loss; a registered loss says what it compares itself: remove it"),
+            );
+        }
         let takes = |key: &str| kind.takes(key);
         let class_weights = match f.value("class-weights") {
             _ if !takes("class-weights") => None,
@@ -513,7 +581,7 @@ impl<'a> Reader<'a> {
             _ => None,
         };
         Some(LossSpec {
-            kind,
+            kind: LossKind::Member(kind),
             label_smoothing: match takes("label-smoothing") {
                 true => f.float("label-smoothing"),
                 false => 0.0,
@@ -1098,7 +1166,7 @@ impl<'a> Reader<'a> {
 }
 
 /// A file path key, located.
-fn path(f: &Fields, key: &str) -> Option<Spanned<PathBuf>> {
+pub(crate) fn path(f: &Fields, key: &str) -> Option<Spanned<PathBuf>> {
     f.opt_text(key).map(|p| Spanned {
         value: PathBuf::from(p),
         span: f.span(key),
@@ -1139,6 +1207,7 @@ mod tests {
             ("data", "delimiter") => |m| m.data.dialect.delimiter.as_str(),
             ("data", "missing") => |m| m.data.missing.as_str(),
             ("loss", "kind") => |m| m.loss.kind.as_str(),
+            ("loss", "target") => |m| m.loss.kind.target().as_str(),
             ("optimizer", "kind") => |m| m.optimizer.kind.as_str(),
             ("schedule", "kind") => |m| m.schedule.kind.name().as_str(),
             ("schedule", "interval") => |m| m.schedule.interval.map_or("", Interval::as_str),
@@ -1218,6 +1287,10 @@ mod tests {
                     let base = match (name.starts_with("image-"), what.as_str()) {
                         (true, _) => BASE.replace(" labels=\"y.npy\"", ""),
                         (false, "data.load") => BASE.replace("d.csv", "d.npy"),
+                        // A registered loss says its target itself.
+                        (false, "loss.target") => {
+                            BASE.replace("loss \"cross-entropy\"", "loss torchscript=\"l.pt\"")
+                        }
                         (false, "schedule.mode") => format!("{BASE}{plateau}"),
                         (false, "sweep.mode") => {
                             format!("{BASE}sweep {{ grid {{ optimizer.lr 0.1 0.2; }}; }}\n")
@@ -1244,7 +1317,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 18, "every choice key was tried");
+        assert_eq!(keys, 19, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.

@@ -44,6 +44,10 @@ pub struct Manifest {
     pub logging: LoggingSpec,
     /// What `pipeline sweep` runs without flags (`sweep { … }`); in no stage's key.
     pub sweep: Option<SweepSpec>,
+    /// Metrics scripted in Python (`metric "brier" { torchscript "brier.pt" }`), in the
+    /// key of each stage that measures them ([`Manifest::scripted_metric`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricSpec>,
     pub stages: Vec<StageSpec>,
     /// The directory relative paths in the manifest are resolved against.
     #[serde(skip)]
@@ -63,6 +67,36 @@ impl Manifest {
             Some(local) => local.clone(),
             None => self.base_dir.join(path),
         }
+    }
+
+    /// The metric scripted in Python under `name`, if the manifest defines one.
+    pub fn scripted_metric(&self, name: &str) -> Option<&MetricSpec> {
+        self.metrics.iter().find(|m| m.name.value == name)
+    }
+
+    /// The scripted metrics stage `index` measures: an `eval`'s `metrics`, a `train`'s
+    /// `validate` metrics and monitors. In the stage's key.
+    pub fn scripted_metrics_of(&self, index: usize) -> Vec<&MetricSpec> {
+        let names: Vec<&str> = match &self.stages[index].config {
+            StageConfig::Train(train) => train
+                .validate
+                .metrics
+                .iter()
+                .map(|m| m.value.as_str())
+                .chain(
+                    self.monitors(train)
+                        .into_iter()
+                        .filter(|(_, m)| m.value.validation)
+                        .map(|(_, m)| m.value.metric.as_str()),
+                )
+                .collect(),
+            StageConfig::Eval(eval) => eval.metrics.iter().map(|m| m.value.as_str()).collect(),
+            StageConfig::Checkpoint(_) | StageConfig::Predict(_) => Vec::new(),
+        };
+        self.metrics
+            .iter()
+            .filter(|m| names.contains(&m.name.value.as_str()))
+            .collect()
     }
 
     pub fn stage(&self, name: &str) -> Option<&StageSpec> {
@@ -635,6 +669,20 @@ pub struct ModelSpec {
     pub span: Option<SourceSpan>,
 }
 
+/// `metric "brier" { torchscript "brier.pt"; mode "min" }`: a metric scripted in Python.
+/// Its name and direction are in the key of each stage that measures it, the file's
+/// content among the stage's inputs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricSpec {
+    pub name: Spanned<String>,
+    #[serde(skip)]
+    pub script: TorchScriptSpec,
+    pub mode: Mode,
+    /// The node, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
 /// `model { torchscript "net.pt" }`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TorchScriptSpec {
@@ -667,7 +715,7 @@ pub enum ClassWeights {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LossSpec {
-    pub kind: Loss,
+    pub kind: LossKind,
     pub label_smoothing: f64,
     /// Cross-entropy and NLL. Left out of the serialised form when absent (as are the
     /// two below), so that keys from before them stay valid.
@@ -684,6 +732,67 @@ pub struct LossSpec {
     pub settings: BTreeMap<String, f64>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
+}
+
+/// What computes the loss: a registered member, or a module scripted in Python.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LossKind {
+    Member(Loss),
+    Script {
+        script: TorchScriptSpec,
+        target: Target,
+    },
+}
+
+/// A member as its name (as the enum before the registry was: keys from then stay valid);
+/// a script as `{"torchscript": {"target": …}}` (its content is in the key as an input).
+impl Serialize for LossKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            LossKind::Member(loss) => loss.serialize(s),
+            LossKind::Script { target, .. } => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("torchscript", &BTreeMap::from([("target", target)]))?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl LossKind {
+    /// The member's name, or `torchscript`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LossKind::Member(loss) => loss.as_str(),
+            LossKind::Script { .. } => "torchscript",
+        }
+    }
+
+    pub fn target(&self) -> Target {
+        match self {
+            LossKind::Member(loss) => loss.target(),
+            LossKind::Script { target, .. } => *target,
+        }
+    }
+
+    /// Whether labels are class indices (and accuracy is reported).
+    pub fn is_classification(&self) -> bool {
+        self.target() == Target::Classes
+    }
+
+    /// Whether targets are values to approach (regression: R², `mse`, `mae`, …).
+    pub fn is_regression(&self) -> bool {
+        self.target() == Target::Values
+    }
+
+    /// The scripted module, for a `torchscript` loss.
+    pub fn script(&self) -> Option<&TorchScriptSpec> {
+        match self {
+            LossKind::Member(_) => None,
+            LossKind::Script { script, .. } => Some(script),
+        }
+    }
 }
 
 impl LossSpec {

@@ -53,6 +53,8 @@ pub struct Fields {
     /// The keys given with `--set`, with the `PATH=VALUE` given: they have no span in
     /// the file, and diagnostics say where they came from instead.
     pub(crate) set: BTreeMap<&'static str, String>,
+    /// The keys written with a value that was refused (the error has been reported).
+    pub(crate) refused: Vec<&'static str>,
 }
 
 impl Fields {
@@ -450,6 +452,7 @@ impl<'a> Reader<'a> {
             span: node.map(KdlNode::span),
             name_span: node.map(|n| n.name().span()),
             set,
+            refused: Vec::new(),
         };
 
         for key in section.keys {
@@ -473,8 +476,11 @@ impl<'a> Reader<'a> {
             }
             match raws.get(key.name) {
                 Some((entries, span)) => {
-                    if let Some(v) = self.convert(section, key, entries, *span, display) {
-                        fields.values.insert(key.name, (v, *span));
+                    match self.convert(section, key, entries, *span, display) {
+                        Some(v) => {
+                            fields.values.insert(key.name, (v, *span));
+                        }
+                        None => fields.refused.push(key.name),
                     }
                 }
                 None if key.required && node.is_some() => {

@@ -1495,6 +1495,17 @@ pub const BLOCK: Section = Section {
     children: Children::Layers,
 };
 
+pub const METRIC: Section = section(
+    "metric",
+    &["name"],
+    &[
+        required("name", Ty::Text, "The metric's name, used wherever metrics are named: `eval`'s `metrics`, `validate`, and monitors as `val.NAME`."),
+        required("torchscript", Ty::Path, "The module, scripted in Python: `torch.jit.script(Brier()).save(\"brier.pt\")`. Its `forward(self, output, target)` returns the metric over the whole split as one number: `output` holds the predictions as the built-in metrics read them (float64: the class probabilities for a classification loss, each label's probability for `labels`, the outputs for regression), `target` the truth (class indices as int64, else float64 of the output's shape). libtorch runs it, not Python; the file's content is in the cache key of every stage that measures it."),
+        required("mode", Ty::Choice(Mode::NAMES), "Whether the metric improves by going down (`min`: an error, a loss, a Brier score) or up (`max`: an accuracy, a score): the direction of a monitor that watches it."),
+    ],
+    "A metric written in Python and scripted, defined once at the top level and then named like a built-in one: `metric \"brier\" { torchscript \"brier.pt\"; mode \"min\" }`, then `eval \"test\" { metrics \"accuracy\" \"brier\" }`, `validate { metrics \"brier\" }` or `early-stop monitor=\"val.brier\"`. It is computed over the whole split (under `ddp`, on the predictions gathered from every process), on the CPU. `run` refuses a `forward` that does not take two tensors, or returns more than one number.",
+);
+
 /// The schema of a node that may appear in a `model` (or a block body): a layer or a
 /// structure.
 pub fn model_node(name: &str) -> Option<&'static Section> {
@@ -1559,7 +1570,7 @@ pub fn top_level_names() -> Vec<&'static str> {
         .into_iter()
         .chain(STAGES.iter().copied())
         .map(|s| s.name)
-        .chain([BLOCK.name])
+        .chain([BLOCK.name, METRIC.name])
         .collect()
 }
 
@@ -1574,7 +1585,7 @@ mod tests {
             .collect();
         all.extend(LAYERS.iter().copied());
         all.extend(STRUCTURES.iter().copied());
-        all.extend([&SPLIT, &BRANCH, &BLOCK]);
+        all.extend([&SPLIT, &BRANCH, &BLOCK, &METRIC]);
         all
     }
 

@@ -178,3 +178,157 @@ fn multi_label_binary_cross_entropy_with_pos_weight_is_pytorchs() {
     assert!(!out.status.success());
     assert_fixture("losses-pos-weight-count.run.stderr", &text(&out.stderr));
 }
+
+/// A loss written in Python and scripted (`loss { torchscript "…" }`): libtorch runs it.
+/// The script's cross-entropy trains the small digits MLP to the same test loss and the
+/// same weights, bit for bit, as `loss "cross-entropy"`; a focal loss scripted the same
+/// way trains to another; the file's content is in the key.
+#[test]
+fn a_scripted_loss_trains_as_the_built_in_it_computes() {
+    let dir = common::small_project(common::SMALL);
+    py(
+        dir.path(),
+        r#"
+import torch
+import torch.nn.functional as F
+
+class CrossEntropy(torch.nn.Module):
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output, target)
+
+class Focal(torch.nn.Module):
+    def __init__(self, gamma: float):
+        super().__init__()
+        self.gamma = gamma
+
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        log_p = F.log_softmax(output, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
+        return (-(1 - log_p.exp()) ** self.gamma * log_p).mean()
+
+torch.jit.script(CrossEntropy()).save("ce.pt")
+torch.jit.script(Focal(2.0)).save("focal.pt")
+"#,
+    );
+    let scripted = common::SMALL.replace(
+        "loss \"cross-entropy\"",
+        "loss {\n    torchscript \"ce.pt\"\n}",
+    );
+    std::fs::write(dir.path().join("scripted.kdl"), &scripted).unwrap();
+    let run = |file: &str| -> (Value, Vec<(String, Vec<f32>)>) {
+        let out = pipeline(dir.path(), &["run", file, "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let weights = common::tensors(&dir.path().join("out/model.safetensors"));
+        (report, weights)
+    };
+    let (builtin, builtin_weights) = run("small.kdl");
+    let (script, script_weights) = run("scripted.kdl");
+    let test_loss = |r: &Value| r["stages"][1]["metrics"]["loss"].as_f64().unwrap();
+    assert_eq!(test_loss(&script), test_loss(&builtin));
+    assert_eq!(
+        script["stages"][1]["metrics"]["accuracy"],
+        builtin["stages"][1]["metrics"]["accuracy"]
+    );
+    assert!(
+        script_weights == builtin_weights,
+        "the scripted cross-entropy trained other weights"
+    );
+    assert_eq!(script["stages"][0]["status"], "ran");
+
+    // The module's content is the key: the same file answers from the cache, another
+    // module under the same name trains again, to another loss.
+    let (again, _) = run("scripted.kdl");
+    assert_eq!(again["stages"][0]["status"], "cached");
+    std::fs::copy(dir.path().join("focal.pt"), dir.path().join("ce.pt")).unwrap();
+    let (focal, _) = run("scripted.kdl");
+    assert_eq!(focal["stages"][0]["status"], "ran");
+    assert!(
+        test_loss(&focal) < 0.8 * test_loss(&builtin),
+        "focal {} against cross-entropy {}",
+        test_loss(&focal),
+        test_loss(&builtin)
+    );
+}
+
+/// What a scripted loss cannot be is said before training, on the `torchscript` line:
+/// a missing file, a file that is not TorchScript, a `forward` of other arguments, a
+/// result that is not one number; and a loss that is named twice.
+#[test]
+fn a_scripted_loss_that_cannot_be_one_is_refused_on_its_line() {
+    let dir = common::small_project(common::SMALL);
+    py(
+        dir.path(),
+        r#"
+import torch
+
+class One(torch.nn.Module):
+    def forward(self, output: torch.Tensor) -> torch.Tensor:
+        return output.mean()
+
+class PerSample(torch.nn.Module):
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(output, target, reduction="none")
+
+torch.jit.script(One()).save("one.pt")
+torch.jit.script(PerSample()).save("per-sample.pt")
+torch.save(torch.nn.Linear(2, 2).state_dict(), "weights.pt")
+"#,
+    );
+    let with = |name: &str, loss: &str| {
+        let text = common::SMALL.replace("loss \"cross-entropy\"", loss);
+        std::fs::write(dir.path().join(name), text).unwrap();
+        name.to_string()
+    };
+    let codes = |args: &[&str]| -> Vec<String> {
+        let out = pipeline(dir.path(), args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let all = text(&out.stderr);
+        all.lines()
+            .filter(|l| l.starts_with("pipeline::") || l.contains("× "))
+            .map(str::trim)
+            .map(String::from)
+            .collect()
+    };
+    let missing = with("missing.kdl", "loss { torchscript \"nowhere.pt\"; }");
+    let said = codes(&["check", &missing]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("pipeline::loss::missing_torchscript")),
+        "{said:?}"
+    );
+    let pickled = with("pickled.kdl", "loss { torchscript \"weights.pt\"; }");
+    let said = codes(&["check", &pickled]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("pipeline::loss::not_torchscript")),
+        "{said:?}"
+    );
+    let both = with("both.kdl", "loss \"mse\" { torchscript \"one.pt\"; }");
+    let said = codes(&["check", &both]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("pipeline::loss::kind_and_torchscript")),
+        "{said:?}"
+    );
+    let one = with("one.kdl", "loss { torchscript \"one.pt\"; }");
+    let said = codes(&["run", &one]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("pipeline::loss::torchscript_arguments")),
+        "{said:?}"
+    );
+    let per_sample = with("per-sample.kdl", "loss { torchscript \"per-sample.pt\"; }");
+    let out = pipeline(dir.path(), &["run", &per_sample]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("pipeline::loss::mismatch")
+            && text(&out.stderr).contains("not one number"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -195,3 +195,162 @@ fn an_eval_stage_reports_its_metrics_and_writes_its_confusion_matrix() {
     assert!(!out.status.success());
     assert_fixture("metrics-multi-label.check.stderr", &text(&out.stderr));
 }
+
+/// The scripted metrics of the tests below: an accuracy (which must equal the built-in
+/// one exactly), a Brier score, one of the wrong arguments and one of many values.
+const SCRIPTED: &str = r#"
+import torch
+import torch.nn.functional as F
+
+class Accuracy(torch.nn.Module):
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return (output.argmax(1) == target).to(torch.float64).mean()
+
+class Brier(torch.nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        truth = F.one_hot(target, output.size(1)).to(output.dtype)
+        return self.scale * ((output - truth) ** 2).sum(1).mean()
+
+class One(torch.nn.Module):
+    def forward(self, output: torch.Tensor) -> torch.Tensor:
+        return output.mean()
+
+class PerSample(torch.nn.Module):
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return output.max(1).values
+
+torch.jit.script(Accuracy()).save("accuracy.pt")
+torch.jit.script(Brier(1.0)).save("brier.pt")
+torch.jit.script(Brier(2.0)).save("brier-twice.pt")
+torch.jit.script(One()).save("one.pt")
+torch.jit.script(PerSample()).save("per-sample.pt")
+"#;
+
+/// `common::SMALL` with a validation split, the scripted metrics defined, `keep-best`
+/// watching the Brier score (its direction the metric's `mode`), and `extra` at the end.
+fn scripted_manifest(eval_metrics: &str, extra: &str) -> String {
+    common::SMALL
+        .replace(
+            "split train=0.8 test=0.2",
+            "split train=0.7 val=0.1 test=0.2",
+        )
+        .replace(
+            "train epochs=3 batch-size=64",
+            "train epochs=4 batch-size=64 {\n    validate { metrics \"hits\"; }\n    keep-best monitor=\"val.brier\"\n}",
+        )
+        .replace(
+            "eval \"test\" needs=\"train\" split=\"test\"",
+            &format!("eval \"test\" needs=\"train\" split=\"test\" {{\n    metrics {eval_metrics}\n}}"),
+        )
+        + "metric \"hits\" {\n    torchscript \"accuracy.pt\"\n    mode \"max\"\n}\nmetric \"brier\" torchscript=\"brier.pt\" mode=\"min\"\n"
+        + extra
+}
+
+/// A metric written in Python and scripted (`metric "NAME" { torchscript "…" }`) is
+/// measured wherever a built-in one is: a scripted accuracy equals `accuracy` exactly, at
+/// every validation and in an `eval`; `keep-best` watching the scripted Brier score keeps
+/// the validation where it was lowest (the metric's `mode`); the module's content is in
+/// the key of every stage that measures it.
+#[test]
+fn a_scripted_metric_is_measured_and_watched_as_a_built_in_one() {
+    use common::{pipeline, text};
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    py(d, SCRIPTED);
+    std::fs::write(
+        d.join("m.kdl"),
+        scripted_manifest(r#""accuracy" "hits" "brier""#, ""),
+    )
+    .unwrap();
+    let run = || -> Value {
+        let out = pipeline(d, &["run", "m.kdl", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let report = run();
+    let eval = &report["stages"][1]["metrics"];
+    assert_eq!(eval["hits"], eval["accuracy"], "{eval}");
+    let brier = eval["brier"].as_f64().unwrap();
+    assert!(brier > 0.0 && brier < 1.0, "{eval}");
+    // Every validation measured the scripted metrics; the kept weights are those of the
+    // lowest Brier score.
+    let run_dir = d.join(report["run_dir"].as_str().unwrap());
+    let lines = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    let validations: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("val_brier").is_some())
+        .collect();
+    assert_eq!(validations.len(), 4, "{lines}");
+    for v in &validations {
+        assert_eq!(v["val_hits"], v["val_accuracy"], "{v}");
+    }
+    let lowest = validations
+        .iter()
+        .map(|v| v["val_brier"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let best = &report["stages"][0]["best"][0];
+    assert_eq!(best["score"].as_f64(), Some(lowest), "{best} of {lines}");
+    // The module is in the key: the same answers from the cache; another module under
+    // the same name measures again (training too, whose monitor watches it).
+    let again = run();
+    assert_eq!(again["stages"][1]["status"], "cached");
+    std::fs::copy(d.join("brier-twice.pt"), d.join("brier.pt")).unwrap();
+    let twice = run();
+    assert_eq!(twice["stages"][0]["status"], "ran");
+    assert_eq!(twice["stages"][1]["status"], "ran");
+    assert_eq!(
+        twice["stages"][1]["metrics"]["brier"].as_f64(),
+        Some(2.0 * brier)
+    );
+}
+
+/// What a scripted metric cannot be is said on its line: a built-in metric's name, a
+/// missing module, a name defined twice, a metric no stage measures (a warning), an
+/// unknown name (whose help lists the manifest's own); and at run start, a `forward` of
+/// other arguments, or one that gives more than one number.
+#[test]
+fn a_scripted_metric_that_cannot_be_one_is_refused_on_its_line() {
+    use common::{assert_fixture, pipeline, text};
+    let dir = common::small_project(common::SMALL);
+    let d = dir.path();
+    py(d, SCRIPTED);
+    let extra = "metric \"accuracy\" torchscript=\"accuracy.pt\" mode=\"max\"\n\
+                 metric \"gone\" torchscript=\"nowhere.pt\" mode=\"max\"\n\
+                 metric \"hits\" torchscript=\"accuracy.pt\" mode=\"max\"\n";
+    std::fs::write(
+        d.join("bad.kdl"),
+        scripted_manifest(r#""hits" "brier" "brierr""#, extra),
+    )
+    .unwrap();
+    let out = pipeline(d, &["check", "bad.kdl"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_fixture("metrics-scripted.check.stderr", &text(&out.stderr));
+    for (module, code, says) in [
+        (
+            "one.pt",
+            "pipeline::metric::torchscript_arguments",
+            "forward(self, output)",
+        ),
+        // The training validates first: its `keep-best` watches the metric.
+        (
+            "per-sample.pt",
+            "pipeline::train::undefined_metric",
+            "returned 180 numbers",
+        ),
+    ] {
+        let text_ = scripted_manifest(r#""brier""#, "").replace("brier.pt", module);
+        std::fs::write(d.join("wrong.kdl"), text_).unwrap();
+        let out = pipeline(d, &["run", "wrong.kdl", "--no-cache"]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let said = text(&out.stderr);
+        assert!(
+            said.contains(code) && said.contains(says),
+            "{module}: {said}"
+        );
+    }
+}

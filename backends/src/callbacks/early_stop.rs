@@ -12,7 +12,7 @@ use serde_json::Value;
 pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
     Ok(setup.spec.early_stop.clone().map(|spec| {
         Box::new(EarlyStop {
-            mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
+            mode: pipeline_core::metrics::mode_of(setup.manifest, &spec.monitor.value, spec.mode),
             key: spec.monitor.value.record_key(),
             // Validating at every epoch's end only, a validation is an epoch.
             unit: match (

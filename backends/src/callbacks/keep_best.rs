@@ -24,7 +24,7 @@ pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
         return Ok(None);
     };
     Ok(Some(Box::new(KeepBest {
-        mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
+        mode: pipeline_core::metrics::mode_of(setup.manifest, &spec.monitor.value, spec.mode),
         key: spec.monitor.value.record_key(),
         dir: setup.dir.join("best"),
         snapshots: setup.snapshots.is_some(),

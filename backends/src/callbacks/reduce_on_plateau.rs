@@ -14,7 +14,7 @@ pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
         return Ok(None);
     };
     Ok(Some(Box::new(ReduceOnPlateau {
-        mode: pipeline_core::metrics::mode_of(&spec.monitor.value, spec.mode),
+        mode: pipeline_core::metrics::mode_of(setup.manifest, &spec.monitor.value, spec.mode),
         key: spec.monitor.value.record_key(),
         spec: spec.clone(),
         peak: setup.lr,

@@ -11,9 +11,10 @@ mod mse;
 mod nll;
 
 use crate::data::{index_tensor, Dataset};
+use crate::script::{Compare, ScriptModule};
 use manifests::accelerator::Registry;
 use manifests::losses::LossDescription;
-use manifests::{ClassWeights, Diagnostic, LossSpec, SplitName, Target};
+use manifests::{ClassWeights, Diagnostic, LossKind, LossSpec, SplitName, Target};
 use tch::{Device, Kind, TchError, Tensor};
 
 /// The code of a loss.
@@ -32,11 +33,16 @@ pub trait LossFunction: Sync {
     /// What the outputs stand for, per sample (`output` is samples × outputs, float64):
     /// the classes' probabilities, each label's, or the values themselves.
     fn scores(&self, output: &Tensor) -> Result<Tensor, TchError> {
-        match self.describe().target {
-            Target::Classes => output.f_softmax(1, Kind::Double),
-            Target::Labels => output.f_sigmoid(),
-            Target::Values => Ok(output.shallow_clone()),
-        }
+        scores_of(self.describe().target, output)
+    }
+}
+
+/// What the outputs of a loss of `target` stand for, by default.
+fn scores_of(target: Target, output: &Tensor) -> Result<Tensor, TchError> {
+    match target {
+        Target::Classes => output.f_softmax(1, Kind::Double),
+        Target::Labels => output.f_sigmoid(),
+        Target::Values => Ok(output.shallow_clone()),
     }
 }
 
@@ -72,8 +78,8 @@ pub fn register_loss(member: &'static dyn LossFunction) -> Result<(), String> {
 }
 
 /// The code of the loss the manifest names.
-fn code(spec: &LossSpec) -> Result<&'static dyn LossFunction, Diagnostic> {
-    let name = spec.kind.as_str();
+fn code(spec: &LossSpec, loss: manifests::Loss) -> Result<&'static dyn LossFunction, Diagnostic> {
+    let name = loss.as_str();
     RUN_LOSSES.get(name).ok_or_else(|| {
         Diagnostic::error(
             "pipeline::loss::no_implementation",
@@ -84,10 +90,17 @@ fn code(spec: &LossSpec) -> Result<&'static dyn LossFunction, Diagnostic> {
     })
 }
 
+/// What computes a run's loss.
+enum Code {
+    Member(&'static dyn LossFunction),
+    /// `loss { torchscript "…" }`: its `forward(output, target)`.
+    Script(ScriptModule),
+}
+
 /// The loss of a run: the manifest's, with its code and its weight tensors on the device.
 pub struct Loss {
     pub spec: LossSpec,
-    member: &'static dyn LossFunction,
+    code: Code,
     class_weights: Option<Tensor>,
     pos_weight: Option<Tensor>,
 }
@@ -107,7 +120,12 @@ impl Loss {
         outputs: i64,
         device: Device,
     ) -> Result<Loss, Diagnostic> {
-        let member = code(spec)?;
+        let code = match &spec.kind {
+            LossKind::Member(loss) => Code::Member(code(spec, *loss)?),
+            LossKind::Script { script, .. } => {
+                Code::Script(crate::script::load_compare(script, Compare::Loss, device)?)
+            }
+        };
         let tensor = |w: &[f64]| Tensor::from_slice(w).to_kind(Kind::Float).to_device(device);
         let class_weights = match &spec.class_weights {
             None => None,
@@ -146,14 +164,15 @@ impl Loss {
         };
         Ok(Loss {
             spec: spec.clone(),
-            member,
+            code,
             class_weights,
             pos_weight,
         })
     }
 
-    pub fn kind(&self) -> manifests::Loss {
-        self.spec.kind
+    /// What the loss compares the outputs with.
+    pub fn target(&self) -> Target {
+        self.spec.kind.target()
     }
 
     /// The mean loss of a batch (for class weights, PyTorch's weighted mean).
@@ -163,14 +182,30 @@ impl Loss {
             class_weights: self.class_weights.as_ref(),
             pos_weight: self.pos_weight.as_ref(),
         };
-        self.member.forward(output, target, &with)
+        match &self.code {
+            Code::Member(member) => member.forward(output, target, &with),
+            Code::Script(module) => {
+                let loss =
+                    module.forward(&[output.shallow_clone(), target.shallow_clone()], false)?;
+                match loss.dim() {
+                    0 => Ok(loss),
+                    _ => Err(TchError::Torch(format!(
+                        "the TorchScript loss returned a tensor of shape {:?}, not one number: reduce it over the batch (`.mean()`)",
+                        loss.size()
+                    ))),
+                }
+            }
+        }
     }
 
     /// What a batch's outputs stand for (see [`LossFunction::scores`]), samples × values
     /// in float64.
     pub fn scores(&self, output: &Tensor) -> Result<Tensor, TchError> {
-        self.member
-            .scores(&output.f_to_kind(Kind::Double)?.f_flatten(1, -1)?)
+        let output = output.f_to_kind(Kind::Double)?.f_flatten(1, -1)?;
+        match &self.code {
+            Code::Member(member) => member.scores(&output),
+            Code::Script(_) => scores_of(self.target(), &output),
+        }
     }
 }
 
@@ -241,11 +276,11 @@ fn bad_weights(spec: &LossSpec, message: String, key: &str) -> Diagnostic {
 /// The number of correct predictions in a batch (a 0-d tensor, not read back to the
 /// host), and how many predictions were made; `None` for regression losses.
 pub fn correct(
-    kind: manifests::Loss,
+    kind: Target,
     output: &Tensor,
     target: &Tensor,
 ) -> Result<Option<(Tensor, i64)>, TchError> {
-    Ok(match kind.target() {
+    Ok(match kind {
         Target::Classes => {
             let hits = output
                 .f_argmax(-1, false)?

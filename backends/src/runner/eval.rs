@@ -6,9 +6,10 @@ use super::{append, write_failed, Context, Produced};
 use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, evaluate_shared, Predicted};
+use crate::measure::Measure;
 use manifests::{Diagnostic, EvalSpec, StageSpec, Target, WeightsFrom};
 use pipeline_core::freshness::predictions_output;
-use pipeline_core::metrics::{self, Score};
+use pipeline_core::metrics::Score;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -151,9 +152,9 @@ impl Context<'_> {
         predicted: &Predicted,
     ) -> Result<Vec<(String, f64)>, Diagnostic> {
         let manifest = self.session.manifest;
-        let predictions = predicted.as_predictions(manifest.loss.kind);
+        let target = manifest.loss.kind.target();
         // Per-class values are named by the class, or for multi-label outputs the label.
-        let names = match manifest.loss.kind.target() {
+        let names = match target {
             Target::Labels => Some(self.session.data.label_columns(false, predicted.width)),
             Target::Classes | Target::Values => data.classes.clone(),
         };
@@ -163,7 +164,13 @@ impl Context<'_> {
         };
         let mut values = Vec::new();
         for written in &spec.metrics {
-            let metric = metrics::parse(&written.value).expect("check refuses unknown metrics");
+            let metric = Measure::named(manifest, &written.value)?.ok_or_else(|| {
+                Diagnostic::error(
+                    "pipeline::eval::unknown_metric",
+                    format!("`{}` is not a metric", written.value),
+                )
+                .label_opt(written.span, "not a metric")
+            })?;
             let undefined = |why: String| {
                 Diagnostic::error(
                     "pipeline::eval::undefined_metric",
@@ -176,7 +183,7 @@ impl Context<'_> {
                 )
                 .label_opt(written.span, "this metric")
             };
-            match metric.compute(&predictions).map_err(undefined)? {
+            match metric.compute(predicted, target).map_err(undefined)? {
                 Score::One(x) => values.push((metric.name(), x)),
                 Score::PerClass(xs) => values.extend(
                     xs.into_iter()

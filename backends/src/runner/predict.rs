@@ -103,7 +103,7 @@ impl Context<'_> {
         scratch: &Path,
     ) -> Result<(PathBuf, PathBuf), Diagnostic> {
         let manifest = self.session.manifest;
-        let kind = manifest.loss.kind;
+        let kind = &manifest.loss.kind;
         let training = &self.session.data;
         let class = |k: usize| match training.classes.as_ref().and_then(|c| c.get(k)) {
             Some(name) => name.clone(),
@@ -118,7 +118,7 @@ impl Context<'_> {
         };
         let path = self.output_path(index, output.as_ref(), format.as_str())?;
         let written = scratch.join(predictions_output(format));
-        predict::write(&written, format, kind, predictions, &names)?;
+        predict::write(&written, format, kind.target(), predictions, &names)?;
         Ok((written, path))
     }
 }

@@ -176,7 +176,7 @@ pub fn train(
         tensorboard,
         inputs,
     };
-    let validator = Validator::new(session, stage, spec, rank);
+    let validator = Validator::new(session, stage, spec, rank)?;
     let mut out = Out { log, obs };
     let mut callbacks = Callbacks::for_stage(&setup)?;
     if let Some(g) = group {
@@ -362,7 +362,7 @@ pub fn train(
                         tch::no_grad(|| -> Result<(), tch::TchError> {
                             let _ = loss_sum.f_add_(&loss.f_mul_scalar(len)?)?;
                             if let Some((hits, count)) =
-                                loss::correct(manifest.loss.kind, &out, &yb)?
+                                loss::correct(manifest.loss.kind.target(), &out, &yb)?
                             {
                                 let _ = hits_sum.f_add_(&hits)?;
                                 counted += count;

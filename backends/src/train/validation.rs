@@ -4,11 +4,12 @@
 
 use super::failure;
 use crate::evaluate::evaluate;
+use crate::measure::Measure;
 use crate::model::Model;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use manifests::{Diagnostic, Manifest, SplitName, StageSpec, TrainSpec};
-use pipeline_core::metrics::{self, Metric, Score};
+use pipeline_core::metrics::Score;
 use std::collections::BTreeMap;
 use tch::{Device, Tensor};
 
@@ -18,7 +19,7 @@ pub(super) struct Validator<'a> {
     stage: &'a StageSpec,
     spec: &'a TrainSpec,
     rank: usize,
-    metrics: Vec<Box<dyn Metric>>,
+    metrics: Vec<Measure>,
     /// What every validation gives, in order: under `ddp`, rank 0's values for all.
     pub keys: Vec<String>,
 }
@@ -29,19 +30,19 @@ impl<'a> Validator<'a> {
         stage: &'a StageSpec,
         spec: &'a TrainSpec,
         rank: usize,
-    ) -> Self {
+    ) -> Result<Self, Diagnostic> {
         let manifest = session.manifest;
-        let metrics = validation_metrics(manifest, spec);
+        let metrics = validation_metrics(manifest, spec)?;
         let split = !session.data.splits.get(SplitName::Val).is_empty();
         let keys = validation_keys(manifest, &metrics, split);
-        Validator {
+        Ok(Validator {
             session,
             stage,
             spec,
             rank,
             metrics,
             keys,
-        }
+        })
     }
 
     /// The training batches' loss and accuracy so far, with (on rank 0) the validation
@@ -81,7 +82,7 @@ impl<'a> Validator<'a> {
         let Some(predicted) = predicted else {
             return Ok(values);
         };
-        let predictions = predicted.as_predictions(manifest.loss.kind);
+        let target = manifest.loss.kind.target();
         for metric in &self.metrics {
             let undefined = |why: String| {
                 Diagnostic::error(
@@ -93,7 +94,7 @@ impl<'a> Validator<'a> {
                 )
                 .label_opt(spec.validate.span.or(stage.name.span), "validated here")
             };
-            match metric.compute(&predictions).map_err(undefined)? {
+            match metric.compute(&predicted, target).map_err(undefined)? {
                 Score::One(x) => values.insert(format!("val_{}", metric.name()), x),
                 Score::PerClass(_) | Score::Matrix(_) => {
                     return Err(undefined("it gives more than one value".into()))
@@ -106,7 +107,7 @@ impl<'a> Validator<'a> {
 
 /// The metrics of every validation: those `validate` lists and those a monitor watches
 /// on the validation split (besides its loss and accuracy, always measured), once each.
-fn validation_metrics(manifest: &Manifest, spec: &TrainSpec) -> Vec<Box<dyn Metric>> {
+fn validation_metrics(manifest: &Manifest, spec: &TrainSpec) -> Result<Vec<Measure>, Diagnostic> {
     let watched = manifest
         .monitors(spec)
         .into_iter()
@@ -125,13 +126,17 @@ fn validation_metrics(manifest: &Manifest, spec: &TrainSpec) -> Vec<Box<dyn Metr
         }
     }
     // `check` refuses names that are not metrics.
-    names.into_iter().filter_map(metrics::parse).collect()
+    let mut metrics = Vec::new();
+    for name in names {
+        metrics.extend(Measure::named(manifest, name)?);
+    }
+    Ok(metrics)
 }
 
 /// The names of the values of every validation (`Validation::values`), in order.
 fn validation_keys(
     manifest: &Manifest,
-    val_metrics: &[Box<dyn Metric>],
+    val_metrics: &[Measure],
     validation_split: bool,
 ) -> Vec<String> {
     // The losses whose predictions count as hits (`loss::correct`) have an accuracy.

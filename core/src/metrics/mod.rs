@@ -25,7 +25,7 @@ mod top_k_accuracy;
 
 pub use counts::Counts;
 
-use manifests::{Mode, Monitor};
+use manifests::{Manifest, Mode, Monitor};
 
 /// What a model predicted for every sample of a split, with the truth.
 #[derive(Debug, Clone, Copy)]
@@ -117,13 +117,19 @@ pub fn parse(name: &str) -> Option<Box<dyn Metric>> {
     REGISTRY.iter().find_map(|(parse, _)| parse(name))
 }
 
-/// The direction a monitor improves in: as written, else the metric's own (`loss` and
-/// unknown names, refused by `check`, go down).
-pub fn mode_of(monitor: &Monitor, written: Option<Mode>) -> Mode {
-    written.unwrap_or_else(|| match parse(&monitor.metric) {
+/// The direction a monitor improves in: as written, else the metric's own (a scripted
+/// metric's `mode`; `loss` and unknown names, refused by `check`, go down).
+pub fn mode_of(manifest: &Manifest, monitor: &Monitor, written: Option<Mode>) -> Mode {
+    if let Some(mode) = written {
+        return mode;
+    }
+    if let Some(scripted) = manifest.scripted_metric(&monitor.metric) {
+        return scripted.mode;
+    }
+    match parse(&monitor.metric) {
         Some(m) if m.larger_is_better() => Mode::Max,
         _ => Mode::Min,
-    })
+    }
 }
 
 /// The names every metric answers to, for a message.

@@ -25,7 +25,8 @@ use crate::schema::{self, Children, Key, Section, Ty};
 use std::sync::RwLock;
 
 /// What a loss compares the model's outputs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Target {
     /// A class index per sample (labels read as integers); the outputs are a score per
     /// class, and accuracy and the class metrics measure it.
@@ -35,6 +36,26 @@ pub enum Target {
     /// Values to approach (regression): `mse`, `mae`, `r2` measure it.
     Values,
 }
+
+impl Target {
+    /// As `loss { target "…" }` writes it, in [`TARGETS`]' order.
+    pub const ALL: [Target; 3] = [Target::Classes, Target::Labels, Target::Values];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Classes => "classes",
+            Target::Labels => "labels",
+            Target::Values => "values",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
+/// The names of the targets, for the schema.
+pub const TARGETS: &[&str] = &["classes", "labels", "values"];
 
 /// What a loss is, without libtorch.
 #[derive(Debug)]
@@ -132,11 +153,26 @@ pub fn section() -> &'static Section {
             return section;
         }
     }
-    let mut keys = vec![schema::required(
-        "kind",
-        Ty::Member(Family::Loss),
-        "The loss function, one of the losses below (each with what it compares); a program built on pipeline may register more (`docs/extending.md`).",
-    )];
+    let mut keys = vec![
+        schema::key(
+            "kind",
+            Ty::Member(Family::Loss),
+            None,
+            "The loss function, one of the losses below (each with what it compares); a program built on pipeline may register more (`docs/extending.md`). Required unless the loss is a `torchscript` module.",
+        ),
+        schema::key(
+            "torchscript",
+            Ty::Path,
+            None,
+            "A loss written in Python and scripted, instead of `kind`: `loss { torchscript \"focal.pt\" }`, written by `torch.jit.script(FocalLoss()).save(\"focal.pt\")`. Its `forward(self, output, target)` returns the batch's loss as a scalar tensor (the mean over the samples): `output` is the model's output, `target` the labels (class indices as int64 for `target \"classes\"`, else floats of the output's shape). libtorch runs it, not Python; the file's content is in the cache key.",
+        ),
+        schema::key(
+            "target",
+            Ty::Choice(TARGETS),
+            Some(schema::Val::Text("classes")),
+            "What a `torchscript` loss compares the outputs with, which decides how labels are read and which metrics apply: `classes` (a class index per sample, accuracy and the class metrics), `labels` (several 0/1 labels, multi-label metrics) or `values` (regression: `mse`, `mae`, `r2`). A registered loss says it itself.",
+        ),
+    ];
     for member in &members {
         for key in member.keys {
             if keys.iter().any(|k| k.name == key.name) {
@@ -192,9 +228,11 @@ mod tests {
         let s = section();
         let keys: Vec<(&str, &[&str])> = s.keys.iter().map(|k| (k.name, k.only_for)).collect();
         assert_eq!(
-            keys[..5],
+            keys[..7],
             [
                 ("kind", &[][..]),
+                ("torchscript", &[][..]),
+                ("target", &[][..]),
                 ("label-smoothing", &["cross-entropy"][..]),
                 ("class-weights", &["cross-entropy", "nll"][..]),
                 ("pos-weight", &["bce-with-logits"][..]),
