@@ -57,6 +57,12 @@ fn key_text(path: &str, key: &Key) -> String {
             out += &wrapped(&format!("`{name}`: {doc}"));
         }
     }
+    // The metrics a stage may measure: the built-in ones and those the program registered.
+    if key.name == "metrics" {
+        for (names, doc) in pipeline_core::metrics::members() {
+            out += &wrapped(&format!("{names}: {doc}"));
+        }
+    }
     if !key.only_for.is_empty() {
         out += &wrapped(&format!("only for kind: {}", key.only_for.join(", ")));
     }

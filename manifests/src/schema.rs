@@ -1336,7 +1336,7 @@ pub const EVAL: Section = section(
             "metrics",
             Ty::Texts,
             None,
-            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions: `accuracy`, `top-K-accuracy`, `precision-`, `recall-` and `f1-` followed by `macro`, `micro`, `weighted` or `per-class` (one value per class, named by the class), `auroc` (binary, or one-vs-rest macro), `log-loss`, `confusion-matrix` (written to the run directory as `STAGE-confusion-matrix.json`) for classification; `mse`, `rmse`, `mae`, `r2` for regression (averaged over the outputs); for `bce-with-logits` (multi-label), `precision-`, `recall-`, `f1-` and `auroc` per label, as scikit-learn computes them on the indicator matrices. In the cache key.",
+            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions, listed below: a `per-class` one gives one value per class (named by the class), `confusion-matrix` is written to the run directory as `STAGE-confusion-matrix.json`, regression metrics are averaged over the outputs, and for `bce-with-logits` (multi-label) `precision-`, `recall-`, `f1-` and `auroc` are per label, as scikit-learn computes them on the indicator matrices. A `metric` block adds one written in Python (`pipeline explain metric`); a program built on pipeline may register more (`docs/extending.md`). In the cache key.",
         ),
         key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],

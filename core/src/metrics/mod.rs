@@ -1,7 +1,9 @@
 //! Evaluation metrics that match scikit-learn's, computed exactly over a whole split from
 //! the model's predictions (no libtorch: the class probabilities or the outputs, and the
-//! labels, as host values). One trait, [`Metric`], and a registry, [`REGISTRY`]: one file
-//! per member, each recognising its names (`f1-macro`, `top-3-accuracy`).
+//! labels, as host values). One trait, [`Metric`], and a registry: one file per built-in
+//! member ([`BUILTINS`]), each recognising its names (`f1-macro`, `top-3-accuracy`), then
+//! the metrics a program built on pipeline adds with [`register_metric`]
+//! (`examples/extension/`).
 //!
 //! Conventions are scikit-learn 1.6's, so that a number here is the number a user gets
 //! from `sklearn.metrics` on the same predictions (tested to 1e-6 on three fixed sets):
@@ -26,6 +28,7 @@ mod top_k_accuracy;
 pub use counts::Counts;
 
 use manifests::{Manifest, Mode, Monitor};
+use std::sync::RwLock;
 
 /// What a model predicted for every sample of a split, with the truth.
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +67,7 @@ pub enum Score {
 }
 
 /// A metric of an evaluation.
-pub trait Metric: std::fmt::Debug {
+pub trait Metric: std::fmt::Debug + Send + Sync {
     /// Its name as written in a manifest.
     fn name(&self) -> String;
     /// Whether it measures classification (else regression).
@@ -90,31 +93,119 @@ pub trait Metric: std::fmt::Debug {
 /// Each member: the metric a name means, if it is one of the member's names.
 type Parse = fn(&str) -> Option<Box<dyn Metric>>;
 
-/// Every metric, with the names it answers to (for messages and documentation).
-pub const REGISTRY: &[(Parse, &str)] = &[
-    (accuracy::parse, "`accuracy`"),
-    (top_k_accuracy::parse, "`top-K-accuracy` (K ≥ 2)"),
+/// Every built-in metric: what a name means, the names it answers to and what it
+/// measures (for messages and `pipeline explain`).
+pub const BUILTINS: &[(Parse, &str, &str)] = &[
+    (
+        accuracy::parse,
+        "`accuracy`",
+        "the share of samples whose most probable class is theirs",
+    ),
+    (
+        top_k_accuracy::parse,
+        "`top-K-accuracy` (K ≥ 2)",
+        "the share of samples whose class is among the K most probable",
+    ),
     (
         precision::parse,
         "`precision-macro`, `-micro`, `-weighted`, `-per-class`",
+        "of the samples predicted a class, the share that are of it",
     ),
     (
         recall::parse,
         "`recall-macro`, `-micro`, `-weighted`, `-per-class`",
+        "of the samples of a class, the share predicted it",
     ),
-    (f1::parse, "`f1-macro`, `-micro`, `-weighted`, `-per-class`"),
-    (auroc::parse, "`auroc` (binary, or one-vs-rest macro)"),
-    (log_loss::parse, "`log-loss`"),
-    (confusion_matrix::parse, "`confusion-matrix`"),
-    (mse::parse, "`mse`"),
-    (rmse::parse, "`rmse`"),
-    (mae::parse, "`mae`"),
-    (r2::parse, "`r2`"),
+    (
+        f1::parse,
+        "`f1-macro`, `-micro`, `-weighted`, `-per-class`",
+        "the harmonic mean of precision and recall",
+    ),
+    (
+        auroc::parse,
+        "`auroc` (binary, or one-vs-rest macro)",
+        "the area under the ROC curve",
+    ),
+    (
+        log_loss::parse,
+        "`log-loss`",
+        "the mean negative log-probability of each sample's class",
+    ),
+    (
+        confusion_matrix::parse,
+        "`confusion-matrix`",
+        "samples counted by true and predicted class, written to the run directory",
+    ),
+    (mse::parse, "`mse`", "the mean squared error"),
+    (rmse::parse, "`rmse`", "the root of the mean squared error"),
+    (mae::parse, "`mae`", "the mean absolute error"),
+    (r2::parse, "`r2`", "the coefficient of determination"),
 ];
 
-/// The metric `name` means, if any.
+/// The metrics registered by the program ([`register_metric`]), with what each measures.
+static REGISTERED: RwLock<Vec<(&'static dyn Metric, &'static str)>> = RwLock::new(Vec::new());
+
+fn registered() -> Vec<(&'static dyn Metric, &'static str)> {
+    REGISTERED.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Adds `metric` to the metrics a manifest may name (`eval`'s and `validate`'s `metrics`,
+/// monitors), `doc` saying what it measures (`pipeline explain eval.metrics`). Its
+/// predictions are every sample's of the split, as the built-in ones' ([`Predictions`]);
+/// what [`Metric::classification`] says decides the losses `check` takes it with.
+/// Refused (with why) when its name is a built-in metric's, `loss`, already registered,
+/// or not a name a manifest can write.
+pub fn register_metric(metric: &'static dyn Metric, doc: &'static str) -> Result<(), String> {
+    let name = metric.name();
+    if name == "loss" || parse(&name).is_some() {
+        return Err(format!("`{name}` is already a metric"));
+    }
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '"' || c == '.') {
+        return Err(format!("`{name}` is not a name a manifest can write"));
+    }
+    REGISTERED
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((metric, doc));
+    Ok(())
+}
+
+/// A registered metric, as [`parse`] gives it.
+#[derive(Debug)]
+struct Registered(&'static dyn Metric);
+
+impl Metric for Registered {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn classification(&self) -> bool {
+        self.0.classification()
+    }
+    fn compute(&self, predictions: &Predictions) -> Result<Score, String> {
+        self.0.compute(predictions)
+    }
+    fn multi_label(&self) -> bool {
+        self.0.multi_label()
+    }
+    fn one_value(&self) -> bool {
+        self.0.one_value()
+    }
+    fn larger_is_better(&self) -> bool {
+        self.0.larger_is_better()
+    }
+}
+
+/// The metric `name` means, if any: a built-in one, else one the program registered.
 pub fn parse(name: &str) -> Option<Box<dyn Metric>> {
-    REGISTRY.iter().find_map(|(parse, _)| parse(name))
+    BUILTINS
+        .iter()
+        .find_map(|(parse, _, _)| parse(name))
+        .or_else(|| {
+            registered()
+                .into_iter()
+                .find(|(m, _)| m.name() == name)
+                .map(|(m, _)| Box::new(Registered(m)) as Box<dyn Metric>)
+        })
 }
 
 /// The direction a monitor improves in: as written, else the metric's own (a scripted
@@ -132,11 +223,23 @@ pub fn mode_of(manifest: &Manifest, monitor: &Monitor, written: Option<Mode>) ->
     }
 }
 
+/// Every metric, built-in then registered: the names it answers to (as `` `accuracy` ``)
+/// and what it measures.
+pub fn members() -> Vec<(String, &'static str)> {
+    let builtins = BUILTINS
+        .iter()
+        .map(|(_, names, doc)| (names.to_string(), *doc));
+    let registered = registered()
+        .into_iter()
+        .map(|(m, doc)| (format!("`{}`", m.name()), doc));
+    builtins.chain(registered).collect()
+}
+
 /// The names every metric answers to, for a message.
 pub fn names() -> String {
-    REGISTRY
-        .iter()
-        .map(|(_, names)| *names)
+    members()
+        .into_iter()
+        .map(|(names, _)| names)
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -300,7 +403,7 @@ mod tests {
                 classes: 0,
             },
         ];
-        for (_, names) in REGISTRY {
+        for (_, names, _) in BUILTINS {
             let name = names.split('`').nth(1).unwrap().replace('K', "2");
             let metric = parse(&name).unwrap_or_else(|| panic!("{name}"));
             if !metric.classification() {
@@ -315,6 +418,62 @@ mod tests {
             for p in &bad {
                 assert!(metric.compute(p).is_err(), "{name} {p:?}");
             }
+        }
+    }
+
+    /// A metric of the tests' own, counted as a program would register it.
+    #[derive(Debug)]
+    struct Named(&'static str);
+
+    impl Metric for Named {
+        fn name(&self) -> String {
+            self.0.into()
+        }
+        fn classification(&self) -> bool {
+            false
+        }
+        fn compute(&self, _: &Predictions) -> Result<Score, String> {
+            Ok(Score::One(7.0))
+        }
+        fn larger_is_better(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_registered_metric_is_named_as_a_built_in_one_and_cannot_replace_one() {
+        static OURS: Named = Named("sevens");
+        assert!(parse("sevens").is_none());
+        register_metric(&OURS, "always 7").unwrap();
+        let metric = parse("sevens").unwrap();
+        assert_eq!(metric.name(), "sevens");
+        assert!(!metric.classification() && !metric.larger_is_better());
+        let p = Predictions::Values {
+            outputs: &[1.0],
+            targets: &[2.0],
+            width: 1,
+        };
+        assert_eq!(metric.compute(&p), Ok(Score::One(7.0)));
+        assert!(names().ends_with("; `sevens`"), "{}", names());
+        for (taken, why) in [
+            (&OURS, "`sevens` is already a metric"),
+            (&Named("accuracy"), "`accuracy` is already a metric"),
+            (
+                &Named("top-5-accuracy"),
+                "`top-5-accuracy` is already a metric",
+            ),
+            (&Named("loss"), "`loss` is already a metric"),
+            (
+                &Named("val.x"),
+                "`val.x` is not a name a manifest can write",
+            ),
+            (
+                &Named("two words"),
+                "`two words` is not a name a manifest can write",
+            ),
+        ] {
+            let taken: &'static Named = Box::leak(Box::new(Named(taken.0)));
+            assert_eq!(register_metric(taken, "").unwrap_err(), why);
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   and transfers) would reach the model.
 //! - **`loss "focal" gamma=2`** ([`focal::Focal`]): cross-entropy with each sample's term
 //!   scaled by (1 − p_t)^γ, a key of its own (`gamma`) and the built-in `class-weights`.
+//! - **`metrics "brier"`** ([`brier::Brier`]): the Brier score of the class probabilities,
+//!   measured wherever a built-in metric is (`eval`, `validate`, monitors).
 //!
 //! Registering them before [`pipeline::main_with_worker`] is all it takes: `check`
 //! and `explain` know their names and keys and holds them to the compatibility rules by what their
@@ -20,6 +22,7 @@
 //! target/release/digits-compressed run examples/extension/digits.kdl --nproc-per-node 2
 //! ```
 
+mod brier;
 mod focal;
 
 use backends::accelerator::{self, Precision, Strategy};
@@ -104,7 +107,8 @@ impl Precision for Bf16Inputs {
 fn main() -> ExitCode {
     let registered = accelerator::register_strategy(&CompressedDdp)
         .and_then(|()| accelerator::register_precision(&Bf16Inputs))
-        .and_then(|()| backends::loss::register_loss(&focal::Focal));
+        .and_then(|()| backends::loss::register_loss(&focal::Focal))
+        .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");
         return ExitCode::FAILURE;

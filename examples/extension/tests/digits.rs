@@ -224,3 +224,113 @@ fn check_and_explain_know_the_registered_loss_and_its_key() {
         "{shown}"
     );
 }
+
+/// Runs `code` with the project's torch venv's python (`scripts/test.sh` sets
+/// `PIPELINE_VENV`) in `dir`.
+fn py(dir: &Path, code: &str) {
+    let venv = std::env::var_os("PIPELINE_VENV").expect("PIPELINE_VENV: run scripts/test.sh");
+    std::fs::write(dir.join("make.py"), code).unwrap();
+    let out = Command::new(Path::new(&venv).join("bin/python"))
+        .arg("make.py")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// What `metrics "brier"` measures is the registered metric: PyTorch's Brier score of the
+/// same model on the same split (a scripted module, run by libtorch) gives the same
+/// value; a monitor watching it goes down (`keep-best` keeps the lowest validation); and
+/// `check` and `explain` know it.
+#[test]
+fn the_registered_brier_metric_is_what_measures() {
+    let dir = project();
+    let ext = dir.path().join("ext");
+    py(
+        &ext,
+        r#"
+import torch
+import torch.nn.functional as F
+
+class Brier(torch.nn.Module):
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        # `output`: the class probabilities (float64), as the built-in metrics read them.
+        truth = F.one_hot(target, output.size(1)).to(output.dtype)
+        return ((output - truth) ** 2).sum(1).mean()
+
+torch.jit.script(Brier()).save("brier.pt")
+"#,
+    );
+    let text = std::fs::read_to_string(ext.join("digits.kdl")).unwrap();
+    let manifest = text
+        .replace(
+            "split train=0.8 test=0.2",
+            "split train=0.7 val=0.1 test=0.2",
+        )
+        .replace(
+            "batch-size 64\n",
+            "batch-size 64\n    validate { metrics \"brier\"; }\n    keep-best monitor=\"val.brier\"\n",
+        )
+        .replace(
+            "split \"test\"\n}",
+            "split \"test\"\n    metrics \"accuracy\" \"brier\" \"torch-brier\"\n}\nmetric \"torch-brier\" torchscript=\"brier.pt\" mode=\"min\"",
+        );
+    std::fs::write(ext.join("brier.kdl"), &manifest).unwrap();
+    let out = program(
+        dir.path(),
+        &[
+            "run",
+            "brier.kdl",
+            "--json",
+            "--set",
+            "accelerator.strategy=none",
+            "--set",
+            "accelerator.precision=32",
+            "--set",
+            "train.epochs=3",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let test = &report["stages"][1]["metrics"];
+    let (ours, torch) = (
+        test["brier"].as_f64().unwrap(),
+        test["torch-brier"].as_f64().unwrap(),
+    );
+    eprintln!("test Brier score: registered {ours}, PyTorch's {torch}");
+    assert!((ours - torch).abs() <= 1e-6, "{test}");
+    assert!(ours > 0.0 && ours < 0.5, "{test}");
+    // Every validation measured it; the kept weights are those of the lowest.
+    let run_dir = ext.join(report["run_dir"].as_str().unwrap());
+    let lines = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    let scores: Vec<f64> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).unwrap()["val_brier"].as_f64())
+        .collect();
+    assert_eq!(scores.len(), 3, "{lines}");
+    let lowest = scores.iter().copied().fold(f64::INFINITY, f64::min);
+    let best = &report["stages"][0]["best"][0];
+    assert_eq!(best["score"].as_f64(), Some(lowest), "{best} of {lines}");
+
+    // `explain` lists it with the built-in metrics; `check` holds it to what it says it
+    // measures (class probabilities: refused under a regression loss).
+    let out = program(dir.path(), &["explain", "eval.metrics"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("`brier`: the Brier score") && shown.contains("`accuracy`: the share"),
+        "{shown}"
+    );
+    std::fs::write(
+        ext.join("mse.kdl"),
+        manifest.replace("loss \"cross-entropy\"", "loss \"mse\""),
+    )
+    .unwrap();
+    let out = program(dir.path(), &["check", "mse.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("pipeline::eval::metric_for_another_task")
+            && stderr(&out).contains("`brier` measures classification"),
+        "{}",
+        stderr(&out)
+    );
+}
