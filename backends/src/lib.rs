@@ -33,6 +33,7 @@ mod rng_state;
 pub mod runner;
 pub mod script;
 pub mod session;
+mod shim;
 pub mod snapshot;
 pub mod train;
 

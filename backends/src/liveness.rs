@@ -4,7 +4,7 @@
 //! started the processes (our launcher, SLURM, torchrun) and across machines, where the
 //! launcher's look at `/proc` cannot reach.
 
-use crate::optimizer::check;
+use crate::shim::check;
 use std::ffi::{c_char, c_void, CString};
 use std::time::Duration;
 use tch::TchError;

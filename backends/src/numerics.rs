@@ -4,7 +4,7 @@
 //! What tch lacks comes from the shim (`shim/amp.cpp`).
 
 use crate::accelerator::Precision;
-use crate::optimizer::check;
+use crate::shim::check;
 use manifests::{AcceleratorSpec, Clipping, Diagnostic, Manifest};
 use std::ffi::c_void;
 use tch::{Device, Kind, TchError, Tensor};

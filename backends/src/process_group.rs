@@ -6,7 +6,7 @@
 
 use crate::device::{dl_error, load_cuda, open_library};
 use crate::liveness::{self, Heartbeat};
-use crate::optimizer::check;
+use crate::shim::{check, raw};
 use std::ffi::{c_char, c_void, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -132,13 +132,6 @@ pub enum Backend {
     Gloo,
     /// NCCL: tensors on this CUDA device (one per process).
     Nccl { device: usize },
-}
-
-fn raw(tensors: &mut [Tensor]) -> Vec<*mut c_void> {
-    tensors
-        .iter_mut()
-        .map(|t| t.as_mut_ptr() as *mut c_void)
-        .collect()
 }
 
 /// This process's membership of a group of `world` processes.

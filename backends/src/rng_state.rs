@@ -1,7 +1,7 @@
 //! Saving and restoring libtorch's default random generators (through the C++ shim,
 //! `shim/rng.cpp`): the CPU one, and the CUDA one of the device a run uses.
 
-use crate::optimizer::check;
+use crate::shim::check;
 use tch::{Device, TchError, Tensor};
 
 mod ffi {

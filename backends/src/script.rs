@@ -3,7 +3,7 @@
 //! parameters *and* buffers listed under their state-dict names (tch's `CModule` lists
 //! parameters only), switched between training and evaluation, and run forward.
 
-use crate::optimizer::check;
+use crate::shim::check;
 use manifests::{Diagnostic, TorchScriptSpec};
 use pipeline_core::torchscript::{refusal_of, Module};
 use std::ffi::{c_char, c_void, CStr, CString};

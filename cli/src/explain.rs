@@ -3,6 +3,7 @@
 //! Paths follow the manifest: `accelerator.precision`, `data.split.seed`, `model` (every
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
+use manifests::optimizers::GROUP;
 use manifests::schema::{
     self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, METRIC, MODEL, SPLIT,
     STAGES, STRUCTURES,
@@ -117,6 +118,10 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n\n";
             out += &section_text(&INPUT, &format!("{path}.NAME"));
         }
+        Children::Groups => {
+            out += "\n";
+            out += &section_text(&GROUP, &format!("{path}.{}", GROUP.name));
+        }
         Children::Swept => {
             out += &wrapped(
                 "Its children are swept keys, each named by the key as `--set` writes it (`optimizer.lr`), its values after it.",
@@ -181,6 +186,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             Children::Transforms => transform(part),
             // Any name is an input's: each is documented as `input`.
             Children::Inputs => Some(&INPUT),
+            Children::Groups => (part == GROUP.name).then_some(&GROUP),
             Children::Layers | Children::Keys | Children::Swept => None,
         };
         if let Some(child) = child {

@@ -53,6 +53,24 @@ fn quoted<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     names.iter().map(|n| format!("`{}`", n.as_ref())).collect()
 }
 
+/// The help of an error for `unmatched` patterns (of `freeze` or an optimizer's `group`)
+/// over the model's `trainable` parameter names, in the model's order: the closest name
+/// to the one pattern, or the names there are.
+pub(crate) fn names_help(unmatched: &[&Spanned<String>], trainable: &[&str]) -> String {
+    let suggestion = match unmatched {
+        [p] => manifests::suggest::closest(&p.value, trainable.iter().copied()),
+        _ => None,
+    };
+    match (suggestion, trainable.is_empty()) {
+        (Some(close), _) => format!("did you mean `{close}`?"),
+        (None, true) => "the model has no trainable parameter".to_string(),
+        (None, false) => format!(
+            "the model's trainable parameters are {}; `N.*` is every parameter of layer N",
+            listed(&quoted(trainable))
+        ),
+    }
+}
+
 fn shape(dims: &[i64]) -> String {
     let dims: Vec<String> = dims.iter().map(i64::to_string).collect();
     format!("[{}]", dims.join(", "))
@@ -295,19 +313,8 @@ pub fn frozen(
             };
             d = d.label_opt(pattern.span, text);
         }
-        let suggestion = match unmatched.as_slice() {
-            [(p, _)] => manifests::suggest::closest(&p.value, trainable.iter().copied()),
-            _ => None,
-        };
-        let help = match (suggestion, trainable.is_empty()) {
-            (Some(close), _) => format!("did you mean `{close}`?"),
-            (None, true) => "the model has no trainable parameter".to_string(),
-            (None, false) => format!(
-                "the model's trainable parameters are {}; `N.*` is every parameter of layer N",
-                listed(&quoted(&trainable))
-            ),
-        };
-        return Err(d.help(help));
+        let patterns: Vec<&Spanned<String>> = unmatched.iter().map(|(p, _)| *p).collect();
+        return Err(d.help(names_help(&patterns, &trainable)));
     }
     if !trainable.is_empty() && frozen.len() == trainable.len() {
         let mut d = Diagnostic::error(

@@ -41,6 +41,7 @@ pub mod metrics;
 pub mod network;
 pub mod npy;
 pub mod outputs;
+pub mod param_groups;
 pub mod parquet;
 pub mod plan;
 pub mod records;

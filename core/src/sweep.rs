@@ -1068,7 +1068,7 @@ mod tests {
 
     #[test]
     fn a_point_is_read_without_the_block_its_diagnostics_in_place() {
-        let text = "seed 1\nsweep {\n    grid { optimizer.lr 1e-3 \"é\"; }\n    jobs 2\n}\ndata { source \"d.csv\"; }\nmodel { linear 2; }\nloss \"cross-entropy\"\noptimizer \"adamm\"\ntrain\n";
+        let text = "seed 1\nsweep {\n    grid { optimizer.lr 1e-3 \"é\"; }\n    jobs 2\n}\ndata { source \"d.csv\"; }\nmodel { linear 2; }\nloss \"cross-entropy\"\noptimizer \"adam\" lr=-1\ntrain\n";
         let path = std::path::Path::new("m.kdl");
         let checked = crate::load(text, path, &[]);
         let spec = checked.manifest.as_ref().unwrap().sweep.clone();

@@ -15,6 +15,7 @@
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `registry.rs` — a family of members a manifest names (`Registry`, `Chosen`);
 //! - `losses/` — every loss, one file each: what it compares, its keys;
+//! - `optimizers/` — every optimizer, one file each: its keys; `group` (parameter groups);
 //! - `accelerator/` — the registries of accelerators, strategies and precisions: what a
 //!   manifest may name, and what the compatibility rules ask of each member;
 //! - `choice.rs` — `choice!`: an enum of manifest names, its names listed once;
@@ -37,7 +38,9 @@ mod lower;
 pub mod manifest;
 mod metric;
 mod model;
+pub mod optimizers;
 pub mod overrides;
+mod param_groups;
 mod reader;
 pub mod registry;
 pub mod render;

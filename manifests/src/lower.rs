@@ -18,6 +18,7 @@ use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::limits;
 use crate::losses::{self, TYPED_KEYS};
 use crate::manifest::*;
+use crate::optimizers;
 use crate::overrides::Override;
 use crate::reader::{Fields, Pending, Reader, Value};
 use crate::schema::{self, Children, Section};
@@ -298,7 +299,7 @@ impl<'a> Reader<'a> {
         let seed_f = read_section(self, &schema::SEED);
         let data_f = read_section(self, &schema::DATA);
         let loss_f = read_section(self, losses::section());
-        let opt_f = read_section(self, &schema::OPTIMIZER);
+        let opt_f = read_section(self, optimizers::section());
         let sched_f = read_section(self, &schema::SCHEDULE);
         let acc_f = read_section(self, &schema::ACCELERATOR);
         let logging_f = read_section(self, &schema::LOGGING);
@@ -337,7 +338,7 @@ impl<'a> Reader<'a> {
         // `None` when `loss` or its kind is left out or unknown: reported, and no member
         // stands in for it (no manifest comes out).
         let loss = self.loss(&loss_f, sections.contains_key("loss"), base_dir);
-        let optimizer = self.optimizer(&opt_f);
+        let optimizer = self.optimizer(&opt_f, sections.get("optimizer").copied());
         let metrics = self.scripted_metrics(&metric_nodes, base_dir);
         let schedule = ScheduleSpec {
             kind: match ScheduleName::parse(&sched_f.text("kind"))
@@ -490,7 +491,7 @@ impl<'a> Reader<'a> {
             data,
             model,
             loss: loss?,
-            optimizer,
+            optimizer: optimizer?,
             schedule,
             accelerator,
             logging: LoggingSpec {
@@ -948,11 +949,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn optimizer(&mut self, f: &Fields) -> OptimizerSpec {
+    /// The optimizer `f` (its node `node`, for its groups); `None` when its kind is left
+    /// out or unknown (reported: no member stands in for it).
+    fn optimizer(&mut self, f: &Fields, node: Option<&KdlNode>) -> Option<OptimizerSpec> {
+        // The reader took only registered names; `optimizer` left out is reported.
+        let kind = Optimizer::named(&f.opt_text("kind")?)?;
         let spec = OptimizerSpec {
-            kind: OptimizerKind::parse(&f.text("kind"))
-                // `optimizer` or its kind left out: already reported.
-                .unwrap_or(OptimizerKind::Adam),
+            kind,
             lr: f.float("lr"),
             weight_decay: f.float("weight-decay"),
             momentum: f.float("momentum"),
@@ -962,8 +965,17 @@ impl<'a> Reader<'a> {
             eps: f.float("eps"),
             alpha: f.float("alpha"),
             centered: f.bool("centered"),
+            settings: kind
+                .describe()
+                .keys
+                .iter()
+                .filter(|k| !optimizers::TYPED_KEYS.contains(&k.name))
+                .map(|k| (k.name.to_string(), f.float(k.name)))
+                .collect(),
+            groups: self.param_groups(node, kind),
         };
-        if spec.kind == OptimizerKind::Sgd && spec.nesterov && spec.momentum <= 0.0 {
+        // `nesterov` is `sgd`'s only.
+        if spec.nesterov && spec.momentum <= 0.0 {
             self.diags.push(
                 Diagnostic::error(
                     "pipeline::optimizer::nesterov_without_momentum",
@@ -974,7 +986,23 @@ impl<'a> Reader<'a> {
                 .help("add `momentum=0.9`, or remove `nesterov=#true`"),
             );
         }
-        spec
+        Some(spec)
+    }
+
+    /// Reports each of `patterns` that is not a glob pattern.
+    pub(crate) fn bad_patterns(&mut self, patterns: &[Spanned<String>]) {
+        for pattern in patterns {
+            if let Err(e) = glob::Pattern::new(&pattern.value) {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::bad_pattern",
+                        format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
+                    )
+                    .label_opt(pattern.span, "in this pattern")
+                    .help("`*` matches any characters (dots included), `?` one character, `[…]` one of a set: `\"0.*\"`, `\"*.bias\"`"),
+                );
+            }
+        }
     }
 
     fn train(&mut self, f: &Fields) -> TrainSpec {
@@ -993,18 +1021,7 @@ impl<'a> Reader<'a> {
             );
         }
         let freeze = f.texts("freeze");
-        for pattern in &freeze {
-            if let Err(e) = glob::Pattern::new(&pattern.value) {
-                self.diags.push(
-                    Diagnostic::error(
-                        "pipeline::train::bad_pattern",
-                        format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
-                    )
-                    .label_opt(pattern.span, "in this pattern")
-                    .help("`*` matches any characters (dots included), `?` one character, `[…]` one of a set: `\"0.*\"`, `\"*.bias\"`"),
-                );
-            }
-        }
+        self.bad_patterns(&freeze);
         TrainSpec {
             epochs: f.int("epochs") as u64,
             batch_size: f.int("batch-size") as u64,
@@ -1339,8 +1356,11 @@ mod tests {
                     Children::Keys => "",
                     Children::Layers => " { relu; }",
                     Children::Branches => " { branch { relu; }; branch { relu; }; }",
-                    Children::Transforms | Children::Inputs | Children::Swept => {
-                        unreachable!("no layer holds transforms, inputs or swept keys")
+                    Children::Transforms
+                    | Children::Inputs
+                    | Children::Swept
+                    | Children::Groups => {
+                        unreachable!("no layer holds transforms, inputs, swept keys or groups")
                     }
                 };
                 for name in names {

@@ -802,21 +802,12 @@ impl LossSpec {
     }
 }
 
-choice! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum OptimizerKind {
-        Sgd = "sgd",
-        Adam = "adam",
-        AdamW = "adamw",
-        RmsProp = "rmsprop",
-    }
-}
+pub use crate::optimizers::{Optimizer, OptimizerDescription};
 
 /// The optimizer; keys that do not apply to `kind` keep their defaults.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OptimizerSpec {
-    pub kind: OptimizerKind,
+    pub kind: Optimizer,
     pub lr: f64,
     pub weight_decay: f64,
     pub momentum: f64,
@@ -826,6 +817,55 @@ pub struct OptimizerSpec {
     pub eps: f64,
     pub alpha: f64,
     pub centered: bool,
+    /// A registered member's own keys (numbers), defaults applied.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, f64>,
+    /// `group` nodes: parameters with settings of their own, the first match winning.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<ParamGroup>,
+}
+
+impl OptimizerSpec {
+    /// The value of the member's own key `name` (its default when not written).
+    pub fn setting(&self, name: &str) -> Option<f64> {
+        self.settings.get(name).copied()
+    }
+
+    /// The settings of the parameters of `group`: the optimizer's, with the group's own
+    /// in their place (and no groups).
+    pub fn in_group(&self, group: &ParamGroup) -> OptimizerSpec {
+        OptimizerSpec {
+            lr: group.lr.unwrap_or(self.lr),
+            weight_decay: group.weight_decay.unwrap_or(self.weight_decay),
+            momentum: group.momentum.unwrap_or(self.momentum),
+            beta1: group.beta1.unwrap_or(self.beta1),
+            beta2: group.beta2.unwrap_or(self.beta2),
+            eps: group.eps.unwrap_or(self.eps),
+            groups: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// `optimizer { group "*.bias" weight-decay=0 }`: the parameters whose names one of
+/// `params` matches (glob patterns), and what they set (absent: the optimizer's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamGroup {
+    pub params: Vec<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight_decay: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub momentum: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beta1: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beta2: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eps: Option<f64>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1467,7 +1507,13 @@ mod tests {
                 serde_json::Value::from(name)
             );
         }
-        check(OptimizerKind::ALL, OptimizerKind::as_str);
+        for name in crate::optimizers::OPTIMIZERS.names() {
+            let optimizer = Optimizer::named(name).unwrap();
+            assert_eq!(
+                serde_json::to_value(optimizer).unwrap(),
+                serde_json::Value::from(name)
+            );
+        }
         check(LossScale::ALL, LossScale::as_str);
         check(CommBackend::ALL, CommBackend::as_str);
         check(StageKind::ALL, StageKind::as_str);

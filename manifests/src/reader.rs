@@ -333,9 +333,14 @@ impl<'a> Reader<'a> {
             }
 
             if let Some(children) = node.children() {
-                if section.children == Children::Keys {
+                // An `optimizer`'s `group` nodes are read on their own (`param_groups.rs`).
+                let keys_too = matches!(section.children, Children::Keys | Children::Groups);
+                if keys_too {
                     for child in children.nodes() {
                         let name = child.name().value();
+                        if section.children == Children::Groups && name == "group" {
+                            continue;
+                        }
                         let Some(key) = section.key(name) else {
                             self.unknown_key(section, display, name, child.name().span());
                             continue;

@@ -7,6 +7,8 @@
 
 use crate::accelerator::{PRECISIONS, STRATEGIES};
 use crate::losses::LOSSES;
+use crate::optimizers::OPTIMIZERS;
+use crate::schema::{Key, Section, Ty};
 use std::sync::RwLock;
 
 /// What a registry holds: a description with a unique name.
@@ -131,6 +133,7 @@ pub enum Family {
     Precision,
     Strategy,
     Loss,
+    Optimizer,
 }
 
 impl Family {
@@ -145,6 +148,88 @@ impl Family {
             Family::Precision => PRECISIONS.all().iter().map(|p| (p.name, p.doc)).collect(),
             Family::Strategy => STRATEGIES.all().iter().map(|s| (s.name, s.doc)).collect(),
             Family::Loss => LOSSES.all().iter().map(|l| (l.name, l.doc)).collect(),
+            Family::Optimizer => OPTIMIZERS.all().iter().map(|o| (o.name, o.doc)).collect(),
         }
+    }
+}
+
+/// Whether a member's `keys` may be its keys beside those of `others` (each member's name
+/// and keys): a key another member declares is that member's `static` itself (the same
+/// meaning), and a key of its own is an optional number not named `kind` (its value goes
+/// to the spec's `settings`). Refused with why.
+pub(crate) fn own_keys_are_numbers(
+    family: &str,
+    member: &str,
+    keys: &[&'static Key],
+    others: &[(&'static str, &'static [&'static Key])],
+) -> Result<(), String> {
+    let known = |key: &Key| {
+        others
+            .iter()
+            .flat_map(|(_, keys)| keys.iter())
+            .any(|k| std::ptr::eq(*k, key))
+    };
+    for key in keys.iter().filter(|k| !known(k)) {
+        if let Some((owner, _)) = others
+            .iter()
+            .find(|(_, keys)| keys.iter().any(|k| k.name == key.name))
+        {
+            return Err(format!(
+                "`{member}`'s key `{}` is already `{owner}`'s, with another meaning: name it differently (or take that member's key itself)",
+                key.name
+            ));
+        }
+        if key.name == "kind" || !matches!(key.ty, Ty::Float { .. }) || key.required {
+            return Err(format!(
+                "`{member}`'s key `{}`: a registered {family}'s own keys are optional numbers (`Ty::Float`), not named `kind`",
+                key.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The section of a family whose keys are its members' (`loss`, `optimizer`), built
+/// again when a member is registered, and leaked once per registration (a program
+/// registers a handful of members).
+pub(crate) struct BuiltSection(RwLock<Option<(usize, &'static Section)>>);
+
+impl BuiltSection {
+    pub(crate) const fn new() -> Self {
+        BuiltSection(RwLock::new(None))
+    }
+
+    /// The section `make` builds from the keys `keys` gives it, a `head` followed by
+    /// every member's keys (each once, applying to the members that declare it), for
+    /// `members` (each one's name and keys).
+    pub(crate) fn get(
+        &self,
+        members: &[(&'static str, &'static [&'static Key])],
+        make: impl FnOnce(&dyn Fn(Vec<Key>) -> &'static [Key]) -> Section,
+    ) -> &'static Section {
+        if let Some((count, section)) = *self.0.read().unwrap_or_else(|e| e.into_inner()) {
+            if count == members.len() {
+                return section;
+            }
+        }
+        let with_members = |mut keys: Vec<Key>| -> &'static [Key] {
+            for (_, own) in members {
+                for key in own.iter() {
+                    if keys.iter().any(|k| k.name == key.name) {
+                        continue;
+                    }
+                    let only_for: Vec<&'static str> = members
+                        .iter()
+                        .filter(|(_, keys)| keys.iter().any(|k| k.name == key.name))
+                        .map(|(name, _)| *name)
+                        .collect();
+                    keys.push(crate::schema::only(**key, Vec::leak(only_for)));
+                }
+            }
+            Vec::leak(keys)
+        };
+        let section: &'static Section = Box::leak(Box::new(make(&with_members)));
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some((members.len(), section));
+        section
     }
 }

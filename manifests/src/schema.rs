@@ -15,8 +15,8 @@ use crate::accelerator::Family;
 use crate::choice::prepend;
 use crate::manifest::{
     CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossScale, Missing, Mode,
-    OptimizerKind, PaddingSide, Projection, SamplerName, Scale, ScheduleName, ShardRemainder,
-    SplitName, StageKind,
+    PaddingSide, Projection, SamplerName, Scale, ScheduleName, ShardRemainder, SplitName,
+    StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -45,6 +45,8 @@ pub enum Children {
     /// Swept manifest keys (`sweep`'s `grid` and `random`), each node named by the key as
     /// `--set` writes it, its values after it.
     Swept,
+    /// Parameter groups (`optimizer`'s `group` nodes).
+    Groups,
 }
 
 /// One key of a [`Section`].
@@ -602,94 +604,6 @@ pub const IMAGES: Section = Section {
     )],
     children: Children::Transforms,
 };
-
-pub const OPTIMIZER: Section = section(
-    "optimizer",
-    &["kind"],
-    &[
-        required(
-            "kind",
-            Ty::Choice(OptimizerKind::NAMES),
-            "The optimization algorithm.",
-        ),
-        key(
-            "lr",
-            POSITIVE,
-            Some(Val::Float(1e-3)),
-            "The peak learning rate (the schedule scales it).",
-        ),
-        key(
-            "weight-decay",
-            NON_NEGATIVE,
-            Some(Val::Float(0.0)),
-            "Weight decay (L2 for sgd/adam/rmsprop, decoupled for adamw).",
-        ),
-        only(
-            key(
-                "momentum",
-                FRACTION,
-                Some(Val::Float(0.0)),
-                "Momentum factor.",
-            ),
-            &["sgd", "rmsprop"],
-        ),
-        only(
-            key(
-                "nesterov",
-                Ty::Bool,
-                Some(Val::Bool(false)),
-                "Nesterov momentum (needs momentum > 0).",
-            ),
-            &["sgd"],
-        ),
-        only(
-            key(
-                "beta1",
-                PROBABILITY_BELOW_ONE,
-                Some(Val::Float(0.9)),
-                "Decay rate of the first-moment estimate.",
-            ),
-            &["adam", "adamw"],
-        ),
-        only(
-            key(
-                "beta2",
-                PROBABILITY_BELOW_ONE,
-                Some(Val::Float(0.999)),
-                "Decay rate of the second-moment estimate.",
-            ),
-            &["adam", "adamw"],
-        ),
-        only(
-            key(
-                "eps",
-                POSITIVE,
-                Some(Val::Float(1e-8)),
-                "Term added to the denominator for stability.",
-            ),
-            &["adam", "adamw", "rmsprop"],
-        ),
-        only(
-            key(
-                "alpha",
-                PROBABILITY_BELOW_ONE,
-                Some(Val::Float(0.99)),
-                "Smoothing constant of the squared-gradient average.",
-            ),
-            &["rmsprop"],
-        ),
-        only(
-            key(
-                "centered",
-                Ty::Bool,
-                Some(Val::Bool(false)),
-                "Normalise by the estimated gradient variance.",
-            ),
-            &["rmsprop"],
-        ),
-    ],
-    "How the weights are updated.",
-);
 
 pub const SCHEDULE: Section = section(
     "schedule",
@@ -1521,7 +1435,7 @@ pub fn sections() -> [&'static Section; 10] {
         &DATA,
         &MODEL,
         crate::losses::section(),
-        &OPTIMIZER,
+        crate::optimizers::section(),
         &SCHEDULE,
         &ACCELERATOR,
         &LOGGING,

@@ -57,7 +57,7 @@ fn check_json_gives_positions_for_ci() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
     let diags = v["diagnostics"].as_array().unwrap();
-    assert_eq!(diags.len(), 9);
+    assert_eq!(diags.len(), 8);
     assert_eq!(
         diags[0],
         serde_json::json!({

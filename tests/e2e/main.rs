@@ -20,6 +20,7 @@ mod metrics;
 mod models;
 mod object_store;
 mod outputs;
+mod param_groups;
 mod plot;
 mod predict;
 mod report;

@@ -11,6 +11,8 @@
 //!   scaled by (1 − p_t)^γ, a key of its own (`gamma`) and the built-in `class-weights`.
 //! - **`metrics "brier"`** ([`brier::Brier`]): the Brier score of the class probabilities,
 //!   measured wherever a built-in metric is (`eval`, `validate`, monitors).
+//! - **`optimizer "lion"`** ([`lion::Lion`]): the sign of momentum blended with the
+//!   gradient, one state tensor per weight; Adam's `beta1`/`beta2` keys, and groups.
 //!
 //! Registering them before [`pipeline::main_with_worker`] is all it takes: `check`
 //! and `explain` know their names and keys and holds them to the compatibility rules by what their
@@ -24,6 +26,7 @@
 
 mod brier;
 mod focal;
+mod lion;
 
 use backends::accelerator::{self, Precision, Strategy};
 use backends::process_group::ProcessGroup;
@@ -108,7 +111,8 @@ fn main() -> ExitCode {
     let registered = accelerator::register_strategy(&CompressedDdp)
         .and_then(|()| accelerator::register_precision(&Bf16Inputs))
         .and_then(|()| backends::loss::register_loss(&focal::Focal))
-        .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC));
+        .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC))
+        .and_then(|()| backends::optimizer::register_optimizer(&lion::Lion));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");
         return ExitCode::FAILURE;

@@ -334,3 +334,123 @@ torch.jit.script(Brier()).save("brier.pt")
         stderr(&out)
     );
 }
+
+/// What `optimizer "lion"` runs is the registered Lion: five full-batch steps from the
+/// same starting weights give the losses and weights that lion-pytorch's update gives in
+/// PyTorch (to 1e-6), with a parameter group; `check` holds it to its keys and `explain`
+/// lists it.
+#[test]
+fn the_registered_lion_optimizer_is_what_updates() {
+    let dir = project();
+    let ext = dir.path().join("ext");
+    py(
+        &ext,
+        r#"
+import fnmatch, json, torch
+from safetensors.torch import save_file
+g = torch.Generator().manual_seed(3)
+x = (torch.randn(48, 4, generator=g) * 100).round() / 100
+y = torch.arange(48) % 3
+x[y == 1] += 0.5
+with open("d.csv", "w") as f:
+    for row, label in zip(x.tolist(), y.tolist()):
+        f.write(",".join(f"{v:.2f}" for v in row) + f",{label}\n")
+torch.manual_seed(7)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+save_file({k: v.contiguous() for k, v in model.state_dict().items()}, "init.safetensors")
+state = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+losses = []
+for _ in range(5):
+    model.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    losses.append(loss.item())
+    loss.backward()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            # lion-pytorch's update; `group "*.bias" weight-decay=0`.
+            lr, wd, b1, b2 = 0.003, (0.0 if fnmatch.fnmatchcase(n, "*.bias") else 0.1), 0.9, 0.99
+            m = state[n]
+            p.mul_(1 - lr * wd)
+            p.add_((m * b1 + p.grad * (1 - b1)).sign(), alpha=-lr)
+            m.mul_(b2).add_(p.grad, alpha=1 - b2)
+json.dump({"losses": losses, "weights": {k: v.flatten().tolist() for k, v in model.state_dict().items()}}, open("reference.json", "w"))
+"#,
+    );
+    let manifest = r#"pipeline "lion"
+data {
+    source "d.csv"
+    label "last"
+    split train=1.0 test=0.0
+}
+model {
+    linear 8
+    relu
+    linear 3
+}
+loss "cross-entropy"
+optimizer "lion" lr=0.003 weight-decay=0.1 beta2=0.99 {
+    group "*.bias" weight-decay=0
+}
+train epochs=5 batch-size=64 init="init.safetensors"
+checkpoint "save" needs="train" path="out/model.safetensors"
+logging {
+    log-every-steps 1
+}
+"#;
+    std::fs::write(ext.join("lion.kdl"), manifest).unwrap();
+    let out = program(dir.path(), &["run", "lion.kdl", "--json", "--no-cache"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_dir = ext.join(report["run_dir"].as_str().unwrap());
+    std::fs::copy(run_dir.join("metrics.jsonl"), ext.join("metrics.jsonl")).unwrap();
+    // Compared in Python, which reads safetensors.
+    py(
+        &ext,
+        r#"
+import json
+from safetensors.torch import load_file
+ref = json.load(open("reference.json"))
+steps = [r["loss"] for r in map(json.loads, open("metrics.jsonl")) if r["record"] == "step"]
+assert len(steps) == 5 and all(abs(a - b) < 1e-6 for a, b in zip(steps, ref["losses"])), (steps, ref["losses"])
+ours = load_file("out/model.safetensors")
+init = load_file("init.safetensors")
+for name, values in ref["weights"].items():
+    got = ours[name].flatten().tolist()
+    assert max(abs(a - b) for a, b in zip(got, values)) < 1e-6, (name, got, values)
+    assert got != init[name].flatten().tolist(), name + " moved"
+"#,
+    );
+
+    let with = |name: &str, optimizer: &str| {
+        let body = manifest.replace(
+            "optimizer \"lion\" lr=0.003 weight-decay=0.1 beta2=0.99 {",
+            optimizer,
+        );
+        std::fs::write(ext.join(name), body).unwrap();
+        program(dir.path(), &["check", name])
+    };
+    let momentum = with("momentum.kdl", "optimizer \"lion\" momentum=0.9 {");
+    assert!(momentum.status.success());
+    assert!(
+        stderr(&momentum).contains("`optimizer.momentum` has no effect with `lion`"),
+        "{}",
+        stderr(&momentum)
+    );
+    let group = with(
+        "group.kdl",
+        "optimizer \"lion\" {\n    group \"0.*\" eps=1e-6\n",
+    );
+    assert_eq!(group.status.code(), Some(1));
+    assert!(
+        stderr(&group).contains("`lion` has no `eps` for a group to set"),
+        "{}",
+        stderr(&group)
+    );
+    let out = program(dir.path(), &["explain", "optimizer"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("`lion`: Lion (Chen et al., 2023)")
+            && shown.contains("only for kind: adam, adamw, lion"),
+        "{shown}"
+    );
+}

@@ -20,9 +20,8 @@ pub use l1::L1;
 pub use mse::MSE;
 pub use nll::NLL;
 
-use crate::registry::{Chosen, Family, Member, Registry};
+use crate::registry::{self, Chosen, Family, Member, Registry};
 use crate::schema::{self, Children, Key, Section, Ty};
-use std::sync::RwLock;
 
 /// What a loss compares the model's outputs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -116,86 +115,42 @@ pub(crate) const TYPED_KEYS: &[&str] = &["label-smoothing", "class-weights", "po
 /// Adds a loss's description (`backends::loss::register_loss` calls it with the code).
 /// Refused, with why, when its name is taken or a key cannot be one of its keys.
 pub fn register(member: &'static LossDescription) -> Result<(), String> {
-    let others = LOSSES.all();
-    let known = |key: &Key| {
-        others
-            .iter()
-            .flat_map(|m| m.keys.iter())
-            .any(|k| std::ptr::eq(*k, key))
-    };
-    for key in member.keys.iter().filter(|k| !known(k)) {
-        if let Some(owner) = others
-            .iter()
-            .find(|m| m.keys.iter().any(|k| k.name == key.name))
-        {
-            return Err(format!(
-                "`{}`'s key `{}` is already `{}`'s, with another meaning: name it differently (or take that member's key itself)",
-                member.name, key.name, owner.name
-            ));
-        }
-        if key.name == "kind" || !matches!(key.ty, Ty::Float { .. }) || key.required {
-            return Err(format!(
-                "`{}`'s key `{}`: a registered loss's own keys are optional numbers (`Ty::Float`), not named `kind`",
-                member.name, key.name
-            ));
-        }
-    }
+    let others: Vec<_> = LOSSES.all().iter().map(|m| (m.name, m.keys)).collect();
+    registry::own_keys_are_numbers("loss", member.name, member.keys, &others)?;
     LOSSES.register(member)
 }
 
 /// The `loss` section of the schema: `kind`, then every member's keys, each applying to
 /// the members that declare it. Built again when a member is registered.
 pub fn section() -> &'static Section {
-    static BUILT: RwLock<Option<(usize, &'static Section)>> = RwLock::new(None);
-    let members = LOSSES.all();
-    if let Some((count, section)) = *BUILT.read().unwrap_or_else(|e| e.into_inner()) {
-        if count == members.len() {
-            return section;
-        }
-    }
-    let mut keys = vec![
-        schema::key(
-            "kind",
-            Ty::Member(Family::Loss),
-            None,
-            "The loss function, one of the losses below (each with what it compares); a program built on pipeline may register more (`docs/extending.md`). Required unless the loss is a `torchscript` module.",
-        ),
-        schema::key(
-            "torchscript",
-            Ty::Path,
-            None,
-            "A loss written in Python and scripted, instead of `kind`: `loss { torchscript \"focal.pt\" }`, written by `torch.jit.script(FocalLoss()).save(\"focal.pt\")`. Its `forward(self, output, target)` returns the batch's loss as a scalar tensor (the mean over the samples): `output` is the model's output, `target` the labels (class indices as int64 for `target \"classes\"`, else floats of the output's shape). libtorch runs it, not Python; the file's content is in the cache key.",
-        ),
-        schema::key(
-            "target",
-            Ty::Choice(TARGETS),
-            Some(schema::Val::Text("classes")),
-            "What a `torchscript` loss compares the outputs with, which decides how labels are read and which metrics apply: `classes` (a class index per sample, accuracy and the class metrics), `labels` (several 0/1 labels, multi-label metrics) or `values` (regression: `mse`, `mae`, `r2`). A registered loss says it itself.",
-        ),
-    ];
-    for member in &members {
-        for key in member.keys {
-            if keys.iter().any(|k| k.name == key.name) {
-                continue;
-            }
-            let only_for: Vec<&'static str> = members
-                .iter()
-                .filter(|m| m.keys.iter().any(|k| k.name == key.name))
-                .map(|m| m.name)
-                .collect();
-            keys.push(schema::only(**key, Vec::leak(only_for)));
-        }
-    }
-    // Leaked once per registration: a program registers a handful of members.
-    let section: &'static Section = Box::leak(Box::new(Section {
+    static BUILT: registry::BuiltSection = registry::BuiltSection::new();
+    let members: Vec<_> = LOSSES.all().iter().map(|m| (m.name, m.keys)).collect();
+    BUILT.get(&members, |keys| Section {
         name: "loss",
         doc: "The training objective.",
         args: &["kind"],
-        keys: Vec::leak(keys),
+        keys: keys(vec![
+            schema::key(
+                "kind",
+                Ty::Member(Family::Loss),
+                None,
+                "The loss function, one of the losses below (each with what it compares); a program built on pipeline may register more (`docs/extending.md`). Required unless the loss is a `torchscript` module.",
+            ),
+            schema::key(
+                "torchscript",
+                Ty::Path,
+                None,
+                "A loss written in Python and scripted, instead of `kind`: `loss { torchscript \"focal.pt\" }`, written by `torch.jit.script(FocalLoss()).save(\"focal.pt\")`. Its `forward(self, output, target)` returns the batch's loss as a scalar tensor (the mean over the samples): `output` is the model's output, `target` the labels (class indices as int64 for `target \"classes\"`, else floats of the output's shape). libtorch runs it, not Python; the file's content is in the cache key.",
+            ),
+            schema::key(
+                "target",
+                Ty::Choice(TARGETS),
+                Some(schema::Val::Text("classes")),
+                "What a `torchscript` loss compares the outputs with, which decides how labels are read and which metrics apply: `classes` (a class index per sample, accuracy and the class metrics), `labels` (several 0/1 labels, multi-label metrics) or `values` (regression: `mse`, `mae`, `r2`). A registered loss says it itself.",
+            ),
+        ]),
         children: Children::Keys,
-    }));
-    *BUILT.write().unwrap_or_else(|e| e.into_inner()) = Some((members.len(), section));
-    section
+    })
 }
 
 /// `class-weights`, which both class-index losses take.
@@ -213,6 +168,7 @@ mod tests {
 
     /// The built-ins, in the order the enum they replaced listed them (`explain`, the
     /// schema's keys), each key applying to the members that declare it.
+    #[test]
     fn the_builtins_section_holds_every_members_keys_for_the_members_that_take_them() {
         assert_eq!(
             LOSSES.builtins().iter().map(|l| l.name).collect::<Vec<_>>(),
@@ -225,18 +181,30 @@ mod tests {
                 "huber"
             ]
         );
-        let s = section();
-        let keys: Vec<(&str, &[&str])> = s.keys.iter().map(|k| (k.name, k.only_for)).collect();
+        // Other tests register members meanwhile: the built-ins' part is compared.
+        let builtins = LOSSES.builtins();
+        let keys: Vec<(&str, Vec<&str>)> = section()
+            .keys
+            .iter()
+            .map(|k| {
+                let only = k.only_for.iter().copied();
+                (
+                    k.name,
+                    only.filter(|m| builtins.iter().any(|b| b.name == *m))
+                        .collect(),
+                )
+            })
+            .collect();
         assert_eq!(
             keys[..7],
             [
-                ("kind", &[][..]),
-                ("torchscript", &[][..]),
-                ("target", &[][..]),
-                ("label-smoothing", &["cross-entropy"][..]),
-                ("class-weights", &["cross-entropy", "nll"][..]),
-                ("pos-weight", &["bce-with-logits"][..]),
-                ("delta", &["huber"][..]),
+                ("kind", vec![]),
+                ("torchscript", vec![]),
+                ("target", vec![]),
+                ("label-smoothing", vec!["cross-entropy"]),
+                ("class-weights", vec!["cross-entropy", "nll"]),
+                ("pos-weight", vec!["bce-with-logits"]),
+                ("delta", vec!["huber"]),
             ]
         );
     }

@@ -378,7 +378,7 @@ fn overrides_replace_values_and_are_checked_like_the_file() {
         ],
     );
     assert_eq!(m.optimizer.lr, 3e-4);
-    assert_eq!(m.optimizer.kind, OptimizerKind::Sgd);
+    assert_eq!(m.optimizer.kind.as_str(), "sgd");
     assert_eq!(m.seed, 7);
     assert_eq!(m.data.split.val, 0.1);
     assert_eq!(m.data.split.seed, 7);
