@@ -12,7 +12,7 @@
 
 pub mod accelerator;
 mod arrays;
-mod callbacks;
+pub mod callbacks;
 pub mod checkpoint;
 pub mod data;
 pub mod device;

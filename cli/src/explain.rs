@@ -64,6 +64,16 @@ fn key_text(path: &str, key: &Key) -> String {
             out += &wrapped(&format!("{names}: {doc}"));
         }
     }
+    // The callbacks a stage may turn on: those the program registered.
+    if key.name == "callbacks" {
+        let members = manifests::registry::Family::Callback.members();
+        if members.is_empty() {
+            out += &wrapped("this program registers none");
+        }
+        for (name, doc) in members {
+            out += &wrapped(&format!("`{name}`: {doc}"));
+        }
+    }
     if !key.only_for.is_empty() {
         out += &wrapped(&format!("only for kind: {}", key.only_for.join(", ")));
     }

@@ -14,6 +14,7 @@
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `registry.rs` — a family of members a manifest names (`Registry`, `Chosen`);
+//! - `callbacks.rs` — the callbacks a program registers, turned on by name in `train`;
 //! - `losses/` — every loss, one file each: what it compares, its keys;
 //! - `optimizers/` — every optimizer, one file each: its keys; `group` (parameter groups);
 //! - `accelerator/` — the registries of accelerators, strategies and precisions: what a
@@ -28,6 +29,7 @@
 #[macro_use]
 mod choice;
 pub mod accelerator;
+pub mod callbacks;
 pub mod diagnostic;
 mod images;
 mod inputs;

@@ -989,6 +989,40 @@ impl<'a> Reader<'a> {
         Some(spec)
     }
 
+    /// The registered callbacks a `train` stage turns on: each a registered name, once.
+    fn callbacks(&mut self, f: &Fields) -> Vec<Spanned<String>> {
+        let names = crate::callbacks::CALLBACKS.names();
+        let mut on: Vec<Spanned<String>> = Vec::new();
+        for name in f.texts("callbacks") {
+            if on.iter().any(|c| c.value == name.value) {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::callback_twice",
+                        format!("the callback `{}` is turned on twice", name.value),
+                    )
+                    .label_opt(name.span, "again")
+                    .help("name each callback once"),
+                );
+            } else if !names.contains(&name.value.as_str()) {
+                let help = match names.is_empty() {
+                    true => "this program registers no callback: `callbacks` names those a program built on pipeline registers (`docs/extending.md`); pipeline's own are turned on by their keys (`early-stop`, `keep-best`, …)".to_string(),
+                    false => suggest::help_for(&name.value, "callback", &names),
+                };
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::train::unknown_callback",
+                        format!("no callback is registered as `{}`", name.value),
+                    )
+                    .label_opt(name.span, "not a registered callback")
+                    .help(help),
+                );
+            } else {
+                on.push(name);
+            }
+        }
+        on
+    }
+
     /// Reports each of `patterns` that is not a glob pattern.
     pub(crate) fn bad_patterns(&mut self, patterns: &[Spanned<String>]) {
         for pattern in patterns {
@@ -1022,6 +1056,7 @@ impl<'a> Reader<'a> {
         }
         let freeze = f.texts("freeze");
         self.bad_patterns(&freeze);
+        let callbacks = self.callbacks(f);
         TrainSpec {
             epochs: f.int("epochs") as u64,
             batch_size: f.int("batch-size") as u64,
@@ -1034,6 +1069,7 @@ impl<'a> Reader<'a> {
             strict: f.bool("strict") || init.is_none(),
             init,
             freeze,
+            callbacks,
             early_stop: f.section_fields("early-stop").map(|e| EarlyStopSpec {
                 monitor: monitor(e),
                 mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),

@@ -1159,6 +1159,10 @@ pub struct TrainSpec {
     /// when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_time: Option<f64>,
+    /// Callbacks a program built on pipeline registered, turned on by name (in the key:
+    /// a callback may end a training). Left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callbacks: Vec<Spanned<String>>,
 }
 
 /// A value measured at every validation that `early-stop` and `keep-best` watch:

@@ -6,6 +6,7 @@
 //! member by string; [`Chosen`] is the member it named, serialised as that name.
 
 use crate::accelerator::{PRECISIONS, STRATEGIES};
+use crate::callbacks::CALLBACKS;
 use crate::losses::LOSSES;
 use crate::optimizers::OPTIMIZERS;
 use crate::schema::{Key, Section, Ty};
@@ -134,6 +135,7 @@ pub enum Family {
     Strategy,
     Loss,
     Optimizer,
+    Callback,
 }
 
 impl Family {
@@ -149,6 +151,7 @@ impl Family {
             Family::Strategy => STRATEGIES.all().iter().map(|s| (s.name, s.doc)).collect(),
             Family::Loss => LOSSES.all().iter().map(|l| (l.name, l.doc)).collect(),
             Family::Optimizer => OPTIMIZERS.all().iter().map(|o| (o.name, o.doc)).collect(),
+            Family::Callback => CALLBACKS.all().iter().map(|c| (c.name, c.doc)).collect(),
         }
     }
 }

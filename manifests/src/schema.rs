@@ -1122,6 +1122,12 @@ pub const TRAIN: Section = section(
             None,
             "Stop after this many seconds of training (checked at every optimizer step; under `ddp`, every 50 steps, when the processes agree). The epoch in progress ends there and is validated; `run --json` says the stage stopped and why. In the cache key: a stage that stopped on time is cached as it ended.",
         ),
+        key(
+            "callbacks",
+            Ty::Texts,
+            None,
+            "Callbacks a program built on pipeline registered (`docs/extending.md`), turned on by name, each once: `callbacks \"epochs-csv\"`. They see every event of the loop after pipeline's own deciding callbacks (early stopping, keep-best) and before its reporting ones; their state is in every snapshot. pipeline's own are turned on by their keys. In the cache key.",
+        ),
     ],
     "A stage that trains the model.",
 );

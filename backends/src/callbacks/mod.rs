@@ -1,8 +1,9 @@
 //! Callbacks: everything that reacts to the events of a `train` stage's loop (run start,
 //! epoch start, step end, validation, epoch end, snapshot, run end, error), as
-//! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry,
-//! [`REGISTRY`]: one file per member, each built from the stage's spec when the stage asks
-//! for it. What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
+//! pytorch-accelerated's `TrainerCallback`s do. One trait, [`Callback`], and a registry
+//! ([`DECIDING`], [`REPORTING`]): one file per member, each built from the stage's spec
+//! when the stage asks for it. A program built on pipeline adds its own with
+//! [`register_callback`], turned on by name (`train { callbacks "epochs-csv" }`). What the loop reports goes through them too: `metrics.jsonl` (`metrics_log`),
 //! TensorBoard's event files (`tensorboard`), the progress shown (`progress`), the
 //! learning rate in the records (`lr_monitor`), the resumable snapshots (`snapshots`),
 //! the final state a longer training continues from (`final_state`), and the check that
@@ -37,6 +38,8 @@ use crate::numerics::Scaler;
 use crate::observer::{EpochRecord, Observer, StepRecord};
 use crate::optimizer::Optimizer;
 use crate::snapshot::{Position, Snapshots, Sums};
+use manifests::callbacks::CallbackDescription;
+use manifests::registry::Registry;
 use manifests::{Diagnostic, Manifest, ScheduleSpec, StageSpec, TrainSpec};
 use pipeline_core::report::KeptWeights;
 use serde_json::Value;
@@ -72,6 +75,9 @@ pub struct Setup<'a> {
     pub batches: u64,
     /// Where a callback keeps files that outlive a kill (with snapshots: beside them).
     pub dir: PathBuf,
+    /// The run's directory, where `metrics.jsonl` is: records of a callback's own go
+    /// beside it.
+    pub run_dir: &'a Path,
     /// Where snapshots go, when the stage takes them (a file a snapshot names must stay
     /// until the next).
     pub snapshots: Option<&'a Snapshots>,
@@ -242,11 +248,11 @@ pub trait Callback {
 pub type Made<'a> = Result<Option<Box<dyn Callback + 'a>>, Diagnostic>;
 
 /// Builds a callback for the stage.
-type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
+pub type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
 
-/// Every callback, in the order they see each event: those that decide first, then
-/// those that report what was decided.
-pub const REGISTRY: &[Make] = &[
+/// pipeline's callbacks that decide (stop, keep, scale the rate), in the order they see
+/// each event.
+const DECIDING: &[Make] = &[
     inputs_unchanged::make,
     nan_stop::make,
     max_steps::make,
@@ -254,6 +260,10 @@ pub const REGISTRY: &[Make] = &[
     early_stop::make,
     keep_best::make,
     reduce_on_plateau::make,
+];
+
+/// pipeline's callbacks that report what was decided, after the registered ones.
+const REPORTING: &[Make] = &[
     lr_monitor::make,
     snapshots::make,
     final_state::make,
@@ -262,15 +272,47 @@ pub const REGISTRY: &[Make] = &[
     progress::make,
 ];
 
+/// A callback a program built on pipeline adds ([`register_callback`]): its description
+/// (what `check` and `explain` know) and what builds it for a stage that names it.
+pub struct CallbackMember {
+    pub description: &'static CallbackDescription,
+    /// Builds it for a stage that turned it on (`None`: it has nothing to do there).
+    pub make: Make,
+}
+
+static REGISTERED: Registry<CallbackMember> = Registry::new(Vec::new, |c| c.description.name);
+
+/// Adds a callback that a `train` stage turns on by name (`callbacks "epochs-csv"`).
+/// Refused when the name is taken or cannot be written.
+pub fn register_callback(member: &'static CallbackMember) -> Result<(), String> {
+    manifests::callbacks::register(member.description)?;
+    REGISTERED.register(member)
+}
+
 /// The callbacks of one `train` stage.
 pub struct Callbacks<'a> {
     members: Vec<Box<dyn Callback + 'a>>,
 }
 
 impl<'a> Callbacks<'a> {
+    /// pipeline's deciding callbacks the stage asks for, the registered ones it names in
+    /// the order it names them, then the reporting ones.
     pub fn for_stage(setup: &Setup<'a>) -> Result<Callbacks<'a>, Diagnostic> {
         let mut members = Vec::new();
-        for make in REGISTRY {
+        for make in DECIDING {
+            members.extend(make(setup)?);
+        }
+        for name in &setup.spec.callbacks {
+            let member = REGISTERED.get(&name.value).ok_or_else(|| {
+                Diagnostic::error(
+                    "pipeline::train::unknown_callback",
+                    format!("no callback is registered as `{}`", name.value),
+                )
+                .label_opt(name.span, "not a registered callback")
+            })?;
+            members.extend((member.make)(setup)?);
+        }
+        for make in REPORTING {
             members.extend(make(setup)?);
         }
         Ok(Callbacks { members })

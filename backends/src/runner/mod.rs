@@ -18,7 +18,7 @@ use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::{Saved, Snapshots};
-use crate::train::train;
+use crate::train::{train, Dirs};
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
 use pipeline_core::extend::{self, FINAL_STATE, FINAL_TENSORS};
@@ -384,8 +384,11 @@ impl<'a> Context<'a> {
                     start,
                     saved,
                     &state.read,
-                    dir,
-                    &self.tensorboard,
+                    Dirs {
+                        own: dir,
+                        tensorboard: &self.tensorboard,
+                        run: &self.run_dir.path,
+                    },
                     &mut write,
                     obs,
                 )?;

@@ -85,11 +85,21 @@ fn failure(manifest: &Manifest, name: &str, what: &str, e: tch::TchError) -> Dia
     })
 }
 
+/// Where a training's callbacks write.
+pub struct Dirs<'a> {
+    /// Their own files, which outlive a kill (beside the snapshots).
+    pub own: &'a Path,
+    /// TensorBoard's event files, a directory per stage.
+    pub tensorboard: &'a Path,
+    /// The run's directory (`metrics.jsonl`).
+    pub run: &'a Path,
+}
+
 /// Trains a fresh model (or a copy of `start`) as `stage` says, resuming from the last of
 /// its snapshots if there is one, else continuing the shorter training it extends, if
 /// any (`saved`). The callbacks report through `log` (`metrics.jsonl`
-/// lines), `obs` (progress) and TensorBoard's event files in `tensorboard/STAGE/`, and
-/// keep their own files in `dir`. `inputs` are the files the stage's key hashed, as it
+/// lines), `obs` (progress) and TensorBoard's event files in `dirs.tensorboard/STAGE/`,
+/// and keep their own files in `dirs.own`. `inputs` are the files the stage's key hashed, as it
 /// hashed them: one that changes ends the training.
 #[allow(clippy::too_many_arguments)]
 pub fn train(
@@ -99,8 +109,7 @@ pub fn train(
     start: Option<&Model>,
     saved: Saved,
     inputs: &[cache::HashedFile],
-    dir: &Path,
-    tensorboard: &Path,
+    dirs: Dirs,
     log: &mut dyn FnMut(&Value) -> Result<(), Diagnostic>,
     obs: &mut dyn Observer,
 ) -> Result<Trained, Diagnostic> {
@@ -170,10 +179,11 @@ pub fn train(
         world,
         rank,
         batches,
-        dir: dir.to_path_buf(),
+        dir: dirs.own.to_path_buf(),
+        run_dir: dirs.run,
         snapshots: saved.snapshots,
         final_state: saved.final_state,
-        tensorboard,
+        tensorboard: dirs.tensorboard,
         inputs,
     };
     let validator = Validator::new(session, stage, spec, rank)?;

@@ -13,6 +13,8 @@
 //!   measured wherever a built-in metric is (`eval`, `validate`, monitors).
 //! - **`optimizer "lion"`** ([`lion::Lion`]): the sign of momentum blended with the
 //!   gradient, one state tensor per weight; Adam's `beta1`/`beta2` keys, and groups.
+//! - **`train { callbacks "epochs-csv" }`** ([`epochs_csv`]): a CSV of the stage's epochs
+//!   beside `metrics.jsonl`, its rows kept across a resume.
 //!
 //! Registering them before [`pipeline::main_with_worker`] is all it takes: `check`
 //! and `explain` know their names and keys and holds them to the compatibility rules by what their
@@ -25,6 +27,7 @@
 //! ```
 
 mod brier;
+mod epochs_csv;
 mod focal;
 mod lion;
 
@@ -112,7 +115,8 @@ fn main() -> ExitCode {
         .and_then(|()| accelerator::register_precision(&Bf16Inputs))
         .and_then(|()| backends::loss::register_loss(&focal::Focal))
         .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC))
-        .and_then(|()| backends::optimizer::register_optimizer(&lion::Lion));
+        .and_then(|()| backends::optimizer::register_optimizer(&lion::Lion))
+        .and_then(|()| backends::callbacks::register_callback(&epochs_csv::EPOCHS_CSV));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");
         return ExitCode::FAILURE;

@@ -454,3 +454,93 @@ for name, values in ref["weights"].items():
         "{shown}"
     );
 }
+
+/// `callbacks "epochs-csv"` turns the registered callback on: its CSV beside
+/// `metrics.jsonl` holds a row per epoch with the values of the epoch's record; `check`
+/// refuses a name no program registered (with the closest one), and `explain` lists it.
+#[test]
+fn the_registered_csv_callback_writes_what_the_epochs_record() {
+    let dir = project();
+    let ext = dir.path().join("ext");
+    let text = std::fs::read_to_string(ext.join("digits.kdl")).unwrap();
+    let manifest = text
+        .replace(
+            "split train=0.8 test=0.2",
+            "split train=0.7 val=0.1 test=0.2",
+        )
+        .replace(
+            "batch-size 64\n",
+            "batch-size 64\n    callbacks \"epochs-csv\"\n    validate { metrics \"f1-macro\"; }\n",
+        );
+    std::fs::write(ext.join("csv.kdl"), &manifest).unwrap();
+    let out = program(
+        dir.path(),
+        &[
+            "run",
+            "csv.kdl",
+            "--json",
+            "--set",
+            "accelerator.strategy=none",
+            "--set",
+            "accelerator.precision=32",
+            "--set",
+            "train.epochs=3",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_dir = ext.join(report["run_dir"].as_str().unwrap());
+    let epochs: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == "epoch")
+        .collect();
+    let table = std::fs::read_to_string(run_dir.join("train-epochs.csv")).unwrap();
+    let mut lines = table.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "epoch,loss,accuracy,val_loss,val_accuracy,val_f1-macro,lr,seconds"
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    for (row, record) in rows.iter().zip(&epochs) {
+        for (i, key) in [
+            "epoch",
+            "loss",
+            "accuracy",
+            "val_loss",
+            "val_accuracy",
+            "val_f1-macro",
+            "lr",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(
+                row[i],
+                record[key].as_f64().unwrap(),
+                "{key}: {table} vs {record}"
+            );
+        }
+    }
+
+    let misspelt = manifest.replace("callbacks \"epochs-csv\"", "callbacks \"epoch-csv\"");
+    std::fs::write(ext.join("misspelt.kdl"), misspelt).unwrap();
+    let out = program(dir.path(), &["check", "misspelt.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no callback is registered as `epoch-csv`")
+            && stderr(&out).contains("did you mean `epochs-csv`?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = program(dir.path(), &["explain", "train.callbacks"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("`epochs-csv`: a CSV of the stage's epochs"),
+        "{shown}"
+    );
+}

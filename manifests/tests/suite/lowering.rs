@@ -91,6 +91,7 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             validate: ValidateSpec::default(),
             max_steps: None,
             max_time: None,
+            callbacks: Vec::new(),
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));
@@ -464,4 +465,58 @@ fn fine_tuning_keys_lower_with_their_spans_and_bad_patterns_are_located() {
         panic!("a train stage")
     };
     assert!(t.strict);
+}
+
+#[test]
+fn a_callback_no_program_registered_is_refused_at_its_name() {
+    let src = BASE.replace("train\n", "train { callbacks \"epochs-csv\"; }\n");
+    assert_eq!(
+        one(&src),
+        (
+            "pipeline::train::unknown_callback",
+            "no callback is registered as `epochs-csv`".into(),
+            "\"epochs-csv\"".into()
+        )
+    );
+    let d = &lower(&src, "t", Path::new(""), &[]).diagnostics[0];
+    assert!(d
+        .help
+        .as_deref()
+        .unwrap()
+        .starts_with("this program registers no callback"));
+}
+
+#[test]
+fn a_group_sets_only_what_its_optimizer_takes_and_patterns_are_globs() {
+    // Reported in the file's order.
+    let src = BASE.replace(
+        "optimizer \"adam\"",
+        "optimizer \"sgd\" momentum=0.9 {\n    group \"*.bias\" beta1=0.5\n    group \"[\" lr=0\n}",
+    );
+    assert_eq!(
+        diags(&src),
+        [
+            (
+                "pipeline::optimizer::group_key_not_for_kind",
+                "`sgd` has no `beta1` for a group to set".into(),
+                "beta1=0.5".into()
+            ),
+            (
+                "pipeline::train::bad_pattern",
+                "`[` is not a glob pattern: invalid range pattern".into(),
+                "\"[\"".into()
+            ),
+        ]
+    );
+    let ok = BASE.replace(
+        "optimizer \"adam\"",
+        "optimizer \"adamw\" weight-decay=0.1 {\n    group \"*.bias\" \"*norm*\" weight-decay=0\n    group \"0.*\" lr=0\n}",
+    );
+    let m = manifest(&ok, &[]);
+    let groups = &m.optimizer.groups;
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0].params.len(), 2);
+    assert_eq!(groups[0].weight_decay, Some(0.0));
+    assert_eq!((groups[1].lr, groups[1].weight_decay), (Some(0.0), None));
+    assert_eq!(m.optimizer.in_group(&groups[1]).weight_decay, 0.1);
 }
