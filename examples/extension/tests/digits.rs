@@ -537,6 +537,18 @@ fn the_registered_csv_callback_writes_what_the_epochs_record() {
         "{}",
         stderr(&out)
     );
+    let twice = manifest.replace(
+        "callbacks \"epochs-csv\"",
+        "callbacks \"epochs-csv\" \"epochs-csv\"",
+    );
+    std::fs::write(ext.join("twice.kdl"), twice).unwrap();
+    let out = program(dir.path(), &["check", "twice.kdl", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["diagnostics"][0]["code"],
+        "pipeline::train::callback_twice"
+    );
     let out = program(dir.path(), &["explain", "train.callbacks"]);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(

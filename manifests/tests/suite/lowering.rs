@@ -520,3 +520,98 @@ fn a_group_sets_only_what_its_optimizer_takes_and_patterns_are_globs() {
     assert_eq!((groups[1].lr, groups[1].weight_decay), (Some(0.0), None));
     assert_eq!(m.optimizer.in_group(&groups[1]).weight_decay, 0.1);
 }
+
+/// Each mistake in a `block` definition or use, and in a key's value, is reported at the
+/// text: (what is added to or replaced in the base manifest, the code, the message, the
+/// text under the label).
+#[test]
+fn every_mistake_in_blocks_and_values_is_located() {
+    let with_block = |block: &str, model: &str| {
+        format!("{block}\n{}", BASE.replace("model { linear 10 }", model))
+    };
+    let cases: Vec<(String, &str, &str, &str)> = vec![
+        (
+            with_block("block {\n    linear 4\n}", "model { linear 10 }"),
+            "pipeline::block::no_name",
+            "a `block` needs a name",
+            "block",
+        ),
+        (
+            with_block("block 3 {\n    linear 4\n}", "model { linear 10 }"),
+            "pipeline::block::no_name",
+            "a block's name is a string",
+            "3",
+        ),
+        (
+            with_block("block \"a b\" {\n    linear 4\n}", "model { linear 10 }"),
+            "pipeline::block::bad_name",
+            "`a b` is not a valid block name",
+            "\"a b\"",
+        ),
+        (
+            with_block("block \"b\" 3 {\n    linear 4\n}", "model { b }"),
+            "pipeline::block::bad_parameter",
+            "block `b`: a parameter is a name (a string), or `name=default`",
+            "3",
+        ),
+        (
+            with_block("block \"b\" {\n}", "model { b }"),
+            "pipeline::block::empty",
+            "the block `b` has no layers",
+            "block \"b\" {\n}",
+        ),
+        (
+            with_block("block \"b\" \"n\" {\n    linear n\n}", "model { b 4 5 }"),
+            "pipeline::block::too_many_arguments",
+            "too many arguments for the block `b`",
+            "5",
+        ),
+        (
+            with_block("block \"b\" \"n\" {\n    linear n\n}", "model { b 4 n=5 }"),
+            "pipeline::block::duplicate_parameter",
+            "`n` is given twice to the block `b`",
+            "n=5",
+        ),
+        (
+            BASE.replace(
+                "loss \"cross-entropy\"",
+                "loss \"cross-entropy\" {\n    class-weights \"balanced\" 1.0\n}",
+            ),
+            "pipeline::manifest::bad_value",
+            "`loss.class-weights` is \"balanced\" or numbers, not both",
+            "class-weights \"balanced\" 1.0",
+        ),
+        (
+            BASE.replace("train\n", "train {\n    epochs 3 4\n}\n"),
+            "pipeline::manifest::too_many_values",
+            "`train.epochs` takes one value",
+            "4",
+        ),
+        (
+            BASE.replace("train\n", "train {\n    epochs\n}\n"),
+            "pipeline::manifest::missing_value",
+            "`train.epochs` has no value",
+            "epochs",
+        ),
+        (
+            BASE.replace("train\n", "train {\n    epochs 3 {\n        x\n    }\n}\n"),
+            "pipeline::manifest::unexpected_block",
+            "`train.epochs` is a value, not a block",
+            "epochs 3 {\n        x\n    }",
+        ),
+        (
+            BASE.replace("train\n", "train {\n    epochs x=3\n}\n"),
+            "pipeline::manifest::unexpected_property",
+            "`train.epochs` takes a value, not properties",
+            "x=3",
+        ),
+    ];
+    for (src, code, message, text) in cases {
+        let all = diags(&src);
+        assert!(
+            all.iter()
+                .any(|d| d == &(code, message.to_string(), text.to_string())),
+            "{src}\n{all:#?}"
+        );
+    }
+}

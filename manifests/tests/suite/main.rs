@@ -2,4 +2,5 @@
 
 mod bounds;
 mod data_formats;
+mod diagnostic_coverage;
 mod lowering;
