@@ -139,3 +139,55 @@ fn a_train_stage_starts_from_a_file_or_a_stage_not_both() {
         )]
     );
 }
+
+/// `check` over a whole manifest: each diagnostic's code and message.
+fn check_all(src: &str) -> Vec<(&'static str, String)> {
+    pipeline_core::load(src, Path::new("m.kdl"), &[])
+        .diagnostics
+        .into_iter()
+        .map(|d| (d.code, d.message))
+        .collect()
+}
+
+#[test]
+fn a_stage_source_is_refused_where_the_data_could_not_give_it() {
+    let images = "data {\n    source \"images/\"\n    format \"image-folder\"\n}\nmodel { linear 10 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\npredict \"p\" needs=\"train\" source=\"new.csv\"\n";
+    assert!(check_all(images).contains(&(
+        "pipeline::stage::source_of_images",
+        "predict stage `p`: a `source` of images is not read yet: the data are images".into()
+    )));
+    let inputs = "data {\n    source \"d.csv\"\n    inputs {\n        meta \"m.csv\" features=\"a\"\n    }\n}\nmodel { linear 10 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\npredict \"p\" needs=\"train\" source=\"new.csv\"\n";
+    assert!(check_all(inputs).contains(&(
+        "pipeline::stage::source_and_inputs",
+        "predict stage `p`: the model takes `data.inputs` from files of their own, which a `source` cannot give".into()
+    )));
+}
+
+#[test]
+fn validation_metrics_need_a_validation_split() {
+    let d = check("train {\n    validate { metrics \"accuracy\"; }\n}\n");
+    assert_eq!(d[0].0, "pipeline::train::no_validation_split");
+    assert_eq!(
+        d[0].1,
+        "stage `train` validates with metrics, but there is no validation split"
+    );
+}
+
+#[test]
+fn accumulation_that_does_not_divide_an_epoch_is_warned_of_once_the_data_is_known() {
+    let src = format!("{HEAD}accelerator {{ accumulate 3; }}\ntrain batch-size=10\n");
+    let m = pipeline_core::load(&src, Path::new("m.kdl"), &[])
+        .manifest
+        .unwrap();
+    let facts = pipeline_core::compat::Facts {
+        train_samples: Some(100),
+        ..pipeline_core::compat::Facts::at_check()
+    };
+    let d = pipeline_core::compat::check(&m, &facts);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].code, "pipeline::accelerator::uneven_accumulation");
+    assert_eq!(
+        d[0].message,
+        "stage `train`: 10 batches per epoch do not divide into steps of 3; the last step of each epoch sums 1"
+    );
+}

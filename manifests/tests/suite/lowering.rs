@@ -615,3 +615,97 @@ fn every_mistake_in_blocks_and_values_is_located() {
         );
     }
 }
+
+/// Each mistake in a `sweep` block's swept keys is reported at the text, and `--set
+/// sweep.…` without a block says there is none.
+#[test]
+fn every_mistake_in_a_sweep_block_is_located() {
+    let swept = |grid: &str| format!("{BASE}sweep {{\n    grid {{\n        {grid}\n    }}\n}}\n");
+    let cases = [
+        (
+            swept("optimizer.lr { x }"),
+            "pipeline::sweep::unexpected_block",
+            "`sweep.grid.optimizer.lr` takes values, not a block",
+            "optimizer.lr { x }",
+        ),
+        (
+            swept("optimizer.lr 0.1 x=0.2"),
+            "pipeline::sweep::unexpected_property",
+            "`sweep.grid.optimizer.lr` takes values, not properties",
+            "x=0.2",
+        ),
+        (
+            swept("optimizer.lr 0.1 #null"),
+            "pipeline::sweep::bad_value",
+            "`sweep.grid.optimizer.lr`: #null is not a value to sweep",
+            "#null",
+        ),
+        (
+            swept("optimizer.lr 0.1 0.2 0.1"),
+            "pipeline::sweep::duplicate_value",
+            "`sweep.grid.optimizer.lr`: `0.1` is there twice",
+            "0.1",
+        ),
+        (
+            swept("optimizer.lr"),
+            "pipeline::sweep::bad_values",
+            "`sweep.grid.optimizer.lr` has no values",
+            "optimizer.lr",
+        ),
+    ];
+    for (src, code, message, text) in cases {
+        let all = diags(&src);
+        assert!(
+            all.iter()
+                .any(|d| d.0 == code && d.1 == message && d.2.trim() == text),
+            "{src}\n{all:#?}"
+        );
+    }
+    assert_eq!(
+        diags_with(BASE, &["sweep.jobs=2"])[0].0,
+        "pipeline::sweep::no_block"
+    );
+}
+
+/// Mistakes in image transforms, text data, metric names and models, located.
+#[test]
+fn mistakes_in_transforms_texts_metrics_and_models_are_located() {
+    let cases = [
+        (
+            BASE.replace(
+                "data { source \"d.csv\" }",
+                "data {\n    source \"images/\"\n    format \"image-folder\"\n    images {\n        normalize mean=0.5\n        normalize std=0.2\n    }\n}",
+            ),
+            "pipeline::data::normalize_twice",
+            "`normalize` is written twice",
+        ),
+        (
+            BASE.replace(
+                "data { source \"d.csv\" }",
+                "data {\n    source \"t.csv\"\n    text \"a\" \"b\" tokenizer=\"tok.json\" max-length=8\n}",
+            ),
+            "pipeline::data::text_columns",
+            "`data.text` reads one column of texts",
+        ),
+        (
+            format!("{BASE}metric \"a b\" torchscript=\"m.pt\" mode=\"min\"\n"),
+            "pipeline::metric::bad_name",
+            "`a b` is not a valid metric name",
+        ),
+        (
+            BASE.replace(
+                "model { linear 10 }",
+                "model {\n    residual {\n        torchscript \"m.pt\"\n    }\n}",
+            ),
+            "pipeline::model::torchscript_nested",
+            "a `torchscript` module is a whole model, not a part of one",
+        ),
+    ];
+    for (src, code, message) in cases {
+        let all = diags(&src);
+        assert!(
+            all.iter().any(|d| d.0 == code && d.1 == message),
+            "{src}\n{all:#?}"
+        );
+    }
+}
