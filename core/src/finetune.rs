@@ -53,6 +53,18 @@ fn quoted<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     names.iter().map(|n| format!("`{}`", n.as_ref())).collect()
 }
 
+/// The glob pattern written as `pattern` (of `freeze` or an optimizer's `group`), or the
+/// error at it (`check` has refused it already; a manifest from elsewhere may not).
+pub(crate) fn glob_of(pattern: &Spanned<String>) -> Result<glob::Pattern, Diagnostic> {
+    glob::Pattern::new(&pattern.value).map_err(|e| {
+        Diagnostic::error(
+            "pipeline::train::bad_pattern",
+            format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
+        )
+        .label_opt(pattern.span, "in this pattern")
+    })
+}
+
 /// The help of an error for `unmatched` patterns (of `freeze` or an optimizer's `group`)
 /// over the model's `trainable` parameter names, in the model's order: the closest name
 /// to the one pattern, or the names there are.
@@ -267,13 +279,7 @@ pub fn frozen(
     let mut frozen = BTreeSet::new();
     let mut unmatched: Vec<(&Spanned<String>, Vec<&str>)> = Vec::new();
     for pattern in patterns {
-        let glob = glob::Pattern::new(&pattern.value).map_err(|e| {
-            Diagnostic::error(
-                "pipeline::train::bad_pattern",
-                format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
-            )
-            .label_opt(pattern.span, "in this pattern")
-        })?;
+        let glob = glob_of(pattern)?;
         let matched: Vec<&str> = trainable
             .iter()
             .copied()

@@ -3,7 +3,7 @@
 //! pattern that matches no trainable parameter is an error at the pattern, with the
 //! model's names, as for `train.freeze`.
 
-use crate::finetune::{by_position, names_help};
+use crate::finetune::{by_position, glob_of, names_help};
 use manifests::{Diagnostic, ParamGroup, Spanned};
 
 /// The group of each of `names` (the trainable parameters, in the optimizer's order):
@@ -13,13 +13,7 @@ pub fn assign(groups: &[ParamGroup], names: &[String]) -> Result<Vec<Option<usiz
     let mut unmatched: Vec<&Spanned<String>> = Vec::new();
     for (g, group) in groups.iter().enumerate() {
         for pattern in &group.params {
-            let glob = glob::Pattern::new(&pattern.value).map_err(|e| {
-                Diagnostic::error(
-                    "pipeline::train::bad_pattern",
-                    format!("`{}` is not a glob pattern: {}", pattern.value, e.msg),
-                )
-                .label_opt(pattern.span, "in this pattern")
-            })?;
+            let glob = glob_of(pattern)?;
             let mut any = false;
             for (i, name) in names.iter().enumerate() {
                 if glob.matches(name) {

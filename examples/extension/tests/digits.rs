@@ -37,6 +37,28 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `ext/MANIFEST` for `epochs` epochs in one process at full precision (not the
+/// example's own strategy and precision); its `--json` report.
+fn run_one_process(dir: &Path, manifest: &str, epochs: u64) -> Value {
+    let epochs = format!("train.epochs={epochs}");
+    let out = program(
+        dir,
+        &[
+            "run",
+            manifest,
+            "--json",
+            "--set",
+            "accelerator.strategy=none",
+            "--set",
+            "accelerator.precision=32",
+            "--set",
+            &epochs,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn the_custom_strategy_and_precision_train_digits_on_two_processes() {
     let dir = project();
@@ -276,22 +298,7 @@ torch.jit.script(Brier()).save("brier.pt")
             "split \"test\"\n    metrics \"accuracy\" \"brier\" \"torch-brier\"\n}\nmetric \"torch-brier\" torchscript=\"brier.pt\" mode=\"min\"",
         );
     std::fs::write(ext.join("brier.kdl"), &manifest).unwrap();
-    let out = program(
-        dir.path(),
-        &[
-            "run",
-            "brier.kdl",
-            "--json",
-            "--set",
-            "accelerator.strategy=none",
-            "--set",
-            "accelerator.precision=32",
-            "--set",
-            "train.epochs=3",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = run_one_process(dir.path(), "brier.kdl", 3);
     let test = &report["stages"][1]["metrics"];
     let (ours, torch) = (
         test["brier"].as_f64().unwrap(),
@@ -473,22 +480,7 @@ fn the_registered_csv_callback_writes_what_the_epochs_record() {
             "batch-size 64\n    callbacks \"epochs-csv\"\n    validate { metrics \"f1-macro\"; }\n",
         );
     std::fs::write(ext.join("csv.kdl"), &manifest).unwrap();
-    let out = program(
-        dir.path(),
-        &[
-            "run",
-            "csv.kdl",
-            "--json",
-            "--set",
-            "accelerator.strategy=none",
-            "--set",
-            "accelerator.precision=32",
-            "--set",
-            "train.epochs=3",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = run_one_process(dir.path(), "csv.kdl", 3);
     let run_dir = ext.join(report["run_dir"].as_str().unwrap());
     let epochs: Vec<Value> = std::fs::read_to_string(run_dir.join("metrics.jsonl"))
         .unwrap()
