@@ -3,7 +3,7 @@
 //! (`train.init`), one full batch a step, a schedule scaling every group's rate; the
 //! loss of every step and the final weights to 1e-6. A group with `lr=0` holds its layer
 //! bit for bit; a pattern that matches no parameter fails the run at the pattern, with
-//! the model's names.
+//! the model's names; a run with groups killed after a snapshot resumes bit for bit.
 
 use crate::common::{py, records, tensors, text};
 use serde_json::Value;
@@ -189,4 +189,50 @@ fn a_pattern_that_matches_nothing_fails_the_run_at_the_pattern() {
     let out = crate::common::pipeline(d, &["check", "g.kdl"]);
     assert!(!out.status.success());
     crate::common::assert_fixture("group-key-not-for-kind.check.stderr", &text(&out.stderr));
+}
+
+/// The digits CNN under SGD with momentum, its biases in a group of their own (another
+/// rate, no weight decay, less momentum), a snapshot every 5 steps.
+fn grouped_digits() -> tempfile::TempDir {
+    let dir = crate::common::digits_project();
+    let text = std::fs::read_to_string(dir.path().join("digits.kdl")).unwrap();
+    let text = text
+        .replace(
+            "optimizer \"adamw\" lr=3e-3 weight-decay=1e-4",
+            "optimizer \"sgd\" lr=0.05 momentum=0.9 weight-decay=1e-4 {\n    group \"*.bias\" lr=0.01 weight-decay=0 momentum=0.5\n}",
+        )
+        .replace(
+            "    epochs 30\n    batch-size 64\n",
+            "    epochs 6\n    batch-size 64\n    snapshot-every-steps 5\n",
+        );
+    assert!(text.contains("group \"*.bias\"") && text.contains("snapshot-every-steps 5"));
+    std::fs::write(dir.path().join("digits.kdl"), text).unwrap();
+    dir
+}
+
+/// Each group's optimizer state is in the snapshot: a run killed (SIGKILL) after a
+/// snapshot resumes to the weights of one never stopped, bit for bit.
+#[test]
+fn a_killed_run_with_groups_resumes_to_the_same_weights_bit_for_bit() {
+    let killed = grouped_digits();
+    let at = crate::common::kill_after_snapshot(killed.path(), "digits.kdl", 30);
+    let run = |dir: &Path| -> Vec<u8> {
+        let out = crate::common::pipeline(dir, &["run", "digits.kdl", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr).contains("resuming `train` from its snapshot"),
+            dir == killed.path(),
+            "{}",
+            text(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let path = report["stages"][2]["outputs"][0].as_str().unwrap();
+        std::fs::read(dir.join(path)).unwrap()
+    };
+    let resumed = run(killed.path());
+    let whole = grouped_digits();
+    assert!(
+        resumed == run(whole.path()),
+        "resumed at step {at}: the weights must be identical"
+    );
 }
