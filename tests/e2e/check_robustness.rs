@@ -322,3 +322,77 @@ fn explain_documents_every_layer_and_the_split() {
         assert_eq!(text(&out.stderr), error);
     }
 }
+
+/// Mistakes `check` finds in files and in a model's shapes, each by its code and
+/// message: (the manifest's data and model, a stage, the code, the message's start).
+#[test]
+fn check_names_what_is_wrong_with_files_and_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("d.csv"), "1,2,0\n3,4,1\n").unwrap();
+    std::fs::write(d.join("notes.txt"), "not a module").unwrap();
+    let tail = "loss \"cross-entropy\"\noptimizer \"adam\"\n";
+    let cases = [
+        (
+            "data {\n    source \"d.npz\"\n    features \"a\" \"b\"\n}\nmodel { linear 2; }\ntrain\n",
+            "pipeline::data::features_not_an_array",
+            "for NPZ and safetensors data, `features` is the name of one array in the file",
+        ),
+        (
+            "data {\n    source \"d.npy\"\n    delimiter \";\"\n}\nmodel { linear 2; }\ntrain\n",
+            "pipeline::data::key_not_for_format",
+            "`data.delimiter` does not apply to",
+        ),
+        (
+            "data { source \"d.csv\"; }\nmodel {\n    parallel \"add\" {\n        branch { linear 4; }\n        branch { linear 3; }\n    }\n}\ntrain\n",
+            "pipeline::model::branch_mismatch",
+            "",
+        ),
+        (
+            "data { source \"d.csv\"; }\nmodel { torchscript \"nope.pt\"; }\ntrain\n",
+            "pipeline::model::missing_torchscript",
+            "the TorchScript model",
+        ),
+        (
+            "data { source \"d.csv\"; }\nmodel { linear 2; }\nmetric \"m\" torchscript=\"notes.txt\" mode=\"min\"\ntrain\neval \"e\" needs=\"train\" { metrics \"m\"; }\n",
+            "pipeline::metric::not_torchscript",
+            "",
+        ),
+    ];
+    for (text_, code, start) in cases {
+        let (head, stages) = text_.split_at(text_.find("train").unwrap());
+        std::fs::write(d.join("m.kdl"), format!("{head}{tail}{stages}")).unwrap();
+        let out = pipeline(d, &["check", "m.kdl", "--json"]);
+        let report = json(&out.stdout);
+        let found = report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["code"] == code && x["message"].as_str().unwrap().starts_with(start));
+        assert!(found, "{text_}\n{report:#}");
+    }
+    std::fs::write(
+        d.join("m.kdl"),
+        format!("data {{ source \"d.csv\"; }}\nmodel {{ linear 2; }}\n{tail}train\n"),
+    )
+    .unwrap();
+    // Starting weights are looked for when the stage runs.
+    let init = format!("data {{ source \"d.csv\"; }}\nmodel {{ linear 2; }}\n{tail}train init=\"nope.safetensors\"\n");
+    std::fs::write(d.join("init.kdl"), init).unwrap();
+    let out = pipeline(d, &["run", "init.kdl"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("pipeline::train::missing_init"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = pipeline(d, &["run", "m.kdl", "--stage", "trian"]);
+    assert!(!out.status.success());
+    let shown = text(&out.stderr);
+    assert!(
+        shown.contains("pipeline::run::unknown_stage")
+            && shown.contains("--stage trian: the manifest has no such stage")
+            && shown.contains("did you mean `train`?"),
+        "{shown}"
+    );
+}
