@@ -229,6 +229,12 @@ pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathB
             files.insert("loss".to_string(), script.file.clone());
         }
     }
+    // A training's rates come from a scripted schedule.
+    if let (StageConfig::Train(_), Some(script)) =
+        (&manifest.stages[index].config, &manifest.schedule.script)
+    {
+        files.insert("schedule".to_string(), script.file.clone());
+    }
     for metric in manifest.scripted_metrics_of(index) {
         files.insert(metric_role(&metric.name.value), metric.script.file.clone());
     }

@@ -553,6 +553,17 @@ pub fn missing_input(
         .help(format!(
             "{relative}; write it in Python with `torch.jit.script(loss).save(\"…\")`"
         )),
+        "schedule" => Diagnostic::error(
+            "pipeline::schedule::missing_torchscript",
+            format!("the TorchScript schedule {} does not exist", path.display()),
+        )
+        .label_opt(
+            manifest.schedule.script.as_ref().and_then(|s| s.path.span),
+            "file not found",
+        )
+        .help(format!(
+            "{relative}; write it in Python with `torch.jit.script(schedule).save(\"…\")`"
+        )),
         _ if role.starts_with("metric ") => {
             let metric = role
                 .strip_prefix("metric ")

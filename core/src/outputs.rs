@@ -141,6 +141,13 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
             span: script.path.span,
         });
     }
+    if let Some(script) = &manifest.schedule.script {
+        all.push(Input {
+            role: "the TorchScript schedule".into(),
+            path: normal(base, &script.path.value),
+            span: script.path.span,
+        });
+    }
     for metric in &manifest.metrics {
         all.push(Input {
             role: format!("the TorchScript metric `{}`", metric.name.value),
@@ -247,6 +254,13 @@ fn named_paths(manifest: &Manifest) -> Vec<(String, &Spanned<PathBuf>, bool)> {
             .kind
             .script()
             .map(|t| ("the TorchScript loss".into(), &t.path, false)),
+    );
+    all.extend(
+        manifest
+            .schedule
+            .script
+            .iter()
+            .map(|t| ("the TorchScript schedule".into(), &t.path, false)),
     );
     all.extend(manifest.metrics.iter().map(|m| {
         (

@@ -169,6 +169,7 @@ mod tests {
             kind,
             warmup_epochs,
             interval: None,
+            script: None,
         }
     }
 

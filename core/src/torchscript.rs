@@ -69,6 +69,7 @@ pub enum Module {
     Model,
     Loss,
     Metric,
+    Schedule,
 }
 
 /// [`refusal`] for a model or a loss.
@@ -79,6 +80,7 @@ pub fn refusal_of(spec: &TorchScriptSpec, module: Module) -> Option<Diagnostic> 
         Module::Model => ("pipeline::model::not_torchscript", "model", "net.pt"),
         Module::Loss => ("pipeline::loss::not_torchscript", "loss", "loss.pt"),
         Module::Metric => ("pipeline::metric::not_torchscript", "metric", "metric.pt"),
+        Module::Schedule => ("pipeline::schedule::not_torchscript", "schedule", "lr.pt"),
     };
     let script = format!(
         "script or trace the module in Python and save that: \
@@ -91,7 +93,7 @@ pub fn refusal_of(spec: &TorchScriptSpec, module: Module) -> Option<Diagnostic> 
             "a `torch.save` file (a pickled module or state dict), not TorchScript".to_string(),
             match module {
                 Module::Model => format!("{script}; to start a native model from saved weights, use `train {{ init \"weights.safetensors\" }}`"),
-                Module::Loss | Module::Metric => script,
+                Module::Loss | Module::Metric | Module::Schedule => script,
             },
         ),
         Ok(Archive::Pickle) => (
@@ -108,7 +110,7 @@ pub fn refusal_of(spec: &TorchScriptSpec, module: Module) -> Option<Diagnostic> 
     )
 }
 
-/// `check`'s rule: a `torchscript` model, loss or metric names an existing TorchScript
+/// `check`'s rule: a `torchscript` model, loss, schedule or metric names an existing TorchScript
 /// archive (a path that is not a regular file is reported with the other inputs).
 pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     let model = manifest
@@ -128,9 +130,15 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
             crate::fingerprint::metric_role(&m.name.value),
         )
     });
+    let schedule = manifest
+        .schedule
+        .script
+        .as_ref()
+        .map(|s| (s, Module::Schedule, "schedule".to_string()));
     model
         .into_iter()
         .chain(loss)
+        .chain(schedule)
         .chain(metrics)
         .filter_map(
             |(spec, module, role)| match cache::require_regular(&spec.file) {

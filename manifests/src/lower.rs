@@ -382,6 +382,7 @@ impl<'a> Reader<'a> {
             interval: sched_f
                 .opt_text("interval")
                 .and_then(|i| Interval::parse(&i)),
+            script: self.schedule_script(&sched_f, base_dir),
         };
         if let (ScheduleKind::OneCycle { .. }, true) = (&schedule.kind, schedule.warmup_epochs > 0)
         {
@@ -1021,6 +1022,42 @@ impl<'a> Reader<'a> {
             }
         }
         on
+    }
+
+    /// `schedule { torchscript "lr.pt" }`: the module, which computes the whole curve (a
+    /// `kind` or a warm-up beside it is refused, an `interval` ignored).
+    fn schedule_script(&mut self, f: &Fields, base_dir: &Path) -> Option<TorchScriptSpec> {
+        let path = PathBuf::from(f.opt_text("torchscript")?);
+        for (key, why) in [("kind", "a curve"), ("warmup-epochs", "a warm-up")] {
+            if f.value(key).is_some() {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::schedule::kind_and_torchscript",
+                        format!("`schedule` has {why} and a TorchScript module: the module computes the whole curve"),
+                    )
+                    .label_opt(f.span(key), why)
+                    .label_opt(f.span("torchscript"), "a module")
+                    .help(format!("remove `{key}` (the module's `forward(step, epoch)` gives every step's factor), or the module")),
+                );
+            }
+        }
+        if f.value("interval").is_some() {
+            self.diags.push(
+                Diagnostic::warning(
+                    "pipeline::manifest::ignored_key",
+                    "`schedule.interval` has no effect with a `torchscript` schedule",
+                )
+                .label_opt(f.span("interval"), "ignored")
+                .help("the module's `forward(step, epoch)` is given both: remove `interval`"),
+            );
+        }
+        Some(TorchScriptSpec {
+            file: base_dir.join(&path),
+            path: Spanned {
+                value: path,
+                span: f.span("torchscript"),
+            },
+        })
     }
 
     /// Reports each of `patterns` that is not a glob pattern.

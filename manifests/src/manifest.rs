@@ -971,6 +971,10 @@ pub struct ScheduleSpec {
     /// others). Left out of the serialised form when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval: Option<Interval>,
+    /// `schedule { torchscript "lr.pt" }`: a scripted `forward(step, epoch)` gives the
+    /// factor on the peak rate instead of a curve (`kind` is then `constant`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<TorchScriptSpec>,
 }
 
 impl ScheduleSpec {

@@ -622,6 +622,12 @@ pub const SCHEDULE: Section = section(
             "Epochs of linear warm-up from 0 to the peak learning rate, before the curve (which then spans the remaining training).",
         ),
         key(
+            "torchscript",
+            Ty::Path,
+            None,
+            "A schedule written in Python and scripted, instead of `kind`: `schedule { torchscript \"lr.pt\" }`, written by `torch.jit.script(Schedule()).save(\"lr.pt\")`. Its `forward(self, step: int, epoch: int) -> float` gives the factor on the peak learning rate (`optimizer.lr`, and every group's) for the optimizer step `step` (counted from 0 over the whole training) in the epoch `epoch` (from 0): the whole curve, warm-up included. libtorch runs it, not Python; the file's content is in the cache key.",
+        ),
+        key(
             "interval",
             Ty::Choice(Interval::NAMES),
             None,

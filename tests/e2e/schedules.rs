@@ -73,6 +73,7 @@ fn spec(kind: ScheduleKind, warmup_epochs: u64, interval: Option<Interval>) -> S
         kind,
         warmup_epochs,
         interval,
+        script: None,
     }
 }
 
@@ -314,5 +315,120 @@ train {{
     common::assert_fixture(
         "schedule-warmup-twice.check.stderr",
         &common::text(&out.stderr),
+    );
+}
+
+/// `schedule { torchscript "lr.pt" }`: every step's learning rate is the peak times what
+/// the scripted module's `forward(step, epoch)` gives (asked of the same module in
+/// PyTorch); its file is in the training's key; a `kind` beside it, a file that is not
+/// TorchScript and a module that gives a negative factor are refused, located.
+#[test]
+fn a_scripted_schedule_sets_every_steps_rate() {
+    let dir = common::digits_project();
+    let d = dir.path();
+    let make = |body: &str| {
+        py(
+            d,
+            &format!(
+                "import torch\n\
+                 class Lr(torch.nn.Module):\n    def forward(self, step: int, epoch: int) -> float:\n{body}\n\
+                 torch.jit.script(Lr()).save('lr.pt')\n"
+            ),
+        );
+    };
+    // A warm-up over the first 10 steps, then halved every epoch.
+    make(
+        "        if step < 10:\n            return (step + 1) / 10.0\n        return 0.5 ** epoch",
+    );
+    let manifest = |schedule: &str| {
+        format!(
+            r#"pipeline "scripted"
+seed 42
+data {{
+    source "data/digits.csv.gz"
+    label "last"
+    scale "standard"
+    split train=0.8 test=0.2
+}}
+model {{
+    linear 64
+    relu
+    linear 10
+}}
+loss "cross-entropy"
+optimizer "sgd" lr=0.2
+{schedule}
+train {{
+    epochs 3
+    batch-size 64
+}}
+logging {{
+    log-every-steps 1
+}}
+"#
+        )
+    };
+    std::fs::write(
+        d.join("s.kdl"),
+        manifest("schedule { torchscript \"lr.pt\"; }"),
+    )
+    .unwrap();
+    let run = || {
+        let out = common::pipeline(d, &["run", "s.kdl", "--json"]);
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let report = run();
+    let run_dir = d.join(report["run_dir"].as_str().unwrap());
+    let steps = common::records(&run_dir, "step");
+    let ours: Vec<f64> = steps.iter().map(|r| r["lr"].as_f64().unwrap()).collect();
+    let per_epoch = steps.iter().filter(|r| r["epoch"] == 1).count();
+    let theirs: Vec<f64> = serde_json::from_str(&py(
+        d,
+        &format!(
+            "import json, torch\nm = torch.jit.load('lr.pt')\n\
+             print(json.dumps([0.2 * m(s, s // {per_epoch}) for s in range({})]))\n",
+            ours.len()
+        ),
+    ))
+    .unwrap();
+    assert_eq!(ours.len(), 3 * per_epoch);
+    assert_eq!(ours, theirs, "every step's rate, exactly");
+    // Another module is another training.
+    make("        return 0.5");
+    let report = run();
+    assert_eq!(report["stages"][0]["status"], "ran", "{report}");
+
+    let refused = |schedule: &str| {
+        std::fs::write(d.join("r.kdl"), manifest(schedule)).unwrap();
+        let out = common::pipeline(d, &["check", "r.kdl", "--json"]);
+        assert_eq!(out.status.code(), Some(1));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["diagnostics"][0]["code"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        refused("schedule \"cosine\" { torchscript \"lr.pt\"; }"),
+        "pipeline::schedule::kind_and_torchscript"
+    );
+    std::fs::write(d.join("notes.txt"), "not a module").unwrap();
+    assert_eq!(
+        refused("schedule { torchscript \"notes.txt\"; }"),
+        "pipeline::schedule::not_torchscript"
+    );
+    assert_eq!(
+        refused("schedule { torchscript \"nope.pt\"; }"),
+        "pipeline::schedule::missing_torchscript"
+    );
+    make("        return -1.0");
+    let out = common::pipeline(d, &["run", "s.kdl"]);
+    assert!(!out.status.success());
+    let shown = common::text(&out.stderr);
+    assert!(
+        shown.contains("pipeline::schedule::bad_torchscript")
+            && shown.contains("returned -1 for step 0 (epoch 0): the factor is a number ≥ 0"),
+        "{shown}"
     );
 }

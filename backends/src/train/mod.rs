@@ -17,6 +17,7 @@
 
 mod plan;
 mod processes;
+mod rates;
 mod step_log;
 mod update;
 mod validation;
@@ -40,7 +41,6 @@ use manifests::{Diagnostic, Manifest, StageSpec, TrainSpec};
 use pipeline_core::finetune::InitMatch;
 use pipeline_core::report::KeptWeights;
 use pipeline_core::rng::Rng;
-use pipeline_core::schedule::LrSchedule;
 use plan::{batch_plan, optimizer_for, sampler_for};
 use processes::{agree, agree_on_snapshots, decide, sum_over_processes};
 use serde_json::Value;
@@ -163,12 +163,12 @@ pub fn train(
     // An optimizer step every `accumulate` batches, and one at the end of each epoch.
     let accumulate = accelerator.accumulate.max(1);
     let steps = batches.div_ceil(accumulate);
-    let schedule = LrSchedule::new(
+    let schedule = rates::Rates::new(
         &manifest.schedule,
         manifest.optimizer.lr,
         steps,
         spec.epochs,
-    );
+    )?;
     let setup = Setup {
         manifest,
         stage,
@@ -355,7 +355,7 @@ pub fn train(
                         }
                         backward.f_backward()?;
                         if boundary {
-                            lr = schedule.lr_at(step) * callbacks.lr_scale();
+                            lr = schedule.lr_at(step)? * callbacks.lr_scale();
                             opt.set_lr(lr);
                             let stepped = optimizer_step(
                                 &mut opt,
