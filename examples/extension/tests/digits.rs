@@ -548,3 +548,78 @@ fn the_registered_csv_callback_writes_what_the_epochs_record() {
         "{shown}"
     );
 }
+
+/// `epochs-csv`'s rows are its snapshot state: a run killed (SIGKILL) after a snapshot
+/// and resumed writes the CSV of a run never stopped — every epoch once, the same values
+/// (all but the seconds).
+#[test]
+fn a_resumed_run_writes_the_csv_of_one_never_stopped() {
+    let make = || {
+        let dir = project();
+        let ext = dir.path().join("ext");
+        let text = std::fs::read_to_string(ext.join("digits.kdl"))
+            .unwrap()
+            .replace(
+                "batch-size 64\n",
+                "batch-size 64\n    callbacks \"epochs-csv\"\n    snapshot-every-steps 5\n",
+            );
+        std::fs::write(ext.join("csv.kdl"), text).unwrap();
+        dir
+    };
+    let args = [
+        "run",
+        "csv.kdl",
+        "--json",
+        "--set",
+        "accelerator.strategy=none",
+        "--set",
+        "accelerator.precision=32",
+        "--set",
+        "train.epochs=5",
+    ];
+    let table = |dir: &Path, out: &Output| -> Vec<String> {
+        assert!(out.status.success(), "{}", stderr(out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run_dir = dir.join("ext").join(report["run_dir"].as_str().unwrap());
+        let text = std::fs::read_to_string(run_dir.join("train-epochs.csv")).unwrap();
+        // Every column but the last, the epoch's seconds.
+        text.lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    let killed = make();
+    let snapshot = killed.path().join("cache/snapshots");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_digits-compressed"))
+        .args(args)
+        .current_dir(killed.path().join("ext"))
+        .env("PIPELINE_CACHE_DIR", killed.path().join("cache"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let step = || -> Option<u64> {
+        let stage = std::fs::read_dir(&snapshot).ok()?.flatten().next()?.path();
+        let index: Value =
+            serde_json::from_slice(&std::fs::read(stage.join("snapshot.json")).ok()?).ok()?;
+        index["position"]["step"].as_u64()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while step().is_none_or(|s| s < 50) {
+        assert!(std::time::Instant::now() < deadline, "no snapshot appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended first");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = program(killed.path(), &args);
+    assert!(
+        stderr(&out).contains("resuming `train` from its snapshot"),
+        "{}",
+        stderr(&out)
+    );
+    let resumed = table(killed.path(), &out);
+    let whole = make();
+    let uninterrupted = table(whole.path(), &program(whole.path(), &args));
+    assert_eq!(resumed.len(), 6, "a header and 5 epochs: {resumed:#?}");
+    assert_eq!(resumed, uninterrupted);
+}
