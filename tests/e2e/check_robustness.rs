@@ -396,3 +396,47 @@ fn check_names_what_is_wrong_with_files_and_shapes() {
         "{shown}"
     );
 }
+
+/// What only the run can find, or `check` finds in the files, fails with its code:
+/// (the data and model, what follows `optimizer`, the code).
+#[test]
+fn failures_found_in_the_files_are_named_by_their_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("d.csv"), "1,2,0\n3,4,1\n5,6,0\n").unwrap();
+    std::fs::write(d.join("holes.csv"), "1,,0\n,4,1\n5,6,\n").unwrap();
+    std::fs::create_dir(d.join("adir")).unwrap();
+    let tail = "loss \"cross-entropy\"\noptimizer \"adam\"\n";
+    let cases = [
+        (
+            "data {\n    source \"holes.csv\"\n    missing \"drop-row\"\n}\nmodel { linear 2; }\n",
+            "train\n",
+            "pipeline::data::nothing_left",
+        ),
+        (
+            "data { source \"d.csv\"; }\nmodel { torchscript \"adir\"; }\n",
+            "train\n",
+            "pipeline::model::not_a_file",
+        ),
+        (
+            "data { source \"d.csv\"; }\nmodel { linear 2; }\n",
+            "train\npredict \"p\" needs=\"train\" source=\"d.csv\" output=\"adir\"\n",
+            "pipeline::predictions::not_a_file",
+        ),
+        (
+            "data { source \"shard-*.csv\"; }\nmodel { linear 2; }\n",
+            "train\n",
+            "pipeline::data::shards_not_npy",
+        ),
+    ];
+    for (head, stages, code) in cases {
+        std::fs::write(d.join("m.kdl"), format!("{head}{tail}{stages}")).unwrap();
+        let out = pipeline(d, &["run", "m.kdl"]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains(code),
+            "{head}{stages}\n{}",
+            text(&out.stderr)
+        );
+    }
+}
