@@ -21,19 +21,8 @@ fn reference(dir: &Path, optimizer: &str, groups: &str) -> Value {
     let out = py(
         dir,
         &format!(
-            r#"
-import fnmatch, json, torch
-from safetensors.torch import save_file
-g = torch.Generator().manual_seed(3)
-x = (torch.randn(48, 4, generator=g) * 100).round() / 100
-y = torch.arange(48) % 3
-x[y == 1] += 0.5
-with open("d.csv", "w") as f:
-    for row, label in zip(x.tolist(), y.tolist()):
-        f.write(",".join(f"{{v:.2f}}" for v in row) + f",{{label}}\n")
-torch.manual_seed(7)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, "init.safetensors")
+            r#"{TINY_CLASSES}
+import fnmatch, json
 named = dict(model.named_parameters())
 groups, taken = [], set()
 for g_ in {groups}:
@@ -59,6 +48,9 @@ print(json.dumps({{"losses": losses, "weights": {{k: v.flatten().tolist() for k,
     );
     serde_json::from_str(out.trim()).unwrap()
 }
+
+/// The data and starting weights both sides train from (`x`, `y`, `model` in Python).
+const TINY_CLASSES: &str = include_str!("../fixtures/tiny-classes.py");
 
 fn manifest(optimizer: &str) -> String {
     format!(

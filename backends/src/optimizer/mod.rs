@@ -16,6 +16,7 @@ use crate::shim::{check, raw};
 use manifests::optimizers::OptimizerDescription;
 use manifests::registry::Registry;
 use manifests::{Diagnostic, OptimizerSpec};
+use pipeline_core::finetune::by_position;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use tch::nn;
@@ -116,13 +117,17 @@ pub fn trainable(vs: &nn::VarStore) -> Vec<Tensor> {
         .collect()
 }
 
-/// The names of `params` (parameters of `vs`), as the checkpoint names them.
+/// The names of `params` (parameters of `vs`), as the checkpoint names them. A tensor
+/// under several names (tied weights) takes the first in the model's order, the same in
+/// every process (`variables()` is a hash map, in no fixed order).
 fn names(vs: &nn::VarStore, params: &[Tensor]) -> Vec<String> {
-    let by_storage: HashMap<usize, String> = vs
-        .variables()
-        .into_iter()
-        .map(|(name, t)| (t.data_ptr() as usize, name))
-        .collect();
+    let mut by_storage: HashMap<usize, String> = HashMap::new();
+    for (name, t) in vs.variables() {
+        let slot = by_storage.entry(t.data_ptr() as usize).or_default();
+        if slot.is_empty() || by_position(&name, slot).is_lt() {
+            *slot = name;
+        }
+    }
     params
         .iter()
         .map(|p| {

@@ -247,6 +247,10 @@ fn check_and_explain_know_the_registered_loss_and_its_key() {
     );
 }
 
+/// The data and starting weights both sides train from (`x`, `y`, `model` in Python),
+/// shared with pipeline's own parameter-group tests.
+const TINY_CLASSES: &str = include_str!("../../../tests/fixtures/tiny-classes.py");
+
 /// Runs `code` with the project's torch venv's python (`scripts/test.sh` sets
 /// `PIPELINE_VENV`) in `dir`.
 fn py(dir: &Path, code: &str) {
@@ -352,19 +356,9 @@ fn the_registered_lion_optimizer_is_what_updates() {
     let ext = dir.path().join("ext");
     py(
         &ext,
-        r#"
-import fnmatch, json, torch
-from safetensors.torch import save_file
-g = torch.Generator().manual_seed(3)
-x = (torch.randn(48, 4, generator=g) * 100).round() / 100
-y = torch.arange(48) % 3
-x[y == 1] += 0.5
-with open("d.csv", "w") as f:
-    for row, label in zip(x.tolist(), y.tolist()):
-        f.write(",".join(f"{v:.2f}" for v in row) + f",{label}\n")
-torch.manual_seed(7)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-save_file({k: v.contiguous() for k, v in model.state_dict().items()}, "init.safetensors")
+        &(TINY_CLASSES.to_string()
+            + r#"
+import fnmatch, json
 state = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
 losses = []
 for _ in range(5):
@@ -381,7 +375,7 @@ for _ in range(5):
             p.add_((m * b1 + p.grad * (1 - b1)).sign(), alpha=-lr)
             m.mul_(b2).add_(p.grad, alpha=1 - b2)
 json.dump({"losses": losses, "weights": {k: v.flatten().tolist() for k, v in model.state_dict().items()}}, open("reference.json", "w"))
-"#,
+"#),
     );
     let manifest = r#"pipeline "lion"
 data {
