@@ -5,10 +5,10 @@
 //!
 //! That holds when nothing in the first epochs depends on how many there are in all:
 //!
-//! - the learning-rate schedule does not span the training (`constant`, `step`,
-//!   `exponential`, `reduce-on-plateau`, a `cosine` of a declared `length-epochs`, each
-//!   with or without a warm-up; `cosine` without one, `linear`, `polynomial` and
-//!   `one-cycle` stretch with `epochs`);
+//! - the learning-rate schedule does not span the training (its `Length`: `constant`,
+//!   `step`, `exponential`, `reduce-on-plateau`, a `cosine` of a declared
+//!   `length-epochs`, each with or without a warm-up; `cosine` without one, `linear`,
+//!   `polynomial` and `one-cycle` stretch with `epochs`);
 //! - the shorter training's last epoch validates in the longer one too, when a validation
 //!   decides anything (`early-stop`, `reduce-on-plateau`): a training always validates at
 //!   its end;
@@ -23,7 +23,8 @@
 
 use crate::fingerprint::{Fingerprint, StageKey};
 use cache::{Entry, Store};
-use manifests::{Manifest, ScheduleKind, StageConfig};
+use manifests::schedules::Length;
+use manifests::{Manifest, StageConfig};
 
 /// The final state's position and checksums (a snapshot's `snapshot.json`).
 pub const FINAL_STATE: &str = "final-state.json";
@@ -38,31 +39,23 @@ pub fn hindrance(manifest: &Manifest, index: usize, processes: u64) -> Option<St
         return Some("only a train stage is extended".into());
     };
     let schedule = &manifest.schedule.kind;
-    match schedule {
-        ScheduleKind::Constant
-        | ScheduleKind::Step { .. }
-        | ScheduleKind::Exponential { .. }
-        | ScheduleKind::ReduceOnPlateau(_)
-        | ScheduleKind::Cosine {
-            length_epochs: Some(_),
-            ..
-        } => {}
-        ScheduleKind::Cosine {
-            length_epochs: None,
-            ..
-        }
-        | ScheduleKind::OneCycle { .. }
-        | ScheduleKind::Linear { .. }
-        | ScheduleKind::Polynomial { .. } => {
-            let declare = match schedule {
-                ScheduleKind::Cosine { .. } => " (declare its `length-epochs` to extend)",
-                _ => "",
-            };
-            return Some(format!(
-                "schedule \"{}\" spans all the epochs, so the first ones change with their number{declare}",
-                schedule.name().as_str()
-            ));
-        }
+    let spans = match schedule.member.describe().length {
+        Length::Unbounded => None,
+        Length::Training => Some(""),
+        Length::Key(key) => match schedule.settings.get(key) {
+            Some(_) => None,
+            None => Some(key),
+        },
+    };
+    if let Some(key) = spans {
+        let declare = match key {
+            "" => String::new(),
+            key => format!(" (declare its `{key}` to extend)"),
+        };
+        return Some(format!(
+            "schedule \"{}\" spans all the epochs, so the first ones change with their number{declare}",
+            schedule.name()
+        ));
     }
     if train.keep_best.is_some() {
         return Some("keep-best's kept weights are not part of a training's final state".into());

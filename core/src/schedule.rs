@@ -1,19 +1,29 @@
-//! Learning-rate schedules: the learning rate of every optimizer step, each curve as
-//! PyTorch's scheduler of that name computes it when stepped after every optimizer step
-//! or every epoch (`schedule.interval`); `tests/e2e/schedules.rs` compares every one with
-//! PyTorch's own.
+//! Learning-rate schedules: the learning rate of every optimizer step, from the
+//! schedule's curve (`manifests::schedules`, each member's own file), stepped after every
+//! optimizer step or every epoch (`schedule.interval`); `tests/e2e/schedules.rs` compares
+//! every one with PyTorch's own.
 //!
 //! A linear warm-up from 0 to the peak over `warmup-epochs` comes first; the curve then
-//! spans the rest of the training. `reduce-on-plateau` is no curve: [`Plateau`] follows
-//! the monitored value at every validation and says the learning rate.
+//! spans the rest of the training, or its own length. `reduce-on-plateau` is no curve:
+//! [`Plateau`] follows the monitored value at every validation and says the learning rate.
 
-use manifests::{Interval, Mode, PlateauSpec, ScheduleKind, ScheduleSpec};
+use manifests::schedules::{self, Length, Point, ScheduleDescription, Settings};
+use manifests::{Interval, Mode, PlateauSpec, ScheduleSpec};
 use serde::{Deserialize, Serialize};
-use std::f64::consts::PI;
+
+/// Adds a schedule a manifest may name (`schedule "NAME"`), for every manifest this
+/// process reads after: its keys join the `schedule` section, `check` and `explain` know
+/// it, and its curve gives the learning rate of every step after the warm-up. Refused,
+/// with why, when its name is taken or one of its keys is not an optional number of its
+/// own.
+pub fn register_schedule(member: &'static ScheduleDescription) -> Result<(), String> {
+    schedules::register(member)
+}
 
 #[derive(Debug, Clone)]
 pub struct LrSchedule {
-    kind: ScheduleKind,
+    member: &'static ScheduleDescription,
+    settings: Settings,
     peak: f64,
     /// Optimizer steps per unit of the curve (1, or the steps of an epoch).
     per_unit: u64,
@@ -29,20 +39,22 @@ impl LrSchedule {
             Interval::Step => steps_per_epoch,
             Interval::Epoch => 1,
         };
+        let member = spec.kind.member.describe();
         let warmup = spec.warmup_epochs * unit;
-        let total = match spec.kind {
-            // A cosine of a declared length ends there, whatever the training's length.
-            ScheduleKind::Cosine {
-                length_epochs: Some(length),
-                ..
-            } => warmup + length * unit,
-            _ => epochs * unit,
+        let own_length = match member.length {
+            Length::Key(key) => spec.kind.settings.get(key),
+            Length::Unbounded | Length::Training => None,
         };
-        let per_unit = steps_per_epoch / unit;
+        // A curve of its own length ends there, whatever the training's length.
+        let total = match own_length {
+            Some(length) => warmup + length as u64 * unit,
+            None => epochs * unit,
+        };
         LrSchedule {
-            kind: spec.kind.clone(),
+            member,
+            settings: spec.kind.settings.clone(),
             peak,
-            per_unit,
+            per_unit: steps_per_epoch / unit,
             warmup,
             total,
         }
@@ -54,54 +66,13 @@ impl LrSchedule {
         if t < self.warmup {
             return self.peak * (t + 1) as f64 / self.warmup as f64;
         }
-        let peak = self.peak;
-        // Units into the curve, and its length.
-        let span = self.total.saturating_sub(self.warmup).max(1);
-        let into = (t - self.warmup).min(span);
-        let done = into as f64 / span as f64;
-        match &self.kind {
-            ScheduleKind::Constant | ScheduleKind::ReduceOnPlateau(_) => peak,
-            // Counted from the start of the training, as `StepLR`.
-            ScheduleKind::Step { step_size, gamma } => {
-                peak * gamma.powi((t / (*step_size).max(1)) as i32)
-            }
-            ScheduleKind::Cosine {
-                min_lr,
-                length_epochs,
-            } => {
-                // A declared length is PyTorch's `T_max`: past it, the curve rises again.
-                let done = match length_epochs {
-                    Some(_) => (t - self.warmup) as f64 / span as f64,
-                    None => done,
-                };
-                min_lr + (peak - min_lr) * 0.5 * (1.0 + (PI * done).cos())
-            }
-            ScheduleKind::Linear { end_factor } => peak * (1.0 + (end_factor - 1.0) * done),
-            ScheduleKind::Exponential { gamma } => peak * gamma.powi((t - self.warmup) as i32),
-            ScheduleKind::Polynomial { power } => peak * (1.0 - done).powf(*power),
-            ScheduleKind::OneCycle {
-                pct_start,
-                div_factor,
-                final_div_factor,
-            } => {
-                // `OneCycleLR(total_steps=span, anneal_strategy="cos", three_phase=False)`.
-                let initial = peak / div_factor;
-                let end = initial / final_div_factor;
-                let rise = pct_start * span as f64 - 1.0;
-                let last = span as f64 - 1.0;
-                let i = (t - self.warmup) as f64;
-                let cos = |from: f64, to: f64, pct: f64| {
-                    to + (from - to) / 2.0 * ((PI * pct.min(1.0)).cos() + 1.0)
-                };
-                // (A phase of no length is over: PyTorch would divide by zero.)
-                let part = |x: f64, of: f64| if of > 0.0 { x / of } else { 1.0 };
-                if i <= rise {
-                    cos(initial, peak, part(i, rise))
-                } else {
-                    cos(peak, end, part(i - rise, last - rise))
-                }
-            }
-        }
+        (self.member.lr)(&Point {
+            peak: self.peak,
+            t,
+            into: t - self.warmup,
+            span: self.total.saturating_sub(self.warmup).max(1),
+            settings: &self.settings,
+        })
     }
 }
 
@@ -163,10 +134,19 @@ impl Plateau {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use manifests::schedules::{Number, Schedule, ScheduleKind};
 
-    fn spec(kind: ScheduleKind, warmup_epochs: u64) -> ScheduleSpec {
+    fn spec(name: &str, settings: &[(&'static str, Number)], warmup_epochs: u64) -> ScheduleSpec {
+        let mut s = Settings::default();
+        for (key, value) in settings {
+            s.insert(key, *value);
+        }
         ScheduleSpec {
-            kind,
+            kind: ScheduleKind {
+                member: Schedule::named(name).unwrap(),
+                settings: s,
+                plateau: None,
+            },
             warmup_epochs,
             interval: None,
             script: None,
@@ -175,7 +155,7 @@ mod tests {
 
     #[test]
     fn warmup_rises_linearly_to_the_peak() {
-        let s = LrSchedule::new(&spec(ScheduleKind::Constant, 1), 0.1, 10, 5);
+        let s = LrSchedule::new(&spec("constant", &[], 1), 0.1, 10, 5);
         assert!((s.lr_at(0) - 0.01).abs() < 1e-12);
         assert!((s.lr_at(9) - 0.1).abs() < 1e-12);
         assert!((s.lr_at(30) - 0.1).abs() < 1e-12);
@@ -183,18 +163,8 @@ mod tests {
 
     #[test]
     fn step_decays_every_step_size_epochs() {
-        let s = LrSchedule::new(
-            &spec(
-                ScheduleKind::Step {
-                    step_size: 2,
-                    gamma: 0.5,
-                },
-                0,
-            ),
-            1.0,
-            10,
-            6,
-        );
+        let settings = [("step-size", Number::Int(2)), ("gamma", Number::Float(0.5))];
+        let s = LrSchedule::new(&spec("step", &settings, 0), 1.0, 10, 6);
         assert_eq!(s.lr_at(19), 1.0);
         assert_eq!(s.lr_at(20), 0.5);
         assert_eq!(s.lr_at(45), 0.25);
@@ -202,18 +172,8 @@ mod tests {
 
     #[test]
     fn cosine_goes_from_peak_to_min() {
-        let s = LrSchedule::new(
-            &spec(
-                ScheduleKind::Cosine {
-                    min_lr: 0.001,
-                    length_epochs: None,
-                },
-                0,
-            ),
-            0.1,
-            10,
-            10,
-        );
+        let settings = [("min-lr", Number::Float(0.001))];
+        let s = LrSchedule::new(&spec("cosine", &settings, 0), 0.1, 10, 10);
         assert!((s.lr_at(0) - 0.1).abs() < 1e-12);
         assert!((s.lr_at(50) - 0.0505).abs() < 1e-9);
         assert!((s.lr_at(100) - 0.001).abs() < 1e-12);

@@ -46,6 +46,7 @@ mod param_groups;
 mod reader;
 pub mod registry;
 pub mod render;
+pub mod schedules;
 pub mod schema;
 pub mod suggest;
 mod sweep;

@@ -21,7 +21,8 @@ use crate::manifest::*;
 use crate::optimizers;
 use crate::overrides::Override;
 use crate::reader::{Fields, Pending, Reader, Value};
-use crate::schema::{self, Children, Section};
+use crate::schedules;
+use crate::schema::{self, Children, Section, Ty, Val};
 use crate::suggest;
 use kdl::{KdlDocument, KdlError, KdlNode, KdlValue};
 use std::collections::BTreeMap;
@@ -300,7 +301,7 @@ impl<'a> Reader<'a> {
         let data_f = read_section(self, &schema::DATA);
         let loss_f = read_section(self, losses::section());
         let opt_f = read_section(self, optimizers::section());
-        let sched_f = read_section(self, &schema::SCHEDULE);
+        let sched_f = read_section(self, schedules::section());
         let acc_f = read_section(self, &schema::ACCELERATOR);
         let logging_f = read_section(self, &schema::LOGGING);
         let sweep_f = read_section(self, &schema::SWEEP);
@@ -340,59 +341,27 @@ impl<'a> Reader<'a> {
         let loss = self.loss(&loss_f, sections.contains_key("loss"), base_dir);
         let optimizer = self.optimizer(&opt_f, sections.get("optimizer").copied());
         let metrics = self.scripted_metrics(&metric_nodes, base_dir);
-        let schedule = ScheduleSpec {
-            kind: match ScheduleName::parse(&sched_f.text("kind"))
-                // Not reached: `kind` has a default.
-                .unwrap_or(ScheduleName::Constant)
-            {
-                ScheduleName::Constant => ScheduleKind::Constant,
-                ScheduleName::Step => ScheduleKind::Step {
-                    step_size: sched_f.int("step-size") as u64,
-                    gamma: sched_f.float("gamma"),
-                },
-                ScheduleName::Cosine => ScheduleKind::Cosine {
-                    min_lr: sched_f.float("min-lr"),
-                    length_epochs: sched_f.opt_int("length-epochs").map(|n| n as u64),
-                },
-                ScheduleName::OneCycle => ScheduleKind::OneCycle {
-                    pct_start: sched_f.float("pct-start"),
-                    div_factor: sched_f.float("div-factor"),
-                    final_div_factor: sched_f.float("final-div-factor"),
-                },
-                ScheduleName::Linear => ScheduleKind::Linear {
-                    end_factor: sched_f.float("end-factor"),
-                },
-                ScheduleName::Exponential => ScheduleKind::Exponential {
-                    gamma: sched_f.float("gamma"),
-                },
-                ScheduleName::Polynomial => ScheduleKind::Polynomial {
-                    power: sched_f.float("power"),
-                },
-                ScheduleName::ReduceOnPlateau => ScheduleKind::ReduceOnPlateau(PlateauSpec {
-                    monitor: self.plateau_monitor(&sched_f),
-                    mode: sched_f.opt_text("mode").and_then(|m| Mode::parse(&m)),
-                    factor: sched_f.float("factor"),
-                    patience: sched_f.int("patience") as u64,
-                    threshold: sched_f.float("threshold"),
-                    cooldown: sched_f.int("cooldown") as u64,
-                    min_lr: sched_f.float("min-lr"),
-                }),
-            },
+        // `None` when its kind is unknown: reported, and no member stands in for it.
+        let schedule = self.schedule_kind(&sched_f).map(|kind| ScheduleSpec {
+            kind,
             warmup_epochs: sched_f.int("warmup-epochs") as u64,
             interval: sched_f
                 .opt_text("interval")
                 .and_then(|i| Interval::parse(&i)),
             script: self.schedule_script(&sched_f, base_dir),
-        };
-        if let (ScheduleKind::OneCycle { .. }, true) = (&schedule.kind, schedule.warmup_epochs > 0)
-        {
+        });
+        let own_warmup = schedule
+            .as_ref()
+            .and_then(|s| Some((s.kind.name(), s.kind.member.describe().own_warmup?)))
+            .filter(|_| sched_f.int("warmup-epochs") > 0);
+        if let Some((name, own)) = own_warmup {
             self.diags.push(
                 Diagnostic::error(
                     "pipeline::schedule::warmup_twice",
-                    "`one-cycle` warms up by itself: it rises for `pct-start` of the training",
+                    format!("`{name}` warms up by itself: it rises for `{own}` of the training"),
                 )
                 .label_opt(sched_f.span("warmup-epochs"), "a second warm-up")
-                .help("remove `warmup-epochs`, or set `pct-start`"),
+                .help(format!("remove `warmup-epochs`, or set `{own}`")),
             );
         }
         let accelerator = AcceleratorSpec {
@@ -493,7 +462,7 @@ impl<'a> Reader<'a> {
             model,
             loss: loss?,
             optimizer: optimizer?,
-            schedule,
+            schedule: schedule?,
             accelerator,
             logging: LoggingSpec {
                 tensorboard: logging_f.bool("tensorboard"),
@@ -1134,6 +1103,49 @@ impl<'a> Reader<'a> {
     }
 
     /// `reduce-on-plateau`'s `monitor`, which it cannot do without.
+    /// The schedule `schedule.kind` names, with the numbers it takes (defaults applied)
+    /// and, for one that takes a `monitor`, what it watches.
+    fn schedule_kind(&mut self, f: &Fields) -> Option<ScheduleKind> {
+        // The reader took only registered names (and reported any other); not written,
+        // `kind` is the schema's default.
+        if f.refused.contains(&"kind") {
+            return None;
+        }
+        let member = Schedule::named(&f.text("kind"))?;
+        let mut settings = schedules::Settings::default();
+        for key in member.describe().keys {
+            let value = match key.ty {
+                Ty::Int { .. } => f.opt_int(key.name).map(schedules::Number::Int),
+                Ty::Float { .. } => f
+                    .opt_float(key.name)
+                    .or(match f.default(key.name) {
+                        Some(Val::Float(v)) => Some(v),
+                        _ => None,
+                    })
+                    .map(schedules::Number::Float),
+                // `monitor` and `mode`: below.
+                _ => None,
+            };
+            if let Some(value) = value {
+                settings.insert(key.name, value);
+            }
+        }
+        let plateau = member
+            .describe()
+            .keys
+            .iter()
+            .any(|k| k.name == "monitor")
+            .then(|| PlateauWatch {
+                monitor: self.plateau_monitor(f),
+                mode: f.opt_text("mode").and_then(|m| Mode::parse(&m)),
+            });
+        Some(ScheduleKind {
+            member,
+            settings,
+            plateau,
+        })
+    }
+
     fn plateau_monitor(&mut self, f: &Fields) -> Spanned<Monitor> {
         if f.opt_text("monitor").is_none() {
             self.diags.push(
@@ -1299,11 +1311,11 @@ mod tests {
             ("loss", "kind") => |m| m.loss.kind.as_str(),
             ("loss", "target") => |m| m.loss.kind.target().as_str(),
             ("optimizer", "kind") => |m| m.optimizer.kind.as_str(),
-            ("schedule", "kind") => |m| m.schedule.kind.name().as_str(),
+            ("schedule", "kind") => |m| m.schedule.kind.name(),
             ("schedule", "interval") => |m| m.schedule.interval.map_or("", Interval::as_str),
-            ("schedule", "mode") => |m| match &m.schedule.kind {
-                ScheduleKind::ReduceOnPlateau(p) => p.mode.map_or("", Mode::as_str),
-                other => panic!("not reduce-on-plateau: {other:?}"),
+            ("schedule", "mode") => |m| match &m.schedule.kind.plateau {
+                Some(p) => p.mode.map_or("", Mode::as_str),
+                None => panic!("not reduce-on-plateau: {:?}", m.schedule.kind),
             },
             ("accelerator", "precision") => |m| m.accelerator.precision.as_str(),
             ("accelerator", "loss-scale") => {

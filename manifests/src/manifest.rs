@@ -106,10 +106,7 @@ impl Manifest {
     /// What a `train` stage watches at every validation, each with what watches it:
     /// its `early-stop`, its `keep-best`, the `reduce-on-plateau` schedule.
     pub fn monitors<'a>(&'a self, train: &'a TrainSpec) -> Vec<(Watcher, &'a Spanned<Monitor>)> {
-        let plateau = match &self.schedule.kind {
-            ScheduleKind::ReduceOnPlateau(p) => Some(&p.monitor),
-            _ => None,
-        };
+        let plateau = self.schedule.kind.plateau.as_ref().map(|w| &w.monitor);
         [
             (
                 Watcher::EarlyStop,
@@ -868,51 +865,12 @@ pub struct ParamGroup {
     pub span: Option<SourceSpan>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum ScheduleKind {
-    Constant,
-    Step {
-        step_size: u64,
-        gamma: f64,
-    },
-    Cosine {
-        min_lr: f64,
-        /// The curve's length (after the warm-up) in epochs, as declared; absent, it
-        /// spans the rest of the training. Past it the curve rises again, as PyTorch's
-        /// `CosineAnnealingLR` with that `T_max` does.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        length_epochs: Option<u64>,
-    },
-    /// PyTorch's `OneCycleLR` (cosine annealing, the learning rate only).
-    OneCycle {
-        pct_start: f64,
-        div_factor: f64,
-        final_div_factor: f64,
-    },
-    /// From the peak down to `end_factor` × the peak, linearly (`LinearLR`).
-    Linear {
-        end_factor: f64,
-    },
-    /// × `gamma` every interval (`ExponentialLR`).
-    Exponential {
-        gamma: f64,
-    },
-    /// (1 − t / T)^`power` (`PolynomialLR`).
-    Polynomial {
-        power: f64,
-    },
-    /// × `factor` when `monitor` stops improving (`ReduceLROnPlateau`).
-    ReduceOnPlateau(PlateauSpec),
-}
-
 /// `schedule "reduce-on-plateau" monitor="val.loss" factor=0.1 patience=10 …`: PyTorch's
 /// `ReduceLROnPlateau` (relative threshold), decided at every validation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlateauSpec {
     pub monitor: Spanned<Monitor>,
     /// As written; absent, the monitored metric's own direction.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     pub factor: f64,
     pub patience: u64,
@@ -921,36 +879,12 @@ pub struct PlateauSpec {
     pub min_lr: f64,
 }
 
-impl ScheduleKind {
-    /// The kind's name, without its settings.
-    pub fn name(&self) -> ScheduleName {
-        match self {
-            ScheduleKind::Constant => ScheduleName::Constant,
-            ScheduleKind::Step { .. } => ScheduleName::Step,
-            ScheduleKind::Cosine { .. } => ScheduleName::Cosine,
-            ScheduleKind::OneCycle { .. } => ScheduleName::OneCycle,
-            ScheduleKind::Linear { .. } => ScheduleName::Linear,
-            ScheduleKind::Exponential { .. } => ScheduleName::Exponential,
-            ScheduleKind::Polynomial { .. } => ScheduleName::Polynomial,
-            ScheduleKind::ReduceOnPlateau(_) => ScheduleName::ReduceOnPlateau,
-        }
-    }
-}
-
-choice! {
-    /// The names of the [`ScheduleKind`]s (`schedule.kind`); lowering matches on it to
-    /// read each kind's settings.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum ScheduleName {
-        Constant = "constant",
-        Step = "step",
-        Cosine = "cosine",
-        OneCycle = "one-cycle",
-        Linear = "linear",
-        Exponential = "exponential",
-        Polynomial = "polynomial",
-        ReduceOnPlateau = "reduce-on-plateau",
-    }
+/// What `reduce-on-plateau` watches: [`crate::schedules::ScheduleKind::plateau`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlateauWatch {
+    pub monitor: Spanned<Monitor>,
+    /// As written; absent, the monitored metric's own direction.
+    pub mode: Option<Mode>,
 }
 
 choice! {
@@ -980,14 +914,12 @@ pub struct ScheduleSpec {
 impl ScheduleSpec {
     /// What the schedule counts.
     pub fn interval(&self) -> Interval {
-        self.interval.unwrap_or(match self.kind {
-            ScheduleKind::Step { .. } => Interval::Epoch,
-            _ => Interval::Step,
-        })
+        self.interval.unwrap_or(self.kind.member.describe().counts)
     }
 }
 
 pub use crate::accelerator::{Accelerator, DeviceSpec, Precision, Strategy};
+pub use crate::schedules::{Schedule, ScheduleDescription, ScheduleKind};
 
 choice! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1526,40 +1458,14 @@ mod tests {
         check(CommBackend::ALL, CommBackend::as_str);
         check(StageKind::ALL, StageKind::as_str);
         check(PredictionFormat::ALL, PredictionFormat::as_str);
-        for name in ScheduleName::ALL {
-            let kind = match name {
-                ScheduleName::Constant => ScheduleKind::Constant,
-                ScheduleName::Step => ScheduleKind::Step {
-                    step_size: 1,
-                    gamma: 0.5,
-                },
-                ScheduleName::Cosine => ScheduleKind::Cosine {
-                    min_lr: 0.0,
-                    length_epochs: None,
-                },
-                ScheduleName::OneCycle => ScheduleKind::OneCycle {
-                    pct_start: 0.3,
-                    div_factor: 25.0,
-                    final_div_factor: 1e4,
-                },
-                ScheduleName::Linear => ScheduleKind::Linear { end_factor: 0.0 },
-                ScheduleName::Exponential => ScheduleKind::Exponential { gamma: 0.9 },
-                ScheduleName::Polynomial => ScheduleKind::Polynomial { power: 1.0 },
-                ScheduleName::ReduceOnPlateau => ScheduleKind::ReduceOnPlateau(PlateauSpec {
-                    monitor: Spanned {
-                        value: Monitor::parse("val.loss"),
-                        span: None,
-                    },
-                    mode: None,
-                    factor: 0.1,
-                    patience: 10,
-                    threshold: 1e-4,
-                    cooldown: 0,
-                    min_lr: 0.0,
-                }),
+        for name in crate::schedules::SCHEDULES.names() {
+            let kind = ScheduleKind {
+                member: crate::schedules::Schedule::named(name).unwrap(),
+                settings: Default::default(),
+                plateau: None,
             };
-            assert_eq!(kind.name(), *name);
-            assert_eq!(serde_json::to_value(&kind).unwrap()["kind"], name.as_str());
+            assert_eq!(kind.name(), name);
+            assert_eq!(serde_json::to_value(&kind).unwrap()["kind"], name);
         }
     }
 

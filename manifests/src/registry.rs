@@ -9,12 +9,19 @@ use crate::accelerator::{PRECISIONS, STRATEGIES};
 use crate::callbacks::CALLBACKS;
 use crate::losses::LOSSES;
 use crate::optimizers::OPTIMIZERS;
+use crate::schedules::SCHEDULES;
 use crate::schema::{Key, Section, Ty};
 use std::sync::RwLock;
 
 /// What a registry holds: a description with a unique name.
 pub trait Member: Sync + 'static {
     fn name(&self) -> &'static str;
+
+    /// Its keys in its family's section (a loss's, an optimizer's, a schedule's): they
+    /// join the section, for the members that declare them.
+    fn keys(&self) -> &'static [&'static Key] {
+        &[]
+    }
 
     /// The registry of its family.
     fn registry() -> &'static Registry<Self>
@@ -135,6 +142,7 @@ pub enum Family {
     Strategy,
     Loss,
     Optimizer,
+    Schedule,
     Callback,
 }
 
@@ -151,6 +159,7 @@ impl Family {
             Family::Strategy => STRATEGIES.all().iter().map(|s| (s.name, s.doc)).collect(),
             Family::Loss => LOSSES.all().iter().map(|l| (l.name, l.doc)).collect(),
             Family::Optimizer => OPTIMIZERS.all().iter().map(|o| (o.name, o.doc)).collect(),
+            Family::Schedule => SCHEDULES.all().iter().map(|s| (s.name, s.doc)).collect(),
             Family::Callback => CALLBACKS.all().iter().map(|c| (c.name, c.doc)).collect(),
         }
     }
@@ -160,11 +169,11 @@ impl Family {
 /// and keys): a key another member declares is that member's `static` itself (the same
 /// meaning), and a key of its own is an optional number not named `kind` (its value goes
 /// to the spec's `settings`). Refused with why.
-pub(crate) fn own_keys_are_numbers(
+fn own_keys_are_numbers(
     family: &str,
     member: &str,
     keys: &[&'static Key],
-    others: &[(&'static str, &'static [&'static Key])],
+    others: &[(&str, &[&'static Key])],
 ) -> Result<(), String> {
     let known = |key: &Key| {
         others
@@ -190,6 +199,32 @@ pub(crate) fn own_keys_are_numbers(
         }
     }
     Ok(())
+}
+
+/// Adds `member` to its family (whose every member takes the keys `common` besides its
+/// own): refused, with why, when its name is taken or one of its keys cannot be its own
+/// ([`own_keys_are_numbers`]).
+pub(crate) fn register_keyed<T: Member>(
+    family: &str,
+    member: &'static T,
+    common: &'static [&'static Key],
+) -> Result<(), String> {
+    let every = format!("every {family}");
+    let others: Vec<(&str, &[&'static Key])> = keyed::<T>()
+        .into_iter()
+        .chain([(every.as_str(), common)])
+        .collect();
+    own_keys_are_numbers(family, member.name(), member.keys(), &others)?;
+    T::registry().register(member)
+}
+
+/// Each member of a family, its name and its keys: what [`BuiltSection::get`] builds from.
+pub(crate) fn keyed<T: Member>() -> Vec<(&'static str, &'static [&'static Key])> {
+    T::registry()
+        .all()
+        .iter()
+        .map(|m| (m.name(), m.keys()))
+        .collect()
 }
 
 /// The section of a family whose keys are its members' (`loss`, `optimizer`), built

@@ -14,9 +14,8 @@
 use crate::accelerator::Family;
 use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Interval, Join, Load, LossScale, Missing, Mode,
-    PaddingSide, Projection, SamplerName, Scale, ScheduleName, ShardRemainder, SplitName,
-    StageKind,
+    CommBackend, DataFormat, Delimiter, Join, Load, LossScale, Missing, Mode, PaddingSide,
+    Projection, SamplerName, Scale, ShardRemainder, SplitName, StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -605,177 +604,6 @@ pub const IMAGES: Section = Section {
     children: Children::Transforms,
 };
 
-pub const SCHEDULE: Section = section(
-    "schedule",
-    &["kind"],
-    &[
-        key(
-            "kind",
-            Ty::Choice(ScheduleName::NAMES),
-            Some(Val::Text(ScheduleName::Constant.as_str())),
-            "The shape of the learning-rate curve after warm-up, each as PyTorch's scheduler of that name: `constant`; `step` (`StepLR`); `cosine` (`CosineAnnealingLR` to `min-lr`); `one-cycle` (`OneCycleLR`, cosine, the learning rate only); `linear` (`LinearLR` from the peak to `end-factor` × the peak); `exponential` (`ExponentialLR`); `polynomial` (`PolynomialLR`); `reduce-on-plateau` (`ReduceLROnPlateau`, at every validation, by `monitor`).",
-        ),
-        key(
-            "warmup-epochs",
-            int(0, MAX_EPOCHS),
-            Some(Val::Int(0)),
-            "Epochs of linear warm-up from 0 to the peak learning rate, before the curve (which then spans the remaining training).",
-        ),
-        key(
-            "torchscript",
-            Ty::Path,
-            None,
-            "A schedule written in Python and scripted, instead of `kind`: `schedule { torchscript \"lr.pt\" }`, written by `torch.jit.script(Schedule()).save(\"lr.pt\")`. Its `forward(self, step: int, epoch: int) -> float` gives the factor on the peak learning rate (`optimizer.lr`, and every group's) for the optimizer step `step` (counted from 0 over the whole training) in the epoch `epoch` (from 0): the whole curve, warm-up included. libtorch runs it, not Python; the file's content is in the cache key.",
-        ),
-        key(
-            "interval",
-            Ty::Choice(Interval::NAMES),
-            None,
-            "What the curve counts, as a PyTorch scheduler stepped after every optimizer step or every epoch: `step` or `epoch`; default `epoch` for `step`, `step` for the others.",
-        ),
-        only(
-            key(
-                "step-size",
-                int(1, MAX_STEPS),
-                Some(Val::Int(10)),
-                "Intervals between two decays (epochs, by default).",
-            ),
-            &["step"],
-        ),
-        only(
-            key(
-                "gamma",
-                Ty::Float {
-                    min: Bound::Exclusive(0.0),
-                    max: Bound::Inclusive(1.0),
-                },
-                Some(Val::Float(0.1)),
-                "Factor applied to the learning rate at each decay (`step`), or every interval (`exponential`).",
-            ),
-            &["step", "exponential"],
-        ),
-        only(
-            key(
-                "min-lr",
-                NON_NEGATIVE,
-                Some(Val::Float(0.0)),
-                "The learning rate at the end of the cosine curve; the lowest `reduce-on-plateau` goes.",
-            ),
-            &["cosine", "reduce-on-plateau"],
-        ),
-        only(
-            key(
-                "length-epochs",
-                int(1, MAX_EPOCHS),
-                None,
-                "The cosine's length after the warm-up, in epochs (PyTorch's `T_max`); absent, it spans the rest of the training. Declared apart from `epochs`, the first epochs do not depend on how many there are, so a longer training continues a cached shorter one instead of starting over.",
-            ),
-            &["cosine"],
-        ),
-        only(
-            key(
-                "pct-start",
-                Ty::Float {
-                    min: Bound::Exclusive(0.0),
-                    max: Bound::Exclusive(1.0),
-                },
-                Some(Val::Float(0.3)),
-                "The fraction of the training spent rising to the peak.",
-            ),
-            &["one-cycle"],
-        ),
-        only(
-            key(
-                "div-factor",
-                POSITIVE,
-                Some(Val::Float(25.0)),
-                "The curve starts at the peak / `div-factor`.",
-            ),
-            &["one-cycle"],
-        ),
-        only(
-            key(
-                "final-div-factor",
-                POSITIVE,
-                Some(Val::Float(1e4)),
-                "… and ends at the start / `final-div-factor`.",
-            ),
-            &["one-cycle"],
-        ),
-        only(
-            key(
-                "end-factor",
-                NON_NEGATIVE,
-                Some(Val::Float(0.0)),
-                "The learning rate at the end, as a fraction of the peak.",
-            ),
-            &["linear"],
-        ),
-        only(
-            key(
-                "power",
-                POSITIVE,
-                Some(Val::Float(1.0)),
-                "The polynomial's power.",
-            ),
-            &["polynomial"],
-        ),
-        only(
-            key(
-                "monitor",
-                Ty::Text,
-                None,
-                "The value watched at every validation (required): as `train.early-stop`'s `monitor` (`pipeline explain train.early-stop`).",
-            ),
-            &["reduce-on-plateau"],
-        ),
-        only(
-            key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC),
-            &["reduce-on-plateau"],
-        ),
-        only(
-            key(
-                "factor",
-                Ty::Float {
-                    min: Bound::Exclusive(0.0),
-                    max: Bound::Exclusive(1.0),
-                },
-                Some(Val::Float(0.1)),
-                "What the learning rate is multiplied by on a plateau.",
-            ),
-            &["reduce-on-plateau"],
-        ),
-        only(
-            key(
-                "patience",
-                int(0, MAX_STEPS),
-                Some(Val::Int(10)),
-                "Validations without improvement tolerated; the next one reduces the learning rate.",
-            ),
-            &["reduce-on-plateau"],
-        ),
-        only(
-            key(
-                "threshold",
-                NON_NEGATIVE,
-                Some(Val::Float(1e-4)),
-                "An improvement beats the best by more than this fraction of it (PyTorch's `threshold_mode=\"rel\"`).",
-            ),
-            &["reduce-on-plateau"],
-        ),
-        only(
-            key(
-                "cooldown",
-                int(0, MAX_STEPS),
-                Some(Val::Int(0)),
-                "Validations after a reduction before counting again.",
-            ),
-            &["reduce-on-plateau"],
-        ),
-    ],
-    "How the learning rate changes during training. The state of `reduce-on-plateau` (the best value, the validations waited, the learning rate) is in every snapshot.",
-);
-
 pub const ACCELERATOR: Section = section(
     "accelerator",
     &[],
@@ -1142,7 +970,7 @@ const FROM_DOC: &str = "Which weights of the `train` stage it needs: `last` (tho
 
 const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `accuracy` of the training batches of the epoch so far (the whole epoch at its end), or `val.METRIC` over the validation split, where METRIC is `loss` or any metric of one value that `eval`'s `metrics` takes (`val.accuracy`, `val.f1-macro`, `val.auroc`, `val.r2`, …), computed at every validation without being listed in `validate`.";
 
-const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
+pub(crate) const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
 
 /// `monitor` and `mode`, as `early-stop` and `keep-best` take them.
 const MONITOR: Key = key(
@@ -1448,7 +1276,7 @@ pub fn sections() -> [&'static Section; 10] {
         &MODEL,
         crate::losses::section(),
         crate::optimizers::section(),
-        &SCHEDULE,
+        crate::schedules::section(),
         &ACCELERATOR,
         &LOGGING,
         &SWEEP,

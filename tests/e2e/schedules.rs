@@ -7,7 +7,7 @@
 use crate::common;
 
 use crate::common::py;
-use manifests::{Interval, Mode, Monitor, PlateauSpec, ScheduleKind, ScheduleSpec, Spanned};
+use manifests::{Interval, Mode, Monitor, PlateauSpec, ScheduleSpec, Spanned};
 use pipeline_core::schedule::{LrSchedule, Plateau};
 use serde_json::Value;
 
@@ -68,88 +68,44 @@ for mode, values in [("min", VALUES), ("max", [-v for v in VALUES])]:
 print(json.dumps({"cases": cases, "plateaus": plateaus}).replace("NaN", "null"))
 "#;
 
-fn spec(kind: ScheduleKind, warmup_epochs: u64, interval: Option<Interval>) -> ScheduleSpec {
-    ScheduleSpec {
-        kind,
-        warmup_epochs,
-        interval,
-        script: None,
+/// The schedule a manifest declares with `schedule …` (the whole node).
+fn declared(node: &str) -> ScheduleSpec {
+    let text = format!(
+        "data {{ source \"d.csv\"; label \"y\" }}\nmodel {{ linear 2 }}\nloss \"cross-entropy\"\noptimizer \"sgd\"\n{node}\ntrain\n"
+    );
+    let lowered = manifests::lower(&text, "schedules", std::path::Path::new("."), &[]);
+    match lowered.manifest {
+        Some(m) if !manifests::has_errors(&lowered.diagnostics) => m.schedule,
+        _ => panic!("{node}: {:?}", lowered.diagnostics),
     }
 }
 
-/// The schedule of each case, as a manifest would declare it.
+/// The schedule of each case, as a manifest declares it.
 fn cases() -> Vec<(&'static str, ScheduleSpec)> {
-    use ScheduleKind::*;
-    let step = |step_size, interval| {
-        Step {
-            step_size,
-            gamma: 0.5,
-        }
-        .with(interval)
-    };
-    vec![
+    [
         // `step` counts epochs unless told otherwise.
-        ("step-epoch", step(2, None)),
-        ("step-step", step(10, Some(Interval::Step))),
-        ("cosine-step", cosine(0.001, None).with(None)),
-        (
-            "cosine-epoch",
-            cosine(0.001, None).with(Some(Interval::Epoch)),
-        ),
+        ("step-epoch", r#"schedule "step" step-size=2 gamma=0.5"#),
+        ("step-step", r#"schedule "step" step-size=10 gamma=0.5 interval="step""#),
+        ("cosine-step", r#"schedule "cosine" min-lr=0.001"#),
+        ("cosine-epoch", r#"schedule "cosine" min-lr=0.001 interval="epoch""#),
         // Of a declared length shorter than the training: past it, the curve rises again.
-        ("cosine-length-step", cosine(0.001, Some(2)).with(None)),
-        (
-            "cosine-length-epoch",
-            cosine(0.0, Some(4)).with(Some(Interval::Epoch)),
-        ),
-        ("warmup-cosine-step", spec(cosine(0.0, None), 2, None)),
-        (
-            "one-cycle-step",
-            OneCycle {
-                pct_start: 0.3,
-                div_factor: 25.0,
-                final_div_factor: 1e4,
-            }
-            .with(None),
-        ),
+        ("cosine-length-step", r#"schedule "cosine" min-lr=0.001 length-epochs=2"#),
+        ("cosine-length-epoch", r#"schedule "cosine" length-epochs=4 interval="epoch""#),
+        ("warmup-cosine-step", r#"schedule "cosine" warmup-epochs=2"#),
+        ("one-cycle-step", r#"schedule "one-cycle""#),
         (
             "one-cycle-epoch",
-            OneCycle {
-                pct_start: 0.4,
-                div_factor: 10.0,
-                final_div_factor: 100.0,
-            }
-            .with(Some(Interval::Epoch)),
+            r#"schedule "one-cycle" pct-start=0.4 div-factor=10.0 final-div-factor=100.0 interval="epoch""#,
         ),
-        ("linear-step", Linear { end_factor: 0.05 }.with(None)),
-        ("exponential-step", Exponential { gamma: 0.95 }.with(None)),
-        (
-            "exponential-epoch",
-            Exponential { gamma: 0.7 }.with(Some(Interval::Epoch)),
-        ),
-        ("polynomial-step", Polynomial { power: 2.0 }.with(None)),
-        (
-            "polynomial-epoch",
-            Polynomial { power: 0.5 }.with(Some(Interval::Epoch)),
-        ),
+        ("linear-step", r#"schedule "linear" end-factor=0.05"#),
+        ("exponential-step", r#"schedule "exponential" gamma=0.95"#),
+        ("exponential-epoch", r#"schedule "exponential" gamma=0.7 interval="epoch""#),
+        ("polynomial-step", r#"schedule "polynomial" power=2.0"#),
+        ("polynomial-epoch", r#"schedule "polynomial" power=0.5 interval="epoch""#),
     ]
-}
-
-fn cosine(min_lr: f64, length_epochs: Option<u64>) -> ScheduleKind {
-    ScheduleKind::Cosine {
-        min_lr,
-        length_epochs,
-    }
-}
-
-trait With {
-    fn with(self, interval: Option<Interval>) -> ScheduleSpec;
-}
-
-impl With for ScheduleKind {
-    fn with(self, interval: Option<Interval>) -> ScheduleSpec {
-        spec(self, 0, interval)
-    }
+    .into_iter()
+    .map(|(name, node)| (name, declared(node)))
+    .collect()
 }
 
 fn close(a: f64, b: f64) -> bool {

@@ -5,18 +5,18 @@
 //! sees rank 0's values, so all of them reduce together.
 
 use super::{Callback, Control, Made, Out, Setup, Validation};
-use manifests::{Mode, PlateauSpec, ScheduleKind};
+use manifests::{Mode, PlateauSpec};
 use pipeline_core::schedule::Plateau;
 use serde_json::Value;
 
 pub fn make<'a>(setup: &Setup<'a>) -> Made<'a> {
-    let ScheduleKind::ReduceOnPlateau(spec) = &setup.schedule.kind else {
+    let Some(spec) = setup.schedule.kind.plateau() else {
         return Ok(None);
     };
     Ok(Some(Box::new(ReduceOnPlateau {
         mode: pipeline_core::metrics::mode_of(setup.manifest, &spec.monitor.value, spec.mode),
         key: spec.monitor.value.record_key(),
-        spec: spec.clone(),
+        spec,
         peak: setup.lr,
         plateau: Plateau::new(setup.lr),
     })))

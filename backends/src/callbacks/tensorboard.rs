@@ -74,10 +74,7 @@ fn hparams(manifest: &Manifest, spec: &TrainSpec) -> BTreeMap<String, HParam> {
         ("optimizer".into(), text(o.kind.as_str())),
         ("lr".into(), number(o.lr)),
         ("weight_decay".into(), number(o.weight_decay)),
-        (
-            "schedule".into(),
-            text(manifest.schedule.kind.name().as_str()),
-        ),
+        ("schedule".into(), text(manifest.schedule.kind.name())),
         ("loss".into(), text(manifest.loss.kind.as_str())),
         ("epochs".into(), number(spec.epochs as f64)),
         ("batch_size".into(), number(spec.batch_size as f64)),

@@ -13,6 +13,9 @@
 //!   measured wherever a built-in metric is (`eval`, `validate`, monitors).
 //! - **`optimizer "lion"`** ([`lion::Lion`]): the sign of momentum blended with the
 //!   gradient, one state tensor per weight; Adam's `beta1`/`beta2` keys, and groups.
+//! - **`schedule "warm-restarts"`** ([`warm_restarts`]): cosine cycles, each longer than
+//!   the one before (PyTorch's `CosineAnnealingWarmRestarts`), keys of its own and the
+//!   built-in `min-lr`.
 //! - **`train { callbacks "epochs-csv" }`** ([`epochs_csv`]): a CSV of the stage's epochs
 //!   beside `metrics.jsonl`, its rows kept across a resume.
 //!
@@ -30,6 +33,7 @@ mod brier;
 mod epochs_csv;
 mod focal;
 mod lion;
+mod warm_restarts;
 
 use backends::accelerator::{self, Precision, Strategy};
 use backends::process_group::ProcessGroup;
@@ -116,6 +120,7 @@ fn main() -> ExitCode {
         .and_then(|()| backends::loss::register_loss(&focal::Focal))
         .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC))
         .and_then(|()| backends::optimizer::register_optimizer(&lion::Lion))
+        .and_then(|()| pipeline_core::schedule::register_schedule(&warm_restarts::WARM_RESTARTS))
         .and_then(|()| backends::callbacks::register_callback(&epochs_csv::EPOCHS_CSV));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");

@@ -617,3 +617,94 @@ fn a_resumed_run_writes_the_csv_of_one_never_stopped() {
     assert_eq!(resumed.len(), 6, "a header and 5 epochs: {resumed:#?}");
     assert_eq!(resumed, uninterrupted);
 }
+
+/// The learning rate of each epoch a run trained (its epoch records), by epoch.
+fn epoch_rates(dir: &Path, report: &Value) -> Vec<(u64, f64)> {
+    let run_dir = dir.join("ext").join(report["run_dir"].as_str().unwrap());
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == "epoch")
+        .map(|r| (r["epoch"].as_u64().unwrap(), r["lr"].as_f64().unwrap()))
+        .collect()
+}
+
+/// What `schedule "warm-restarts"` runs is the registered schedule: every epoch's
+/// learning rate is the one PyTorch's `CosineAnnealingWarmRestarts` gives (cycles of 2
+/// then 4 epochs down to `min-lr`), to 1e-12. Having no length of its own, a 7-epoch
+/// training continues the cached 3-epoch one (epochs 4 to 7, on the same curve). `check`
+/// holds it to its keys and `explain` lists it.
+#[test]
+fn the_registered_warm_restarts_schedule_is_what_sets_the_rate() {
+    let dir = project();
+    let ext = dir.path().join("ext");
+    py(
+        &ext,
+        r#"
+import json, torch
+p = torch.nn.Parameter(torch.zeros(1))
+opt = torch.optim.SGD([p], lr=3e-3)
+sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2, eta_min=1e-4)
+lrs = []
+for _ in range(7):
+    lrs.append(sched.get_last_lr()[0])
+    opt.step()
+    sched.step()
+json.dump(lrs, open("lrs.json", "w"))
+"#,
+    );
+    let torch: Vec<f64> =
+        serde_json::from_str(&std::fs::read_to_string(ext.join("lrs.json")).unwrap()).unwrap();
+    let text = std::fs::read_to_string(ext.join("digits.kdl")).unwrap();
+    let schedule =
+        r#"schedule "warm-restarts" restart-every=2 cycle-mult=2 min-lr=1e-4 interval="epoch""#;
+    let manifest = text.replace(r#"schedule "cosine" warmup-epochs=2"#, schedule);
+    assert_ne!(manifest, text);
+    std::fs::write(ext.join("restarts.kdl"), &manifest).unwrap();
+
+    let short = epoch_rates(dir.path(), &run_one_process(dir.path(), "restarts.kdl", 3));
+    let long = epoch_rates(dir.path(), &run_one_process(dir.path(), "restarts.kdl", 7));
+    assert_eq!(
+        long.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [4, 5, 6, 7],
+        "the 7-epoch training continues the 3-epoch one"
+    );
+    let ours: Vec<f64> = short.iter().chain(&long).map(|r| r.1).collect();
+    assert_eq!(ours.len(), torch.len());
+    for (epoch, (a, b)) in ours.iter().zip(&torch).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-12 * b.abs(),
+            "epoch {}: {a} here, {b} in PyTorch ({ours:?} vs {torch:?})",
+            epoch + 1
+        );
+    }
+    assert!(torch[2] > torch[1], "the case restarts");
+
+    let bad = manifest.replace("cycle-mult=2", "cycle-mult=0.5");
+    std::fs::write(ext.join("bad.kdl"), bad).unwrap();
+    let out = program(dir.path(), &["check", "bad.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("`schedule.cycle-mult` is out of range: 0.5"),
+        "{}",
+        stderr(&out)
+    );
+    let wrong_kind = manifest.replace(r#""warm-restarts""#, r#""cosine""#);
+    std::fs::write(ext.join("wrong.kdl"), wrong_kind).unwrap();
+    let out = program(dir.path(), &["check", "wrong.kdl"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("`schedule.restart-every` has no effect with `cosine`")
+            && stderr(&out).contains("`restart-every` applies to: warm-restarts"),
+        "{}",
+        stderr(&out)
+    );
+    let out = program(dir.path(), &["explain", "schedule"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("`warm-restarts`: cosine cycles from the peak down to `min-lr`")
+            && shown.contains("schedule.restart-every"),
+        "{shown}"
+    );
+}

@@ -74,6 +74,10 @@ impl Member for LossDescription {
         self.name
     }
 
+    fn keys(&self) -> &'static [&'static Key] {
+        self.keys
+    }
+
     fn registry() -> &'static Registry<Self> {
         &LOSSES
     }
@@ -115,16 +119,14 @@ pub(crate) const TYPED_KEYS: &[&str] = &["label-smoothing", "class-weights", "po
 /// Adds a loss's description (`backends::loss::register_loss` calls it with the code).
 /// Refused, with why, when its name is taken or a key cannot be one of its keys.
 pub fn register(member: &'static LossDescription) -> Result<(), String> {
-    let others: Vec<_> = LOSSES.all().iter().map(|m| (m.name, m.keys)).collect();
-    registry::own_keys_are_numbers("loss", member.name, member.keys, &others)?;
-    LOSSES.register(member)
+    registry::register_keyed("loss", member, &[])
 }
 
 /// The `loss` section of the schema: `kind`, then every member's keys, each applying to
 /// the members that declare it. Built again when a member is registered.
 pub fn section() -> &'static Section {
     static BUILT: registry::BuiltSection = registry::BuiltSection::new();
-    let members: Vec<_> = LOSSES.all().iter().map(|m| (m.name, m.keys)).collect();
+    let members = registry::keyed::<LossDescription>();
     BUILT.get(&members, |keys| Section {
         name: "loss",
         doc: "The training objective.",

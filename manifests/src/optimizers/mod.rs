@@ -41,6 +41,10 @@ impl Member for OptimizerDescription {
         self.name
     }
 
+    fn keys(&self) -> &'static [&'static Key] {
+        self.keys
+    }
+
     fn registry() -> &'static Registry<Self> {
         &OPTIMIZERS
     }
@@ -72,14 +76,7 @@ pub(crate) const TYPED_KEYS: &[&str] = &[
 /// with the code). Refused, with why, when its name is taken or a key cannot be one of
 /// its keys.
 pub fn register(member: &'static OptimizerDescription) -> Result<(), String> {
-    let others: Vec<(&'static str, &'static [&'static Key])> = OPTIMIZERS
-        .all()
-        .iter()
-        .map(|m| (m.name, m.keys))
-        .chain([("every optimizer", COMMON_KEYS)])
-        .collect();
-    registry::own_keys_are_numbers("optimizer", member.name, member.keys, &others)?;
-    OPTIMIZERS.register(member)
+    registry::register_keyed("optimizer", member, COMMON_KEYS)
 }
 
 /// The `optimizer` section of the schema: `kind`, `lr`, `weight-decay`, then every
@@ -87,7 +84,7 @@ pub fn register(member: &'static OptimizerDescription) -> Result<(), String> {
 /// Built again when a member is registered.
 pub fn section() -> &'static Section {
     static BUILT: registry::BuiltSection = registry::BuiltSection::new();
-    let members: Vec<_> = OPTIMIZERS.all().iter().map(|m| (m.name, m.keys)).collect();
+    let members = registry::keyed::<OptimizerDescription>();
     BUILT.get(&members, |keys| Section {
         name: "optimizer",
         doc: "How the weights are updated. `group` nodes inside give some parameters settings of their own: `optimizer \"adamw\" weight-decay=0.01 { group \"*.bias\" \"*norm*\" weight-decay=0; }`.",
