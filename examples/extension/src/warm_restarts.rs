@@ -21,10 +21,13 @@ pub static WARM_RESTARTS: ScheduleDescription = ScheduleDescription {
 };
 
 /// PyTorch's recursion (`T_cur += 1; if T_cur >= T_i: T_cur -= T_i; T_i *= T_mult`),
-/// in closed form over the cycles: a logarithmic number of them, or a remainder when
-/// every cycle is as long.
+/// over whole cycles: a remainder when every cycle is as long, else one pass per cycle
+/// so far — a logarithmic number, as `cycle-mult` is a whole number ≥ 2 then (PyTorch's
+/// `T_mult` is an integer; a factor just above 1 would make the cycles as many as the
+/// steps, and every step's rate a long loop).
 fn lr(p: &Point) -> f64 {
-    let (first, mult, min) = (p.get("restart-every"), p.get("cycle-mult"), p.get("min-lr"));
+    let (first, min) = (p.get("restart-every"), p.get("min-lr"));
+    let mult = p.get("cycle-mult").round();
     let mut into = p.into as f64;
     let mut cycle = first;
     if mult == 1.0 {
@@ -55,5 +58,5 @@ static CYCLE_MULT: Key = schema::key(
         max: Bound::None,
     },
     Some(Val::Float(1.0)),
-    "Each cycle's length over the one before: PyTorch's `T_mult`.",
+    "Each cycle's length over the one before, a whole number (rounded): PyTorch's `T_mult`.",
 );
