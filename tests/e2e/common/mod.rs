@@ -35,6 +35,28 @@ pub fn assert_fixture(name: &str, actual: &str) {
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
+/// `text` with every stage's elapsed time ("FAILED after 0.01s") written as "…s", for
+/// fixtures of runs whose times vary from one machine to the next.
+pub fn without_elapsed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" after ") {
+        let (head, tail) = rest.split_at(at + " after ".len());
+        out.push_str(head);
+        let digits = tail
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(tail.len());
+        if digits > 0 && tail[digits..].starts_with('s') {
+            out.push('…');
+            rest = &tail[digits..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The digits example in a fresh directory (so runs write there, not into examples/).
 pub fn digits_project() -> tempfile::TempDir {
     let data = root().join("examples/data/digits.csv.gz");
