@@ -392,9 +392,21 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             continue;
         }
         let format = DataFormat::of_name(&source.value);
-        let table = matches!(format, Some(DataFormat::Csv | DataFormat::Parquet));
-        let holds_labels =
-            table || matches!(format, Some(DataFormat::Npz | DataFormat::Safetensors));
+        let table = format.is_some_and(DataFormat::is_table);
+        // A registered format's file may hold labels (its code says when it is read).
+        let holds_labels = match format {
+            Some(DataFormat::Npy) | None => false,
+            Some(
+                DataFormat::Csv
+                | DataFormat::Parquet
+                | DataFormat::Npz
+                | DataFormat::Safetensors
+                | DataFormat::Registered(_),
+            ) => true,
+            Some(DataFormat::ImageFolder | DataFormat::ImageList) => {
+                unreachable!("`of_name` gives file formats")
+            }
+        };
         if format.is_none() {
             diags.push(refuse(
                 "pipeline::stage::bad_source",

@@ -25,6 +25,13 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     if let Some(text) = &spec.text {
         return Ok(Some(vec![text.max_length as i64]));
     }
+    if let DataFormat::Registered(format) = spec.format {
+        return registered_shape(manifest, format, &spec.source.value).map_err(|why| {
+            Diagnostic::error("pipeline::data::unreadable", why)
+                .label_opt(spec.source.span, format!("read as {}", format.as_str()))
+                .help("check the file: its format's code could not read it")
+        });
+    }
     if spec.format == DataFormat::Npy {
         // One file or shards (`shards::check` reports shards that are not one data set).
         let Ok(files) = crate::shards::files_of(&manifest.base_dir, &spec.source.value) else {
@@ -78,9 +85,36 @@ fn input_shape(manifest: &Manifest, input: &InputSpec) -> Option<Vec<i64>> {
         DataFormat::Parquet => crate::parquet::peek_features(&path, layout)?,
         DataFormat::Csv => peek_features(&path, &manifest.data.dialect, layout)?,
         DataFormat::Npy => return sample_of(crate::npy::peek_shape(&path)?),
-        _ => return None,
+        DataFormat::Registered(format) => {
+            return registered_shape(manifest, format, &input.source.value).ok()?
+        }
+        // Known when read (an array of the file's).
+        DataFormat::Npz | DataFormat::Safetensors => return None,
+        DataFormat::ImageFolder | DataFormat::ImageList => {
+            unreachable!("an input's file is not images (refused when lowered)")
+        }
     };
     Some(vec![columns as i64])
+}
+
+/// One sample's shape in the file `written` of a registered format, as its code reads it
+/// (`Err`: why it cannot, with the file's name); `None` when there is no file to read
+/// (the run says so).
+fn registered_shape(
+    manifest: &Manifest,
+    format: manifests::registry::Chosen<manifests::FormatDescription>,
+    written: &std::path::Path,
+) -> Result<Option<Vec<i64>>, String> {
+    let path = manifest.resolve(written);
+    // Regular files only: a FIFO would block `check`.
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let shape = crate::formats::reader(format)
+        .sample_shape(&path)
+        .map_err(|why| format!("{}: {why}", path.display()))?;
+    let shape: Vec<i64> = shape.into_iter().map(|d| d as i64).collect();
+    Ok((!shape.is_empty() && !shape.contains(&0)).then_some(shape))
 }
 
 /// A CSV's or Parquet file's feature columns.

@@ -67,20 +67,3 @@ macro_rules! choice {
         }
     };
 }
-
-/// `first`, then `rest`: a choice list with one name more than an enum has, in `const`
-/// context (`data.format` is `auto` or one of [`crate::DataFormat::NAMES`]). `N` must be
-/// `rest.len() + 1`.
-pub(crate) const fn prepend<const N: usize>(
-    first: &'static str,
-    rest: &[&'static str],
-) -> [&'static str; N] {
-    assert!(N == rest.len() + 1, "N must be rest.len() + 1");
-    let mut out = [first; N];
-    let mut i = 0;
-    while i < rest.len() {
-        out[i + 1] = rest[i];
-        i += 1;
-    }
-    out
-}

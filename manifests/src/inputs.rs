@@ -114,14 +114,22 @@ impl<'a> Reader<'a> {
                         continue;
                     }
                 },
-                _ => {
+                // (Images are refused above.)
+                DataFormat::Npy
+                | DataFormat::Registered(_)
+                | DataFormat::ImageFolder
+                | DataFormat::ImageList => {
                     if f.value("features").is_some() {
+                        let what = match format {
+                            DataFormat::Npy => "NPY",
+                            other => other.as_str(),
+                        };
                         self.diags.push(
                             Diagnostic::error(
                                 "pipeline::data::key_not_for_format",
-                                format!("`{display}.features` does not apply to NPY files"),
+                                format!("`{display}.features` does not apply to {what} files"),
                             )
-                            .label_opt(f.span("features"), "not read for NPY")
+                            .label_opt(f.span("features"), format!("not read for {what}"))
                             .help("the input is the whole array; remove `features`"),
                         );
                     }

@@ -14,6 +14,8 @@
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `registry.rs` — a family of members a manifest names (`Registry`, `Chosen`);
+//! - `formats.rs` — the data formats a program registers (the built-ins are
+//!   `DataFormat`'s variants);
 //! - `callbacks.rs` — the callbacks a program registers, turned on by name in `train`;
 //! - `losses/` — every loss, one file each: what it compares, its keys;
 //! - `optimizers/` — every optimizer, one file each: its keys; `group` (parameter groups);
@@ -31,6 +33,7 @@ mod choice;
 pub mod accelerator;
 pub mod callbacks;
 pub mod diagnostic;
+pub mod formats;
 mod images;
 mod inputs;
 pub mod layers;

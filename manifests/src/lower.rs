@@ -667,8 +667,7 @@ impl<'a> Reader<'a> {
         }
         let features = match format {
             DataFormat::Csv | DataFormat::Parquet | DataFormat::ImageList => written("features"),
-            DataFormat::ImageFolder => Vec::new(),
-            DataFormat::Npy => Vec::new(),
+            DataFormat::ImageFolder | DataFormat::Npy | DataFormat::Registered(_) => Vec::new(),
             DataFormat::Npz | DataFormat::Safetensors => match written("features").as_slice() {
                 [] => vec![Column::Name("x".to_string())],
                 [Column::Name(name)] => vec![Column::Name(name.clone())],
@@ -795,7 +794,7 @@ impl<'a> Reader<'a> {
             DataFormat::Npz | DataFormat::Safetensors => (None, text),
             // Reported by `keys_for_format`.
             DataFormat::ImageFolder | DataFormat::ImageList => (None, "y".to_string()),
-            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => {
+            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet | DataFormat::Registered(_) => {
                 let d = if named.is_some() {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
@@ -890,6 +889,19 @@ impl<'a> Reader<'a> {
                     DIALECT,
                     &[
                         ("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`"),
+                        NOT_IMAGES,
+                        NOT_TEXT,
+                    ],
+                ]
+                .concat(),
+            ),
+            DataFormat::Registered(registered) => (
+                registered.as_str(),
+                [
+                    DIALECT,
+                    &[
+                        ("label", "its code reads the labels, or name a labels file: `labels \"y.npy\"`"),
+                        ("features", "its code reads every feature of a sample"),
                         NOT_IMAGES,
                         NOT_TEXT,
                     ],

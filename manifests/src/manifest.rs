@@ -4,7 +4,9 @@
 //! equal however they were written. Specs serialise (without their source spans) so later
 //! layers can hash them; spans are kept next to the values that diagnostics point at.
 
+pub use crate::formats::FormatDescription;
 pub use crate::layers::Layer;
+use crate::registry::Chosen;
 use miette::SourceSpan;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -143,21 +145,28 @@ impl Watcher {
     }
 }
 
-choice! {
-    /// The format of the data file (`data.format`, which may also be `auto`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "kebab-case")]
-    pub enum DataFormat {
-        Csv = "csv",
-        Npy = "npy",
-        Npz = "npz",
-        Safetensors = "safetensors",
-        Parquet = "parquet",
-        /// A directory with one sub-directory of images per class (torchvision's
-        /// `ImageFolder`).
-        ImageFolder = "image-folder",
-        /// A CSV listing images (a path column) and their labels.
-        ImageList = "image-list",
+/// The format of the data file (`data.format`, which may also be `auto`): a built-in one,
+/// or one a program registered ([`crate::formats`]). Serialised as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataFormat {
+    Csv,
+    Npy,
+    Npz,
+    Safetensors,
+    Parquet,
+    /// A directory with one sub-directory of images per class (torchvision's
+    /// `ImageFolder`).
+    ImageFolder,
+    /// A CSV listing images (a path column) and their labels.
+    ImageList,
+    /// A format a program registered: its file read by its own code into features and,
+    /// when the file holds them, labels.
+    Registered(Chosen<FormatDescription>),
+}
+
+impl Serialize for DataFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -486,9 +495,67 @@ pub struct Dialect {
 }
 
 impl DataFormat {
+    /// The built-in formats, in the order of [`Self::NAMES`].
+    pub const ALL: &'static [DataFormat] = &[
+        DataFormat::Csv,
+        DataFormat::Npy,
+        DataFormat::Npz,
+        DataFormat::Safetensors,
+        DataFormat::Parquet,
+        DataFormat::ImageFolder,
+        DataFormat::ImageList,
+    ];
+
+    /// The built-in formats' names, in the order of [`Self::ALL`].
+    pub const NAMES: &'static [&'static str] = &[
+        "csv",
+        "npy",
+        "npz",
+        "safetensors",
+        "parquet",
+        "image-folder",
+        "image-list",
+    ];
+
+    /// The format `data.format` names: a built-in one, else a registered one.
+    pub fn parse(text: &str) -> Option<DataFormat> {
+        let builtin = DataFormat::NAMES.iter().position(|n| *n == text);
+        builtin
+            .map(|i| DataFormat::ALL[i])
+            .or_else(|| Chosen::named(text).map(DataFormat::Registered))
+    }
+
+    /// What `data.format` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataFormat::Csv => "csv",
+            DataFormat::Npy => "npy",
+            DataFormat::Npz => "npz",
+            DataFormat::Safetensors => "safetensors",
+            DataFormat::Parquet => "parquet",
+            DataFormat::ImageFolder => "image-folder",
+            DataFormat::ImageList => "image-list",
+            DataFormat::Registered(format) => format.as_str(),
+        }
+    }
+
+    /// What `pipeline explain data.format` says of it.
+    pub fn doc(self) -> &'static str {
+        match self {
+            DataFormat::Csv => "a CSV file (`.csv`, `.csv.gz`): a row per sample, the label a column",
+            DataFormat::Npy => "a NumPy array (`.npy`, or shards `x-*.npy`) of the features; the labels in a labels file",
+            DataFormat::Npz => "NumPy arrays in one `.npz`: the features `x` and the labels `y`, or the arrays `features` and `labels` name",
+            DataFormat::Safetensors => "arrays in one `.safetensors` file: the features `x` and the labels `y`, or the arrays `features` and `labels` name",
+            DataFormat::Parquet => "a Parquet file (`.parquet`, `.pq`): a row per sample, the label a column",
+            DataFormat::ImageFolder => "a directory with one sub-directory of images per class (torchvision's `ImageFolder`)",
+            DataFormat::ImageList => "a CSV listing images (a path column) and their labels",
+            DataFormat::Registered(format) => format.describe().doc,
+        }
+    }
+
     /// The format a file's name says (`.csv`, `.csv.gz`, `.npy`, `.npz`, `.safetensors`,
-    /// `.parquet`, `.pq`; any case): what `format "auto"` reads, and how a labels file is
-    /// told apart from an array's name.
+    /// `.parquet`, `.pq`, a registered format's extensions; any case): what `format
+    /// "auto"` reads, and how a labels file is told apart from an array's name.
     pub fn of_name(path: &Path) -> Option<DataFormat> {
         let name = path.to_string_lossy().to_ascii_lowercase();
         let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
@@ -503,7 +570,9 @@ impl DataFormat {
         } else if ends(&[".parquet", ".pq"]) {
             DataFormat::Parquet
         } else {
-            return None;
+            let registered = crate::formats::FORMATS.all();
+            let format = registered.into_iter().find(|f| ends(f.extensions))?;
+            DataFormat::Registered(Chosen(format))
         })
     }
 
@@ -525,10 +594,14 @@ impl DataFormat {
 
     /// Whether a labels file may be in this format (one row, or value, per sample).
     pub fn holds_labels(self) -> bool {
-        matches!(
-            self,
-            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet
-        )
+        match self {
+            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => true,
+            DataFormat::Npz
+            | DataFormat::Safetensors
+            | DataFormat::ImageFolder
+            | DataFormat::ImageList
+            | DataFormat::Registered(_) => false,
+        }
     }
 
     /// A table of named columns (CSV, Parquet), which `label` and `features` choose from.

@@ -144,6 +144,8 @@ pub enum Family {
     Optimizer,
     Schedule,
     Callback,
+    /// `data.format`: `auto`, the built-in formats, then the registered ones.
+    DataFormat,
 }
 
 impl Family {
@@ -161,6 +163,18 @@ impl Family {
             Family::Optimizer => OPTIMIZERS.all().iter().map(|o| (o.name, o.doc)).collect(),
             Family::Schedule => SCHEDULES.all().iter().map(|s| (s.name, s.doc)).collect(),
             Family::Callback => CALLBACKS.all().iter().map(|c| (c.name, c.doc)).collect(),
+            Family::DataFormat => {
+                let auto = (
+                    crate::schema::AUTO_FORMAT,
+                    "the format the source's name says (`.csv`, `.npy`, …); a name without an extension is an image folder",
+                );
+                let builtins = crate::DataFormat::ALL.iter().map(|f| (f.as_str(), f.doc()));
+                let registered = crate::formats::FORMATS.all().into_iter();
+                std::iter::once(auto)
+                    .chain(builtins)
+                    .chain(registered.map(|f| (f.name, f.doc)))
+                    .collect()
+            }
         }
     }
 }

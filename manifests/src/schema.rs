@@ -12,10 +12,9 @@
 //! `manifest.rs`), so a name cannot be accepted here and be unknown to lowering.
 
 use crate::accelerator::Family;
-use crate::choice::prepend;
 use crate::manifest::{
-    CommBackend, DataFormat, Delimiter, Join, Load, LossScale, Missing, Mode, PaddingSide,
-    Projection, SamplerName, Scale, ShardRemainder, SplitName, StageKind,
+    CommBackend, Delimiter, Join, Load, LossScale, Missing, Mode, PaddingSide, Projection,
+    SamplerName, Scale, ShardRemainder, SplitName, StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -389,10 +388,6 @@ pub const SPLIT: Section = section(
 /// The `data.format` that goes by the file name's extension.
 pub const AUTO_FORMAT: &str = "auto";
 
-/// `data.format`: [`AUTO_FORMAT`] or a [`DataFormat`].
-pub const DATA_FORMATS: &[&str] =
-    &prepend::<{ DataFormat::NAMES.len() + 1 }>(AUTO_FORMAT, DataFormat::NAMES);
-
 pub const DATA: Section = section(
     "data",
     &["source"],
@@ -404,7 +399,7 @@ pub const DATA: Section = section(
         ),
         key(
             "format",
-            Ty::Choice(DATA_FORMATS),
+            Ty::Member(Family::DataFormat),
             Some(Val::Text(AUTO_FORMAT)),
             "The data's format; `auto` goes by the file name's extension, and a name without one is an `image-folder`. `image-list` (a CSV listing images: `features` names the column of paths, relative to the listing, default the first that is not a label; `label` the label column, default the last) must be written.",
         ),
@@ -1392,7 +1387,7 @@ mod tests {
     #[test]
     fn data_formats_are_auto_and_the_formats() {
         assert_eq!(
-            DATA_FORMATS,
+            Family::DataFormat.names(),
             [
                 "auto",
                 "csv",

@@ -55,6 +55,9 @@ fn read(manifest: &Manifest, input: &InputSpec, path: &Path) -> Result<Tensor, D
             .map_err(|e| failed(e).help("store one array, one row per sample"))?,
         DataFormat::Npz => array(arrays::read_npz(path, &[name]))?,
         DataFormat::Safetensors => array(arrays::read_safetensors(path, &[name]))?,
+        DataFormat::Registered(format) => super::read::read_registered(format, path)
+            .map(|(features, _)| features)
+            .map_err(|e| failed(e).help("check the file: its format's code could not read it"))?,
         DataFormat::ImageFolder | DataFormat::ImageList => {
             unreachable!("lowering refuses images as an input")
         }

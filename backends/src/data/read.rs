@@ -1,10 +1,13 @@
 //! Reading the data's files: the features (with their names) and the labels as written,
-//! from CSV, Parquet, NPY, NPZ or safetensors, and from a separate labels file. What the
-//! labels mean (classes, targets) and what missing values do is `mod.rs`'s.
+//! from CSV, Parquet, NPY, NPZ, safetensors or a registered format, and from a separate
+//! labels file. What the labels mean (classes, targets) and what missing values do is
+//! `mod.rs`'s.
 
 use super::{data_error, Origin};
 use crate::arrays;
-use manifests::{DataFormat, DataSpec, Diagnostic};
+use manifests::registry::Chosen;
+use manifests::{DataFormat, DataSpec, Diagnostic, FormatDescription};
+use pipeline_core::formats;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::table::{self, Layout, Table, TableError};
 use pipeline_core::text::TextTokenizer;
@@ -143,6 +146,22 @@ pub(super) fn read_source(
         DataFormat::ImageFolder | DataFormat::ImageList => {
             unreachable!("image data is loaded by `Dataset::load_images`")
         }
+        DataFormat::Registered(format) => {
+            let (features, labels) =
+                read_registered(format, path).map_err(|e| array_error(path, e))?;
+            let labels = match (separate, labels) {
+                (true, _) => None,
+                (false, Some(labels)) => Some(Labels::Array(labels)),
+                (false, None) => return Err(data_error(
+                    "pipeline::data::no_labels",
+                    spec,
+                    format!("{} holds no labels", path.display()),
+                    "add a labels file to `data`: `labels \"labels.npy\"` (or a `.csv` of labels)",
+                )),
+            };
+            let names = feature_names(&features);
+            plain(features, names, labels, Origin::Indices)
+        }
         DataFormat::Npz | DataFormat::Safetensors => {
             let mut names = vec![spec.features_array()];
             if !separate {
@@ -159,6 +178,20 @@ pub(super) fn read_source(
             plain(features, names, labels, Origin::Indices)
         }
     })
+}
+
+/// The features and (when the file holds them) the labels of a file of a registered
+/// format, as its code reads them, as tensors.
+pub(super) fn read_registered(
+    format: Chosen<FormatDescription>,
+    path: &Path,
+) -> Result<(Tensor, Option<Tensor>), String> {
+    let tensor = |a: formats::Array| {
+        let shape: Vec<i64> = a.shape.iter().map(|&d| d as i64).collect();
+        Tensor::from_slice(&a.values).reshape(shape)
+    };
+    let samples = formats::read(format, path)?;
+    Ok((tensor(samples.features), samples.labels.map(tensor)))
 }
 
 /// What could not be read, and why.
@@ -302,7 +335,8 @@ pub(super) fn read_labels_file(base: &Path, spec: &DataSpec) -> Result<Labels, D
             DataFormat::Npz
             | DataFormat::Safetensors
             | DataFormat::ImageFolder
-            | DataFormat::ImageList,
+            | DataFormat::ImageList
+            | DataFormat::Registered(_),
         )
         | None => Err(at_key(data_error(
             "pipeline::data::bad_labels_file",

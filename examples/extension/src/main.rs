@@ -18,6 +18,8 @@
 //!   built-in `min-lr`.
 //! - **`train { callbacks "epochs-csv" }`** ([`epochs_csv`]): a CSV of the stage's epochs
 //!   beside `metrics.jsonl`, its rows kept across a resume.
+//! - **`data { source "train.svm" }`** ([`svmlight`]): LIBSVM / SVMlight sparse text
+//!   files, read as scikit-learn reads them, split, scaled and checked as any data.
 //!
 //! Registering them before [`pipeline::main_with_worker`] is all it takes: `check`
 //! and `explain` know their names and keys and holds them to the compatibility rules by what their
@@ -33,6 +35,7 @@ mod brier;
 mod epochs_csv;
 mod focal;
 mod lion;
+mod svmlight;
 mod warm_restarts;
 
 use backends::accelerator::{self, Precision, Strategy};
@@ -121,7 +124,8 @@ fn main() -> ExitCode {
         .and_then(|()| pipeline_core::metrics::register_metric(&brier::Brier, brier::DOC))
         .and_then(|()| backends::optimizer::register_optimizer(&lion::Lion))
         .and_then(|()| pipeline_core::schedule::register_schedule(&warm_restarts::WARM_RESTARTS))
-        .and_then(|()| backends::callbacks::register_callback(&epochs_csv::EPOCHS_CSV));
+        .and_then(|()| backends::callbacks::register_callback(&epochs_csv::EPOCHS_CSV))
+        .and_then(|()| pipeline_core::formats::register_data_format(&svmlight::Svmlight));
     if let Err(why) = registered {
         eprintln!("error: cannot register this program's members: {why}");
         return ExitCode::FAILURE;

@@ -708,3 +708,99 @@ json.dump(lrs, open("lrs.json", "w"))
         "{shown}"
     );
 }
+
+/// The test split's metrics of a one-process run of `manifest` (3 epochs).
+fn test_metrics(dir: &Path, manifest: &str) -> (Value, Value) {
+    let report = run_one_process(dir, manifest, 3);
+    (
+        report["stages"][0]["metrics"].clone(),
+        report["stages"][1]["metrics"].clone(),
+    )
+}
+
+/// What reads `source "digits.svm"` is the registered svmlight format: the files
+/// scikit-learn writes from the digits CSV (one-based with a comment header, and
+/// zero-based) train to the very losses and accuracies of the CSV itself; `check` reads a
+/// sample's shape from the file through it and reports a file it cannot read at
+/// `source`; keys it does not read are refused; `explain` lists it.
+#[test]
+fn the_registered_svmlight_format_is_what_reads_the_data() {
+    let dir = project();
+    let ext = dir.path().join("ext");
+    py(
+        &ext,
+        r#"
+import numpy as np
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+d = np.loadtxt("../data/digits.csv.gz", delimiter=",")
+x, y = d[:, :-1], d[:, -1].astype(int)
+dump_svmlight_file(x, y, "digits.svm", zero_based=False, comment="the digits, one-based")
+# Zero-based is told by an index 0 (and the width by the largest): the pixels rolled by
+# one, so that the first and the last are not always 0; beside the same as a CSV.
+r = np.roll(x, 1, axis=1)
+dump_svmlight_file(r, y, "rolled.svm", zero_based=True)
+np.savetxt("rolled.csv", np.column_stack([r, y]), fmt="%d", delimiter=",")
+for name, features in [("digits.svm", x), ("rolled.svm", r)]:
+    xs, ys = load_svmlight_file(name)
+    assert (xs.toarray() == features).all() and (ys == y).all()
+"#,
+    );
+    assert!(std::fs::read_to_string(ext.join("digits.svm"))
+        .unwrap()
+        .starts_with('#'));
+    let text = std::fs::read_to_string(ext.join("digits.kdl")).unwrap();
+    let csv_line = "    source \"../data/digits.csv.gz\"   // 64 pixel columns, then the label\n    label \"last\"\n";
+    assert!(text.contains(csv_line));
+    let csv = "    source \"rolled.csv\"\n    label \"last\"\n";
+    std::fs::write(ext.join("rolled.kdl"), text.replace(csv_line, csv)).unwrap();
+    for (file, source, same_as) in [
+        ("svm.kdl", "digits.svm", "digits.kdl"),
+        ("rolled-svm.kdl", "rolled.svm", "rolled.kdl"),
+    ] {
+        // `reshape 1 8 8` holds `check` to 64 features a sample.
+        std::fs::write(
+            ext.join(file),
+            text.replace(csv_line, &format!("    source \"{source}\"\n")),
+        )
+        .unwrap();
+        let out = program(dir.path(), &["check", file]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let expected = test_metrics(dir.path(), same_as);
+        assert_eq!(test_metrics(dir.path(), file), expected, "{source}");
+    }
+
+    // A file it cannot read is reported by `check`, at `source`.
+    std::fs::write(ext.join("bad.svm"), "0 1:2 3:4\n1 3:1 2:5\n").unwrap();
+    let svm = std::fs::read_to_string(ext.join("svm.kdl")).unwrap();
+    std::fs::write(ext.join("bad.kdl"), svm.replace("digits.svm", "bad.svm")).unwrap();
+    let out = program(dir.path(), &["check", "bad.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let shown = stderr(&out);
+    assert!(
+        shown.contains("pipeline::data::unreadable")
+            && shown.contains("bad.svm: parse error at line 2: feature indices must be ascending")
+            && shown.contains("read as svmlight"),
+        "{shown}"
+    );
+    // Keys for columns are not its.
+    std::fs::write(
+        ext.join("label.kdl"),
+        svm.replace(
+            "source \"digits.svm\"",
+            "source \"digits.svm\"\n    label \"first\"",
+        ),
+    )
+    .unwrap();
+    let out = program(dir.path(), &["check", "label.kdl"]);
+    assert!(
+        stderr(&out).contains("`data.label` does not apply to svmlight data"),
+        "{}",
+        stderr(&out)
+    );
+    let out = program(dir.path(), &["explain", "data.format"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("\"image-list\", \"svmlight\"") && shown.contains("`svmlight`: LIBSVM"),
+        "{shown}"
+    );
+}
