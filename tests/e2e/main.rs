@@ -24,6 +24,7 @@ mod param_groups;
 mod plot;
 mod predict;
 mod report;
+mod run_failures;
 mod runs;
 mod schedules;
 mod step_records;

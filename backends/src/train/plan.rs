@@ -23,13 +23,11 @@ pub(super) fn batch_plan(
     if batches == 0 {
         return Err(Diagnostic::error(
             "pipeline::train::no_steps",
-            format!(
-                "stage `{name}`: the training split has {n} samples, fewer than one batch of {}",
-                spec.batch_size
-            ),
+            // A batch is at most the samples there are: only an empty share has none.
+            format!("stage `{name}`: the training split has no sample to train on"),
         )
         .label_opt(stage.name.span, "trains on no batch")
-        .help("lower `batch-size`, or turn off `drop-last`"));
+        .help("give the training split a larger fraction of the data (`split train=0.8 …`), or give the data more samples"));
     }
     let layers = manifest.model.layers();
     let batch_norm = layers

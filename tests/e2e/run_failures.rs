@@ -1,0 +1,85 @@
+//! A run that cannot go on stops with a diagnostic that says why, located in the manifest:
+//! a training whose loss stops being finite, a training split with no sample, a label
+//! missing from the data, an evaluation of an empty split.
+
+use crate::common::{assert_fixture, pipeline, text};
+use std::path::Path;
+
+/// The diagnostic of a failed run: its stderr from the line of its code on (the progress
+/// lines before it carry times).
+fn diagnostic(dir: &Path, manifest: &str) -> String {
+    let out = pipeline(dir, &["run", manifest, "--no-cache"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let at = stderr
+        .lines()
+        .position(|l| l.starts_with("pipeline::"))
+        .unwrap_or_else(|| panic!("no diagnostic in {stderr}"));
+    stderr.lines().skip(at).collect::<Vec<_>>().join("\n")
+}
+
+/// Four samples of two features and a class, `labels` the classes as written.
+fn tiny(dir: &Path, labels: [&str; 4], split: &str) {
+    let rows: Vec<String> = (0..4)
+        .map(|i| format!("{},{},{}\n", 2 * i + 1, 2 * i + 2, labels[i]))
+        .collect();
+    std::fs::write(dir.join("tiny.csv"), rows.concat()).unwrap();
+    let manifest = format!(
+        r#"pipeline "t"
+data {{
+    source "tiny.csv"
+    split {split}
+}}
+model {{
+    linear 2
+}}
+loss "cross-entropy"
+optimizer "sgd" lr=0.01
+train epochs=1 batch-size=2
+eval "test" needs="train" split="test"
+"#
+    );
+    std::fs::write(dir.join("t.kdl"), manifest).unwrap();
+}
+
+#[test]
+fn a_loss_that_is_no_longer_finite_stops_the_training_at_its_batch() {
+    let dir = crate::common::small_project(
+        &crate::common::SMALL.replace(r#""adam" lr=0.01"#, r#""sgd" lr=1e30"#),
+    );
+    // The last finite loss is the first batch's, whose last digits are the machine's.
+    let shown = diagnostic(dir.path(), "small.kdl");
+    let (head, tail) = shown.split_once("it was ").expect("the last finite loss");
+    let number = tail.find(|c: char| c.is_whitespace()).unwrap_or(tail.len());
+    assert!(
+        tail[..number]
+            .parse::<f64>()
+            .is_ok_and(|l| l > 2.0 && l < 2.5),
+        "{shown}"
+    );
+    assert_fixture(
+        "run-diverged.stderr",
+        &format!("{head}it was …{}", &tail[number..]),
+    );
+}
+
+#[test]
+fn a_training_split_without_a_sample_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path(), ["0", "1", "0", "1"], "train=0.1 test=0.9");
+    assert_fixture("run-no-steps.stderr", &diagnostic(dir.path(), "t.kdl"));
+}
+
+#[test]
+fn a_missing_label_is_named_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path(), ["0", "", "0", "1"], "train=0.5 test=0.5");
+    assert_fixture("run-missing-label.stderr", &diagnostic(dir.path(), "t.kdl"));
+}
+
+#[test]
+fn an_evaluation_of_an_empty_split_is_named_at_its_split() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path(), ["0", "1", "0", "1"], "train=0.9 test=0.1");
+    assert_fixture("run-empty-split.stderr", &diagnostic(dir.path(), "t.kdl"));
+}
