@@ -49,6 +49,17 @@ pub struct Position {
     /// a resume are those of a training never stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_log: Option<crate::train::StepLogState>,
+    /// The learning rates' state (reduce-on-plateau's), when they have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<serde_json::Value>,
+}
+
+impl Position {
+    /// What the rates kept: snapshots taken before the schedule held reduce-on-plateau
+    /// kept it as that callback's.
+    pub fn schedule_state(&self) -> Option<&serde_json::Value> {
+        (self.schedule.as_ref()).or_else(|| self.callbacks.get("reduce-on-plateau"))
+    }
 }
 
 impl Position {
@@ -321,6 +332,26 @@ impl Snapshots {
 mod tests {
     use super::*;
 
+    /// reduce-on-plateau's state is the schedule's now; a snapshot taken when it was a
+    /// callback's still gives it to the schedule, and a new one's own field wins.
+    #[test]
+    fn the_plateau_state_of_an_older_snapshot_is_found_among_the_callbacks() {
+        let older = serde_json::json!({
+            "epoch": 2, "step_in_epoch": 0, "step": 10, "seen": 0, "counted": 0, "last": null,
+            "callbacks": {"reduce-on-plateau": {"lr": 0.5, "best": 1.0, "bad": 1, "cooldown_left": 0}}
+        });
+        let position: Position = serde_json::from_value(older).unwrap();
+        assert_eq!(position.schedule, None);
+        assert_eq!(position.schedule_state().unwrap()["lr"], 0.5);
+        let newer = Position {
+            schedule: Some(serde_json::json!({"lr": 0.25})),
+            ..position
+        };
+        assert_eq!(newer.schedule_state().unwrap()["lr"], 0.25);
+        let text = serde_json::to_value(&newer).unwrap();
+        assert_eq!(text["schedule"]["lr"], 0.25);
+    }
+
     /// The checksum is recomputed from the parsed index, so every float must read back
     /// as the float written (serde_json's `float_roundtrip`); otherwise a good snapshot
     /// would now and then be refused as edited.
@@ -370,6 +401,9 @@ mod tests {
                         },
                         carry: crate::train::Totals::default(),
                     }),
+                    schedule: Some(
+                        serde_json::json!({"lr": x, "best": x, "bad": 2, "cooldown_left": 0}),
+                    ),
                 },
                 checksum: String::new(),
             };

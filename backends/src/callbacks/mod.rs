@@ -29,7 +29,6 @@ mod max_time;
 mod metrics_log;
 mod nan_stop;
 mod progress;
-mod reduce_on_plateau;
 mod snapshots;
 mod tensorboard;
 
@@ -230,10 +229,6 @@ pub trait Callback {
     fn outputs(&self) -> Vec<KeptWeights> {
         Vec::new()
     }
-    /// What it multiplies the schedule's learning rate by (`reduce-on-plateau`).
-    fn lr_scale(&self) -> f64 {
-        1.0
-    }
     /// What to save in a snapshot (`Value::Null`: nothing).
     fn state(&self) -> Value {
         Value::Null
@@ -250,7 +245,7 @@ pub type Made<'a> = Result<Option<Box<dyn Callback + 'a>>, Diagnostic>;
 /// Builds a callback for the stage.
 pub type Make = for<'a> fn(&Setup<'a>) -> Made<'a>;
 
-/// pipeline's callbacks that decide (stop, keep, scale the rate), in the order they see
+/// pipeline's callbacks that decide (stop, keep), in the order they see
 /// each event.
 const DECIDING: &[Make] = &[
     inputs_unchanged::make,
@@ -259,7 +254,6 @@ const DECIDING: &[Make] = &[
     max_time::make,
     early_stop::make,
     keep_best::make,
-    reduce_on_plateau::make,
 ];
 
 /// pipeline's callbacks that report what was decided, after the registered ones.
@@ -399,11 +393,6 @@ impl<'a> Callbacks<'a> {
         for c in &mut self.members {
             c.failed(error, out);
         }
-    }
-
-    /// What the schedule's learning rate is multiplied by.
-    pub fn lr_scale(&self) -> f64 {
-        self.members.iter().map(|c| c.lr_scale()).product()
     }
 
     /// Every callback's output files.

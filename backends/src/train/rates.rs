@@ -1,14 +1,25 @@
 //! The learning rate of every optimizer step: the schedule's curve
 //! (`pipeline_core::schedule`), or a scripted schedule's `forward(step, epoch)` — the
-//! factor on the peak rate — run by libtorch.
+//! factor on the peak rate — run by libtorch; under `schedule "reduce-on-plateau"`, scaled
+//! by what the validations so far decided (PyTorch's `ReduceLROnPlateau`,
+//! `pipeline_core::schedule::Plateau`), a state every snapshot keeps. Under `ddp` every
+//! process sees rank 0's values, so all of them reduce together.
 
 use crate::error::short_message;
-use manifests::{Diagnostic, ScheduleSpec};
-use pipeline_core::schedule::LrSchedule;
+use manifests::{Diagnostic, Manifest, Mode, PlateauSpec, ScheduleSpec};
+use pipeline_core::schedule::{LrSchedule, Plateau};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use tch::{CModule, IValue, TchError};
 
+/// A training's learning rates: the schedule's, and the plateau's scale on them.
+pub struct Rates {
+    source: Source,
+    plateau: Option<PlateauWatch>,
+}
+
 /// Where a training's learning rates come from.
-pub enum Rates {
+enum Source {
     Curve(LrSchedule),
     Script {
         module: CModule,
@@ -17,7 +28,75 @@ pub enum Rates {
     },
 }
 
+/// `schedule "reduce-on-plateau"`: the monitor it watches, and where it stands.
+struct PlateauWatch {
+    spec: PlateauSpec,
+    mode: Mode,
+    /// The monitor's name in a validation's values.
+    key: String,
+    peak: f64,
+    plateau: Plateau,
+}
+
 impl Rates {
+    /// The rates of `manifest`'s schedule for a training of `epochs` epochs of
+    /// `steps_per_epoch` optimizer steps.
+    pub fn of(manifest: &Manifest, steps_per_epoch: u64, epochs: u64) -> Result<Rates, Diagnostic> {
+        let peak = manifest.optimizer.lr;
+        let source = Source::new(&manifest.schedule, peak, steps_per_epoch, epochs)?;
+        let plateau = manifest.schedule.kind.plateau().map(|spec| PlateauWatch {
+            mode: pipeline_core::metrics::mode_of(manifest, &spec.monitor.value, spec.mode),
+            key: spec.monitor.value.record_key(),
+            spec,
+            peak,
+            plateau: Plateau::new(peak),
+        });
+        Ok(Rates { source, plateau })
+    }
+
+    /// The learning rate of optimizer step `step` (counted from 0).
+    pub fn lr_at(&self, step: u64) -> Result<f64, TchError> {
+        let rate = self.source.lr_at(step)?;
+        Ok(match &self.plateau {
+            Some(watch) => rate * (watch.plateau.lr / watch.peak),
+            None => rate,
+        })
+    }
+
+    /// Follows a validation's `values` (reduce-on-plateau's monitor among them).
+    pub fn validated(&mut self, values: &BTreeMap<String, f64>) {
+        if let Some(watch) = &mut self.plateau {
+            if let Some(&value) = values.get(&watch.key) {
+                watch.plateau.step(&watch.spec, watch.mode, value);
+            }
+        }
+    }
+
+    /// What a snapshot keeps of the rates: the plateau's state (`None` without one).
+    pub fn state(&self) -> Option<Value> {
+        let watch = self.plateau.as_ref()?;
+        Some(serde_json::to_value(&watch.plateau).expect("plain data"))
+    }
+
+    /// Puts back what [`Rates::state`] saved; `Err` says why it cannot be.
+    pub fn restore(&mut self, state: Option<&Value>) -> Result<(), String> {
+        let (Some(watch), Some(state)) = (&mut self.plateau, state) else {
+            return Ok(());
+        };
+        watch.plateau = serde_json::from_value(state.clone())
+            .map_err(|e| format!("the state of `reduce-on-plateau`: {e}"))?;
+        Ok(())
+    }
+
+    /// Back to the start: no validation followed yet.
+    pub fn restart(&mut self) {
+        if let Some(watch) = &mut self.plateau {
+            watch.plateau = Plateau::new(watch.peak);
+        }
+    }
+}
+
+impl Source {
     /// The rates of a training of `epochs` epochs of `steps_per_epoch` optimizer steps
     /// from the peak `peak`; a scripted schedule is loaded and asked for its first
     /// factor, so that a module that cannot answer fails before the first step.
@@ -26,9 +105,9 @@ impl Rates {
         peak: f64,
         steps_per_epoch: u64,
         epochs: u64,
-    ) -> Result<Rates, Diagnostic> {
+    ) -> Result<Source, Diagnostic> {
         let Some(script) = &spec.script else {
-            return Ok(Rates::Curve(LrSchedule::new(
+            return Ok(Source::Curve(LrSchedule::new(
                 spec,
                 peak,
                 steps_per_epoch,
@@ -48,7 +127,7 @@ impl Rates {
         };
         let module = CModule::load(&script.file)
             .map_err(|e| refused(format!("cannot be loaded: {}", short_message(&e))))?;
-        let rates = Rates::Script {
+        let rates = Source::Script {
             module,
             peak,
             steps_per_epoch: steps_per_epoch.max(1),
@@ -63,11 +142,11 @@ impl Rates {
             .map_err(|why| TchError::Torch(format!("the TorchScript schedule {why}")))
     }
 
-    /// [`Rates::lr_at`], or what is wrong with the module's answer.
+    /// [`Source::lr_at`], or what is wrong with the module's answer.
     fn rate(&self, step: u64) -> Result<f64, String> {
         let (module, peak, per_epoch) = match self {
-            Rates::Curve(curve) => return Ok(curve.lr_at(step)),
-            Rates::Script {
+            Source::Curve(curve) => return Ok(curve.lr_at(step)),
+            Source::Script {
                 module,
                 peak,
                 steps_per_epoch,

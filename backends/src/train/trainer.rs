@@ -117,12 +117,7 @@ impl Layout {
         // An optimizer step every `accumulate` batches, and one at the end of each epoch.
         let accumulate = accelerator.accumulate.max(1);
         let steps = batches.div_ceil(accumulate);
-        let schedule = Rates::new(
-            &manifest.schedule,
-            manifest.optimizer.lr,
-            steps,
-            spec.epochs,
-        )?;
+        let schedule = Rates::of(manifest, steps, spec.epochs)?;
         Ok(Layout {
             model,
             init,
@@ -215,12 +210,13 @@ fn zero_sums(device: Device) -> Result<(Tensor, Tensor), TchError> {
 
 /// The state a training resumes from: the last of its snapshots, else the final state of
 /// the shorter training it extends; an `Err` says why one found cannot be used (its
-/// callbacks' part is restored into `callbacks`).
+/// callbacks' part is restored into `callbacks`, its rates' into `rates`).
 fn restorable(
     saved: &Saved,
     spec: &TrainSpec,
     batches: u64,
     callbacks: &mut Callbacks,
+    rates: &mut Rates,
 ) -> Option<Result<Restored, String>> {
     let extended = |(index, tensors)| crate::snapshot::load_stored(index, tensors);
     (saved.snapshots.and_then(Snapshots::load))
@@ -234,6 +230,7 @@ fn restorable(
                 )),
             })
             .and_then(|r| callbacks.restore(&r.position.callbacks).map(|()| r))
+            .and_then(|r| rates.restore(r.position.schedule_state()).map(|()| r))
         })
 }
 
@@ -275,8 +272,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
             last: None,
             callbacks: Default::default(),
             step_log: None,
+            schedule: None,
         };
-        let mut restored = restorable(saved, spec, layout.batches, &mut callbacks);
+        let rates = &mut layout.schedule;
+        let mut restored = restorable(saved, spec, layout.batches, &mut callbacks, rates);
         if let Some(g) = group {
             restored = agree_on_snapshots(g, restored, name, out.obs)
                 .map_err(|e| fail("comparing the processes' snapshots", e))?;
@@ -300,8 +299,9 @@ impl<'a, 'o> Trainer<'a, 'o> {
                 at = restored.position;
             }
             Some(Err(why)) => {
-                // Callbacks that took part of the snapshot's state start afresh.
+                // Callbacks and rates that took part of the snapshot's state start afresh.
                 callbacks = Callbacks::for_stage(setup)?;
+                layout.schedule.restart();
                 out.obs.notice(&format!(
                     "warning: the snapshot of `{name}` is unusable ({why}); training from the start"
                 ))
@@ -505,10 +505,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
         Ok(Flow::Continue)
     }
 
-    /// The learning rate of the next optimizer step: the schedule's, scaled by what
-    /// reduce-on-plateau decided.
+    /// The learning rate of the next optimizer step: the schedule's (reduce-on-plateau's
+    /// decisions so far included).
     fn rate(&self) -> Result<f64, TchError> {
-        Ok(self.layout.schedule.lr_at(self.step)? * self.callbacks.lr_scale())
+        self.layout.schedule.lr_at(self.step)
     }
 
     /// Forward, loss and backward on the next batch (`len` samples), and the optimizer
@@ -627,6 +627,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
         if let Some(g) = self.group() {
             share(g, &self.validator.keys, &mut values).map_err(|e| self.fail(what, e))?;
         }
+        self.layout.schedule.validated(&values);
         let validation = Validation {
             epoch,
             step: self.step,
@@ -684,6 +685,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             last: self.last.clone(),
             callbacks: self.callbacks.state(),
             step_log: self.step_log.state(),
+            schedule: self.layout.schedule.state(),
         }
     }
 
