@@ -1,6 +1,7 @@
 //! A run that cannot go on stops with a diagnostic that says why, located in the manifest:
 //! a training whose loss stops being finite, a training split with no sample, a label
-//! missing from the data, an evaluation of an empty split.
+//! missing from the data, an evaluation of an empty split or of a metric the split leaves
+//! undefined, a checkpoint that would replace a file pipeline did not write.
 
 use crate::common::{assert_fixture, pipeline, text};
 use std::path::Path;
@@ -18,9 +19,9 @@ fn diagnostic(dir: &Path, manifest: &str) -> String {
     stderr.lines().skip(at).collect::<Vec<_>>().join("\n")
 }
 
-/// Four samples of two features and a class, `labels` the classes as written.
-fn tiny(dir: &Path, labels: [&str; 4], split: &str) {
-    let rows: Vec<String> = (0..4)
+/// Samples of two features and a class, `labels` the classes as written.
+fn tiny<const N: usize>(dir: &Path, labels: [&str; N], split: &str) {
+    let rows: Vec<String> = (0..N)
         .map(|i| format!("{},{},{}\n", 2 * i + 1, 2 * i + 2, labels[i]))
         .collect();
     std::fs::write(dir.join("tiny.csv"), rows.concat()).unwrap();
@@ -82,4 +83,38 @@ fn an_evaluation_of_an_empty_split_is_named_at_its_split() {
     let dir = tempfile::tempdir().unwrap();
     tiny(dir.path(), ["0", "1", "0", "1"], "train=0.9 test=0.1");
     assert_fixture("run-empty-split.stderr", &diagnostic(dir.path(), "t.kdl"));
+}
+
+#[test]
+fn a_metric_the_split_leaves_undefined_is_named_at_the_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    // The test split is the last three samples: one class, whose AUROC is undefined.
+    tiny(
+        dir.path(),
+        ["0", "0", "0", "1", "1", "1"],
+        "train=0.5 test=0.5 shuffle=#false",
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("t.kdl")).unwrap();
+    let manifest = manifest.replace(
+        r#"split="test""#,
+        "split=\"test\" {\n    metrics \"auroc\"\n}",
+    );
+    std::fs::write(dir.path().join("t.kdl"), manifest).unwrap();
+    assert_fixture(
+        "run-undefined-metric.stderr",
+        &diagnostic(dir.path(), "t.kdl"),
+    );
+}
+
+#[test]
+fn a_checkpoint_does_not_replace_a_file_pipeline_did_not_write() {
+    let dir = crate::common::small_project(crate::common::SMALL);
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    let mine = dir.path().join("out/model.safetensors");
+    std::fs::write(&mine, "my own file").unwrap();
+    assert_fixture(
+        "run-checkpoint-refused.stderr",
+        &diagnostic(dir.path(), "small.kdl"),
+    );
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "my own file");
 }

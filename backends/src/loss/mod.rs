@@ -298,3 +298,35 @@ pub fn correct(
         Target::Values => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loss a program described but gave no code is a diagnostic, not a panic.
+    #[test]
+    fn a_described_loss_without_code_is_refused() {
+        static DESCRIBED: manifests::LossDescription = manifests::LossDescription {
+            name: "described-only",
+            doc: "a description without code",
+            target: manifests::Target::Classes,
+            keys: &[],
+        };
+        manifests::losses::register(&DESCRIBED).unwrap();
+        let loss = manifests::Loss::named("described-only").unwrap();
+        let spec = LossSpec {
+            kind: manifests::LossKind::Member(loss),
+            label_smoothing: 0.0,
+            class_weights: None,
+            pos_weight: None,
+            delta: None,
+            settings: Default::default(),
+            span: None,
+        };
+        let refused = code(&spec, loss).err().unwrap();
+        assert_eq!(refused.code, "pipeline::loss::no_implementation");
+        assert!(refused
+            .message
+            .contains("`described-only` is described, but this program has no code for it"));
+    }
+}

@@ -341,6 +341,26 @@ mod tests {
         }
     }
 
+    /// An optimizer a program described but gave no code is a diagnostic, not a panic.
+    #[test]
+    fn a_described_optimizer_without_code_is_refused() {
+        static DESCRIBED: manifests::OptimizerDescription = manifests::OptimizerDescription {
+            name: "described-only",
+            doc: "a description without code",
+            keys: &[],
+        };
+        manifests::optimizers::register(&DESCRIBED).unwrap();
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _ = nn::linear(vs.root(), 2, 1, Default::default());
+        let refused = Optimizer::new(&spec("described-only", 0.0), &vs)
+            .err()
+            .unwrap();
+        assert_eq!(refused.code, "pipeline::optimizer::no_implementation");
+        assert!(refused
+            .message
+            .contains("`described-only` is described, but this program has no code for it"));
+    }
+
     /// Five steps of a small regression, returning the final weights.
     fn train(mut step: impl FnMut(&nn::VarStore, &Tensor)) -> Tensor {
         tch::manual_seed(1);
