@@ -629,11 +629,26 @@ fn copy_out(from: &Path, to: &Path) -> Result<(), Diagnostic> {
         return Ok(());
     }
     cache::write_atomic_with(to, |tmp| fs::copy(from, tmp).map(drop)).map_err(|e| {
+        // A directory on the way that is a file says more than the system's "File exists".
+        let file_on_the_way = to
+            .ancestors()
+            .skip(1)
+            .find(|a| !a.as_os_str().is_empty() && fs::metadata(a).is_ok_and(|m| !m.is_dir()));
+        let (why, help) = match file_on_the_way {
+            Some(file) => (
+                format!("{} is a file, not a directory", file.display()),
+                "move that file away, or give the output another path",
+            ),
+            None => (
+                e.to_string(),
+                "check that the directory is writable and the disk is not full",
+            ),
+        };
         Diagnostic::error(
             "pipeline::run::write_failed",
-            format!("cannot write {}: {e}", to.display()),
+            format!("cannot write {}: {why}", to.display()),
         )
-        .help("check that the directory is writable and the disk is not full")
+        .help(help)
     })
 }
 

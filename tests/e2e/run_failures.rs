@@ -1,7 +1,8 @@
 //! A run that cannot go on stops with a diagnostic that says why, located in the manifest:
 //! a training whose loss stops being finite, a training split with no sample, a label
 //! missing from the data, an evaluation of an empty split or of a metric the split leaves
-//! undefined, a checkpoint that would replace a file pipeline did not write.
+//! undefined, a checkpoint that would replace a file pipeline did not write or cannot be
+//! written, an input file that is not numbers.
 
 use crate::common::{assert_fixture, pipeline, text};
 use std::path::Path;
@@ -117,4 +118,50 @@ fn a_checkpoint_does_not_replace_a_file_pipeline_did_not_write() {
         &diagnostic(dir.path(), "small.kdl"),
     );
     assert_eq!(std::fs::read_to_string(&mine).unwrap(), "my own file");
+}
+
+#[test]
+fn a_checkpoint_whose_directory_is_a_file_is_named() {
+    let dir = crate::common::small_project(crate::common::SMALL);
+    std::fs::write(dir.path().join("out"), "a file").unwrap();
+    assert_fixture(
+        "run-write-failed.stderr",
+        &diagnostic(dir.path(), "small.kdl"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out")).unwrap(),
+        "a file"
+    );
+}
+
+#[test]
+fn an_input_file_that_is_not_numbers_is_named_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path(), ["0", "1", "0", "1"], "train=0.5 test=0.5");
+    std::fs::write(dir.path().join("meta.csv"), "1\n2\nabc\n4\n").unwrap();
+    let manifest = r#"pipeline "t"
+data {
+    source "tiny.csv"
+    inputs {
+        meta "meta.csv"
+    }
+    split train=0.5 test=0.5
+}
+model {
+    parallel {
+        branch { linear 2; }
+        branch input="meta" { linear 2; }
+    }
+    relu
+    linear 2
+}
+loss "cross-entropy"
+optimizer "sgd" lr=0.01
+train epochs=1 batch-size=2
+"#;
+    std::fs::write(dir.path().join("inputs.kdl"), manifest).unwrap();
+    assert_fixture(
+        "run-bad-input.stderr",
+        &diagnostic(dir.path(), "inputs.kdl"),
+    );
 }
