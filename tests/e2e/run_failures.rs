@@ -2,7 +2,8 @@
 //! a training whose loss stops being finite, a training split with no sample, a label
 //! missing from the data, an evaluation of an empty split or of a metric the split leaves
 //! undefined, a checkpoint that would replace a file pipeline did not write or cannot be
-//! written, an input file that is not numbers.
+//! written, an input file that is not numbers, a bucketed sampler's feature a sample does
+//! not have, a distributed environment half set.
 
 use crate::common::{assert_fixture, pipeline, text};
 use std::path::Path;
@@ -10,7 +11,11 @@ use std::path::Path;
 /// The diagnostic of a failed run: its stderr from the line of its code on (the progress
 /// lines before it carry times).
 fn diagnostic(dir: &Path, manifest: &str) -> String {
-    let out = pipeline(dir, &["run", manifest, "--no-cache"]);
+    first_diagnostic(&pipeline(dir, &["run", manifest, "--no-cache"]))
+}
+
+/// The diagnostic `out` ends with, that of a failed command.
+fn first_diagnostic(out: &std::process::Output) -> String {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     let at = stderr
@@ -164,4 +169,32 @@ train epochs=1 batch-size=2
         "run-bad-input.stderr",
         &diagnostic(dir.path(), "inputs.kdl"),
     );
+}
+
+#[test]
+fn a_bucketed_samplers_feature_that_a_sample_does_not_have_is_named() {
+    let manifest = crate::common::SMALL.replace(
+        "train epochs=3",
+        "accelerator {\n    sampler \"bucketed\"\n    bucket-by 100\n}\ntrain epochs=3",
+    );
+    let dir = crate::common::small_project(&manifest);
+    assert_fixture(
+        "run-bad-bucket-key.stderr",
+        &diagnostic(dir.path(), "small.kdl"),
+    );
+}
+
+#[test]
+fn a_distributed_environment_half_set_is_refused_before_anything_runs() {
+    let dir = crate::common::small_project(crate::common::SMALL);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "small.kdl", "--no-cache"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("WORLD_SIZE", "2")
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert_fixture("run-bad-environment.stderr", &first_diagnostic(&out));
+    assert!(!dir.path().join(".pipeline/runs").exists());
 }
