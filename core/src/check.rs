@@ -746,3 +746,22 @@ fn scripted_metrics(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         }
     }
 }
+
+/// `bucket-by N` is a feature of the samples, when their shape is known before loading
+/// the data (`first`: the data's own input's).
+pub fn bucket_key(m: &Manifest, first: &[i64]) -> Option<Diagnostic> {
+    let d = &m.accelerator.distributed;
+    // Images have no feature column: the run says so.
+    let column = d
+        .bucket_by
+        .filter(|_| d.bucketed && !m.data.format.is_images())?;
+    let width: i64 = first.iter().product();
+    (column as i64 >= width).then(|| {
+        Diagnostic::error(
+            "pipeline::accelerator::bad_bucket_key",
+            format!("`bucket-by {column}`: a sample has {width} features"),
+        )
+        .label_opt(m.accelerator.span("bucket-by"), "this feature")
+        .help("`bucket-by` is an index into a sample's flattened features, from 0")
+    })
+}

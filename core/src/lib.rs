@@ -133,6 +133,8 @@ pub fn load(text: &str, path: &Path, overrides: &[Override]) -> Checked {
                     if let Err(d) = network::Network::compile(&manifest.model, &inputs) {
                         diagnostics.push(d);
                     }
+                    let first = inputs.first().map_or(&[][..], |i| &i.shape[..]);
+                    diagnostics.extend(check::bucket_key(manifest, first));
                 }
                 Ok(None) => {}
                 Err(d) => diagnostics.push(d),

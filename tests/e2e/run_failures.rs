@@ -172,15 +172,18 @@ train epochs=1 batch-size=2
 }
 
 #[test]
-fn a_bucketed_samplers_feature_that_a_sample_does_not_have_is_named() {
+fn a_bucketed_samplers_feature_that_a_sample_does_not_have_is_refused_by_check() {
     let manifest = crate::common::SMALL.replace(
         "train epochs=3",
         "accelerator {\n    sampler \"bucketed\"\n    bucket-by 100\n}\ntrain epochs=3",
     );
     let dir = crate::common::small_project(&manifest);
-    assert_fixture(
-        "run-bad-bucket-key.stderr",
-        &diagnostic(dir.path(), "small.kdl"),
+    // `check` knows a sample's features from the CSV's first line.
+    let out = pipeline(dir.path(), &["check", "small.kdl"]);
+    assert_fixture("run-bad-bucket-key.stderr", &first_diagnostic(&out));
+    assert_eq!(
+        first_diagnostic(&pipeline(dir.path(), &["run", "small.kdl"])),
+        first_diagnostic(&out)
     );
 }
 
