@@ -4,19 +4,22 @@
 use backends::{EpochRecord, Observer, StageResult, StepRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use manifests::{Diagnostic, StageKind};
-use pipeline_cli::summary::{percent, stage_line};
+use pipeline_cli::summary::{percent, stage_line, value};
 use std::io::IsTerminal;
 
 fn epoch_line(r: &EpochRecord) -> String {
     let mut line = format!(
-        "{} epoch {}/{}  loss {:.4}",
-        r.stage, r.epoch, r.epochs, r.loss
+        "{} epoch {}/{}  loss {}",
+        r.stage,
+        r.epoch,
+        r.epochs,
+        value(r.loss)
     );
     if let Some(a) = r.accuracy {
         line += &format!("  acc {}", percent(a));
     }
     if let Some(l) = r.val_loss {
-        line += &format!("  val loss {l:.4}");
+        line += &format!("  val loss {}", value(l));
     }
     if let Some(a) = r.val_accuracy {
         line += &format!("  val acc {}", percent(a));
@@ -56,7 +59,7 @@ pub struct Bar {
 
 /// What a record says of the training so far, for the bar.
 fn running(loss: f64, accuracy: Option<f64>, samples_per_second: f64) -> String {
-    let mut msg = format!(" · loss {loss:.4}");
+    let mut msg = format!(" · loss {}", value(loss));
     if let Some(a) = accuracy {
         msg += &format!(" · acc {}", percent(a));
     }

@@ -85,7 +85,11 @@ pub(crate) fn headline(record: &RunRecord) -> String {
             let (name, value) = ["accuracy", "r2", "loss"]
                 .into_iter()
                 .find_map(|k| Some((k, *m.get(k)?)))?;
-            Some(format!("{} {name} {value:.4}", s.name))
+            Some(format!(
+                "{} {name} {}",
+                s.name,
+                crate::summary::value(value)
+            ))
         })
         .collect();
     if !evals.is_empty() {
@@ -96,7 +100,10 @@ pub(crate) fn headline(record: &RunRecord) -> String {
         .iter()
         .rev()
         .find(|s| s.kind == "train")
-        .and_then(|s| Some(format!("{} loss {:.4}", s.name, s.metrics.get("loss")?)))
+        .and_then(|s| {
+            let loss = crate::summary::value(*s.metrics.get("loss")?);
+            Some(format!("{} loss {loss}", s.name))
+        })
         .unwrap_or_else(|| "-".into())
 }
 

@@ -8,6 +8,17 @@ pub fn percent(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// A loss or a metric as tables and progress lines show it: four decimals, or four
+/// significant digits with an exponent from a million up (a diverging loss is not forty
+/// digits wide).
+pub fn value(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e6 {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
 /// The line shown when a stage finishes: `✓ train (train): done in 2.71s`.
 pub fn stage_line(r: &StageResult) -> String {
     let status = match r.status {
@@ -85,9 +96,7 @@ pub fn table(report: &RunReport) -> String {
                 StageStatus::Ran | StageStatus::Failed => format!("{:.2}s", s.seconds),
                 StageStatus::Cached | StageStatus::Skipped => "-".into(),
             },
-            s.metrics
-                .get("loss")
-                .map_or("-".into(), |l| format!("{l:.4}")),
+            s.metrics.get("loss").map_or("-".into(), |&l| value(l)),
             match (accuracy, s.metrics.get("r2")) {
                 (Some(a), _) => percent(*a),
                 (None, Some(r2)) => format!("R² {r2:.3}"),
@@ -131,4 +140,20 @@ pub fn columns(rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::value;
+
+    #[test]
+    fn a_value_is_four_decimals_or_an_exponent_from_a_million() {
+        assert_eq!(value(0.16878), "0.1688");
+        assert_eq!(value(-2.5), "-2.5000");
+        assert_eq!(value(999_999.0), "999999.0000");
+        assert_eq!(value(1.290_079e37), "1.290e37");
+        assert_eq!(value(-4.2e6), "-4.200e6");
+        assert_eq!(value(f64::INFINITY), "inf");
+        assert_eq!(value(f64::NAN), "NaN");
+    }
 }

@@ -744,7 +744,7 @@ fn execute(
         let point = &sweep[p];
         let value = point
             .value(monitor)
-            .map_or("-".into(), |v| format!("{v:.4}"));
+            .map_or("-".into(), crate::summary::value);
         say(&format!(
             "[{finished}/{}] point {} ({}): {} · {} {value}",
             which.len(),
@@ -790,7 +790,7 @@ fn table(sweep: &[Point], order: &[usize], plan: &Plan, monitor: &Monitor) -> St
         let p = &sweep[i];
         let mut row = vec![(rank + 1).to_string(), (i + 1).to_string()];
         row.extend(p.overrides.iter().map(|o| escaped(&o.value)));
-        row.push(p.value(monitor).map_or("-".into(), |v| format!("{v:.4}")));
+        row.push(p.value(monitor).map_or("-".into(), crate::summary::value));
         if halved {
             row.push(p.rungs.last().map_or("-".into(), |r| r.0.to_string()));
         }
