@@ -1510,6 +1510,12 @@ mod tests {
             }
         }
         check(DataFormat::ALL, DataFormat::as_str);
+        // The built-in formats' names are listed twice (`NAMES`, `as_str`): they agree.
+        assert_eq!(DataFormat::ALL.len(), DataFormat::NAMES.len());
+        for (&format, &name) in DataFormat::ALL.iter().zip(DataFormat::NAMES) {
+            assert_eq!(format.as_str(), name);
+            assert_eq!(DataFormat::parse(name), Some(format));
+        }
         check(PaddingSide::ALL, PaddingSide::as_str);
         check(Scale::ALL, Scale::as_str);
         check(SplitName::ALL, SplitName::as_str);
