@@ -394,8 +394,8 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         let format = DataFormat::of_name(&source.value);
         let table = format.is_some_and(DataFormat::is_table);
         // A registered format's file may hold labels (its code says when it is read).
+        // (`of_name` gives no images.)
         let holds_labels = match format {
-            Some(DataFormat::Npy) | None => false,
             Some(
                 DataFormat::Csv
                 | DataFormat::Parquet
@@ -403,9 +403,7 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 | DataFormat::Safetensors
                 | DataFormat::Registered(_),
             ) => true,
-            Some(DataFormat::ImageFolder | DataFormat::ImageList) => {
-                unreachable!("`of_name` gives file formats")
-            }
+            Some(DataFormat::Npy | DataFormat::ImageFolder | DataFormat::ImageList) | None => false,
         };
         if format.is_none() {
             diags.push(refuse(

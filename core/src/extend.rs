@@ -39,19 +39,16 @@ pub fn hindrance(manifest: &Manifest, index: usize, processes: u64) -> Option<St
         return Some("only a train stage is extended".into());
     };
     let schedule = &manifest.schedule.kind;
+    // What to add when its curve spans the training, else `None`.
     let spans = match schedule.member.describe().length {
         Length::Unbounded => None,
-        Length::Training => Some(""),
-        Length::Key(key) => match schedule.settings.get(key) {
-            Some(_) => None,
-            None => Some(key),
-        },
+        Length::Training => Some(String::new()),
+        Length::Key(key) if schedule.settings.get(key).is_none() => {
+            Some(format!(" (declare its `{key}` to extend)"))
+        }
+        Length::Key(_) => None,
     };
-    if let Some(key) = spans {
-        let declare = match key {
-            "" => String::new(),
-            key => format!(" (declare its `{key}` to extend)"),
-        };
+    if let Some(declare) = spans {
         return Some(format!(
             "schedule \"{}\" spans all the epochs, so the first ones change with their number{declare}",
             schedule.name()

@@ -19,17 +19,26 @@ impl Array {
     /// `values` of `shape`; refused (with why) when their counts differ or `shape` has no
     /// sample axis.
     pub fn new(values: Vec<f32>, shape: Vec<usize>) -> Result<Array, String> {
-        if shape.is_empty() {
+        let array = Array { values, shape };
+        array.check()?;
+        Ok(array)
+    }
+
+    /// Whether it has a sample axis and as many values as its shape holds (its fields are
+    /// public: a format's code may build it without [`Array::new`]).
+    fn check(&self) -> Result<(), String> {
+        if self.shape.is_empty() {
             return Err("an array of samples has a first axis, the samples".into());
         }
-        let count: usize = shape.iter().product();
-        if count != values.len() {
+        let count: usize = self.shape.iter().product();
+        if count != self.values.len() {
             return Err(format!(
-                "{} values cannot be an array of shape {shape:?} ({count} values)",
-                values.len()
+                "{} values cannot be an array of shape {:?} ({count} values)",
+                self.values.len(),
+                self.shape
             ));
         }
-        Ok(Array { values, shape })
+        Ok(())
     }
 
     pub fn samples(&self) -> usize {
@@ -60,7 +69,8 @@ pub trait FileFormat: Sync + 'static {
     /// The shape of one sample's features, for `check`: by default the file read whole;
     /// a format that can tell it from a header says so here.
     fn sample_shape(&self, path: &Path) -> Result<Vec<usize>, String> {
-        Ok(self.read(path)?.features.shape[1..].to_vec())
+        let features = self.read(path)?.features;
+        Ok(features.shape.get(1..).unwrap_or_default().to_vec())
     }
 }
 
@@ -74,11 +84,17 @@ pub fn register_data_format(member: &'static dyn FileFormat) -> Result<(), Strin
     READERS.register(member)
 }
 
-/// The code of the registered format `format`.
-pub fn reader(format: manifests::registry::Chosen<FormatDescription>) -> &'static dyn FileFormat {
-    READERS
-        .get(format.as_str())
-        .expect("a registered format is registered with its code (`register_data_format`)")
+/// The code of the registered format `format`; `Err` when a program described it without
+/// registering its code.
+pub fn reader(
+    format: manifests::registry::Chosen<FormatDescription>,
+) -> Result<&'static dyn FileFormat, String> {
+    READERS.get(format.as_str()).ok_or_else(|| {
+        format!(
+            "the data format `{}` is described, but this program has no code for it (`register_data_format` registers both)",
+            format.as_str()
+        )
+    })
 }
 
 /// What the file at `path` reads as, checked: samples in the features and the labels
@@ -87,20 +103,14 @@ pub fn read(
     format: manifests::registry::Chosen<FormatDescription>,
     path: &Path,
 ) -> Result<Samples, String> {
-    let samples = reader(format).read(path)?;
+    let samples = reader(format)?.read(path)?;
     let features = &samples.features;
     for array in std::iter::once(features).chain(&samples.labels) {
-        let count: usize = array.shape.iter().product();
-        if array.shape.is_empty() || count != array.values.len() {
-            return Err(format!(
-                "the `{}` format's code gave {} values for an array of shape {:?}",
-                format.as_str(),
-                array.values.len(),
-                array.shape
-            ));
-        }
+        array
+            .check()
+            .map_err(|why| format!("the `{}` format's code gave {why}", format.as_str()))?;
     }
-    if features.shape[1..].iter().product::<usize>() == 0 || features.shape.len() < 2 {
+    if features.shape.len() < 2 || features.shape[1..].contains(&0) {
         return Err(format!(
             "the `{}` format's code gave features of shape {:?}: a sample needs at least one feature",
             format.as_str(),

@@ -88,11 +88,12 @@ fn input_shape(manifest: &Manifest, input: &InputSpec) -> Option<Vec<i64>> {
         DataFormat::Registered(format) => {
             return registered_shape(manifest, format, &input.source.value).ok()?
         }
-        // Known when read (an array of the file's).
-        DataFormat::Npz | DataFormat::Safetensors => return None,
-        DataFormat::ImageFolder | DataFormat::ImageList => {
-            unreachable!("an input's file is not images (refused when lowered)")
-        }
+        // Known when read (an array of the file's); an input is never images (refused
+        // when lowered).
+        DataFormat::Npz
+        | DataFormat::Safetensors
+        | DataFormat::ImageFolder
+        | DataFormat::ImageList => return None,
     };
     Some(vec![columns as i64])
 }
@@ -110,7 +111,7 @@ fn registered_shape(
     if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
         return Ok(None);
     }
-    let shape = crate::formats::reader(format)
+    let shape = crate::formats::reader(format)?
         .sample_shape(&path)
         .map_err(|why| format!("{}: {why}", path.display()))?;
     let shape: Vec<i64> = shape.into_iter().map(|d| d as i64).collect();

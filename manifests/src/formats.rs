@@ -37,7 +37,7 @@ pub static FORMATS: Registry<FormatDescription> = Registry::new(Vec::new, |f| f.
 /// extension is not a lowercase `.ending` or is another format's already.
 pub fn register(member: &'static FormatDescription) -> Result<(), String> {
     let name = member.name;
-    if name == crate::schema::AUTO_FORMAT || DataFormat::NAMES.contains(&name) {
+    if name == crate::schema::AUTO_FORMAT || DataFormat::ALL.iter().any(|f| f.as_str() == name) {
         return Err(format!("`{name}` is already a data format"));
     }
     if member.extensions.is_empty() {

@@ -1114,7 +1114,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// `reduce-on-plateau`'s `monitor`, which it cannot do without.
     /// The schedule `schedule.kind` names, with the numbers it takes (defaults applied)
     /// and, for one that takes a `monitor`, what it watches.
     fn schedule_kind(&mut self, f: &Fields) -> Option<ScheduleKind> {
@@ -1146,7 +1145,7 @@ impl<'a> Reader<'a> {
             .describe()
             .keys
             .iter()
-            .any(|k| k.name == "monitor")
+            .any(|k| std::ptr::eq(*k, &schedules::MONITOR))
             .then(|| PlateauWatch {
                 monitor: self.plateau_monitor(f),
                 mode: f.opt_text("mode").and_then(|m| Mode::parse(&m)),
@@ -1158,6 +1157,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// `reduce-on-plateau`'s `monitor`, which it cannot do without.
     fn plateau_monitor(&mut self, f: &Fields) -> Spanned<Monitor> {
         if f.opt_text("monitor").is_none() {
             self.diags.push(

@@ -495,7 +495,7 @@ pub struct Dialect {
 }
 
 impl DataFormat {
-    /// The built-in formats, in the order of [`Self::NAMES`].
+    /// The built-in formats.
     pub const ALL: &'static [DataFormat] = &[
         DataFormat::Csv,
         DataFormat::Npy,
@@ -506,22 +506,11 @@ impl DataFormat {
         DataFormat::ImageList,
     ];
 
-    /// The built-in formats' names, in the order of [`Self::ALL`].
-    pub const NAMES: &'static [&'static str] = &[
-        "csv",
-        "npy",
-        "npz",
-        "safetensors",
-        "parquet",
-        "image-folder",
-        "image-list",
-    ];
-
     /// The format `data.format` names: a built-in one, else a registered one.
     pub fn parse(text: &str) -> Option<DataFormat> {
-        let builtin = DataFormat::NAMES.iter().position(|n| *n == text);
+        let builtin = DataFormat::ALL.iter().find(|f| f.as_str() == text);
         builtin
-            .map(|i| DataFormat::ALL[i])
+            .copied()
             .or_else(|| Chosen::named(text).map(DataFormat::Registered))
     }
 
@@ -1510,11 +1499,8 @@ mod tests {
             }
         }
         check(DataFormat::ALL, DataFormat::as_str);
-        // The built-in formats' names are listed twice (`NAMES`, `as_str`): they agree.
-        assert_eq!(DataFormat::ALL.len(), DataFormat::NAMES.len());
-        for (&format, &name) in DataFormat::ALL.iter().zip(DataFormat::NAMES) {
-            assert_eq!(format.as_str(), name);
-            assert_eq!(DataFormat::parse(name), Some(format));
+        for &format in DataFormat::ALL {
+            assert_eq!(DataFormat::parse(format.as_str()), Some(format));
         }
         check(PaddingSide::ALL, PaddingSide::as_str);
         check(Scale::ALL, Scale::as_str);

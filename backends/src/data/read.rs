@@ -147,8 +147,14 @@ pub(super) fn read_source(
             unreachable!("image data is loaded by `Dataset::load_images`")
         }
         DataFormat::Registered(format) => {
-            let (features, labels) =
-                read_registered(format, path).map_err(|e| array_error(path, e))?;
+            let (features, labels) = read_registered(format, path).map_err(|e| {
+                data_error(
+                    "pipeline::data::unreadable",
+                    spec,
+                    format!("{}: {e}", path.display()),
+                    "check the file: its format's code could not read it",
+                )
+            })?;
             let labels = match (separate, labels) {
                 (true, _) => None,
                 (false, Some(labels)) => Some(Labels::Array(labels)),

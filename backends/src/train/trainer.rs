@@ -174,6 +174,20 @@ struct Epoch {
     started: Instant,
 }
 
+/// The batch a failure happened at, as a message says it (`epoch 2, batch 7`): put into
+/// words only when there is a failure, not at every step.
+#[derive(Clone, Copy)]
+struct BatchAt {
+    epoch: u64,
+    batch: u64,
+}
+
+impl std::fmt::Display for BatchAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "epoch {}, batch {}", self.epoch, self.batch)
+    }
+}
+
 /// How a training stopped before its last step: the epoch, why, and whether within it.
 type Stop = (u64, String, bool);
 
@@ -344,9 +358,14 @@ impl<'a, 'o> Trainer<'a, 'o> {
         self.session.group.as_ref()
     }
 
-    /// A failure of libtorch while doing `what`.
-    fn fail(&self, what: &str, e: TchError) -> Diagnostic {
-        failure(self.session.manifest, self.stage.name(), what, e)
+    /// A failure of libtorch while doing `what` (built into words only then).
+    fn fail(&self, what: impl std::fmt::Display, e: TchError) -> Diagnostic {
+        failure(
+            self.session.manifest,
+            self.stage.name(),
+            &what.to_string(),
+            e,
+        )
     }
 
     /// The epochs from `at` on, until the last or until a callback ends the training; the
@@ -440,8 +459,9 @@ impl<'a, 'o> Trainer<'a, 'o> {
                 range,
                 Some(number),
             );
-            let mut loader = loader
-                .map_err(|e| self.fail(&format!("epoch {number}: starting the data loader"), e))?;
+            let mut loader = loader.map_err(|e| {
+                self.fail(format_args!("epoch {number}: starting the data loader"), e)
+            })?;
             for s in first..batches {
                 if let Flow::Break = self.batch(&mut ep, &mut loader, s)? {
                     break;
@@ -460,8 +480,11 @@ impl<'a, 'o> Trainer<'a, 'o> {
         let begin = (s * batch) as i64;
         let len = (batch as i64).min(self.layout.samples as i64 - begin);
         let boundary = (s + 1).is_multiple_of(self.layout.accumulate) || s + 1 == batches;
-        let at = format!("epoch {}, batch {}", ep.number, s + 1);
-        let loss = (self.compute(ep, loader, s, len, boundary)).map_err(|e| self.fail(&at, e))?;
+        let at = BatchAt {
+            epoch: ep.number,
+            batch: s + 1,
+        };
+        let loss = (self.compute(ep, loader, s, len, boundary)).map_err(|e| self.fail(at, e))?;
         ep.seen += len;
         let step_end = StepEnd {
             epoch: ep.number,
@@ -472,10 +495,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
             loss: &loss,
         };
         let control = self.callbacks.step_ended(&step_end, &mut self.out);
-        let control = control.map_err(|e| self.fail(&at, e))?;
+        let control = control.map_err(|e| self.fail(at, e))?;
         let control = match self.group() {
             Some(g) if boundary && (self.step + 1).is_multiple_of(CHECK_EVERY) => {
-                agree(g, control, self.stage.name()).map_err(|e| self.fail(&at, e))?
+                agree(g, control, self.stage.name()).map_err(|e| self.fail(at, e))?
             }
             _ => control,
         };
@@ -487,7 +510,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
         }
         self.step += 1;
         if self.step_log.due(self.step) {
-            self.log_step(ep, &at)?;
+            self.log_step(ep, at)?;
         }
         if ep.finish.is_some() {
             ep.ended_within = s + 1 < batches;
@@ -495,12 +518,12 @@ impl<'a, 'o> Trainer<'a, 'o> {
         }
         let every = self.spec.validate.every_steps;
         if every > 0 && self.step.is_multiple_of(every) && s + 1 < batches {
-            if let Flow::Break = self.validate_within(ep, s, &at)? {
+            if let Flow::Break = self.validate_within(ep, s, at)? {
                 return Ok(Flow::Break);
             }
         }
         if s + 1 < batches && self.callbacks.snapshot_due(At::Step(self.step)) {
-            return self.snapshot_within(ep, s, &at);
+            return self.snapshot_within(ep, s, at);
         }
         Ok(Flow::Continue)
     }
@@ -593,7 +616,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
     }
 
     /// The step's record (`logging { log-every-steps N }`), told to the callbacks.
-    fn log_step(&mut self, ep: &Epoch, at: &str) -> Result<(), Diagnostic> {
+    fn log_step(&mut self, ep: &Epoch, at: BatchAt) -> Result<(), Diagnostic> {
         let due = step_log::At {
             stage: self.stage.name(),
             epoch: ep.number,
@@ -621,7 +644,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
         epoch: u64,
         within_epoch: bool,
         (loss, accuracy): (f64, Option<f64>),
-        what: &str,
+        what: impl std::fmt::Display,
     ) -> Result<(BTreeMap<String, f64>, Control), Diagnostic> {
         let mut values = (self.validator).measure(&self.layout.model, loss, accuracy)?;
         if let Some(g) = self.group() {
@@ -641,7 +664,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
 
     /// A validation within the epoch (`validate every-steps=N`); it ends the training
     /// where a callback decides so.
-    fn validate_within(&mut self, ep: &mut Epoch, s: u64, at: &str) -> Result<Flow, Diagnostic> {
+    fn validate_within(&mut self, ep: &mut Epoch, s: u64, at: BatchAt) -> Result<Flow, Diagnostic> {
         let totals = Totals::read(&self.loss_sum, &self.hits_sum, ep.seen, ep.counted)
             .map_err(|e| self.fail("reading the training loss", e))?;
         let (values, control) = self.validate(ep.number, true, totals.mean(), at)?;
@@ -659,7 +682,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
     }
 
     /// A snapshot after batch `s`, unless a callback ends the training first.
-    fn snapshot_within(&mut self, ep: &mut Epoch, s: u64, at: &str) -> Result<Flow, Diagnostic> {
+    fn snapshot_within(&mut self, ep: &mut Epoch, s: u64, at: BatchAt) -> Result<Flow, Diagnostic> {
         // Every process saves at the same steps: they agree here too.
         let control = self.callbacks.before_snapshot();
         let control = decide(self.group(), control, self.stage.name());

@@ -25,6 +25,7 @@ pub use exponential::EXPONENTIAL;
 pub use linear::LINEAR;
 pub use one_cycle::ONE_CYCLE;
 pub use polynomial::POLYNOMIAL;
+pub(crate) use reduce_on_plateau::MONITOR;
 pub use reduce_on_plateau::REDUCE_ON_PLATEAU;
 pub use step::STEP;
 

@@ -1,8 +1,8 @@
 //! `schedule "reduce-on-plateau" monitor="val.loss" factor=0.1 patience=10`: PyTorch's
 //! `ReduceLROnPlateau` (relative threshold). No curve: the peak, multiplied by `factor`
 //! whenever `monitor` has not improved for more than `patience` validations, decided at
-//! every validation (`pipeline_core::schedule::Plateau`, run by the
-//! `reduce-on-plateau` callback, its state in every snapshot).
+//! every validation (`pipeline_core::schedule::Plateau`, followed by the training's
+//! rates, `backends/src/train/rates.rs`, its state in every snapshot).
 
 use super::{Length, ScheduleDescription, MIN_LR};
 use crate::schema::{self, int, Bound, Key, Ty, Val, MAX_STEPS, MODE_DOC, NON_NEGATIVE};
@@ -17,11 +17,12 @@ pub static REDUCE_ON_PLATEAU: ScheduleDescription = ScheduleDescription {
     counts: Interval::Step,
     length: Length::Unbounded,
     own_warmup: None,
-    // The reductions are the callback's; the curve is flat.
+    // The reductions are the rates' (at each validation); the curve is flat.
     lr: |p| p.peak,
 };
 
-static MONITOR: Key = schema::key(
+/// What it watches: a schedule that takes this key is driven by a monitor.
+pub(crate) static MONITOR: Key = schema::key(
     "monitor",
     Ty::Text,
     None,
