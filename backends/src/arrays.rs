@@ -1,10 +1,13 @@
-//! Reading NPY, NPZ and safetensors arrays straight into tensor memory.
+//! Reading NPY, NPZ and safetensors arrays straight into tensor memory (the code of the
+//! NPZ and safetensors formats, `manifests::formats`).
 //!
 //! libtorch's own readers (through tch) first read a whole file into a growing buffer
 //! and then copy it into a tensor: two to three times the data's size at the peak. These
 //! read each array's bytes once, into a tensor allocated at its final size, and read only
 //! the arrays asked for.
 
+use manifests::formats::{DataFormat, FormatDescription, NPZ, SAFETENSORS};
+use manifests::registry::Registry;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -62,8 +65,57 @@ pub fn read_npy(path: &Path) -> Result<Tensor, String> {
     read_npy_from(&mut BufReader::with_capacity(1 << 20, file))
 }
 
+/// The code of a format of named arrays (`FormatKind::Arrays`).
+trait NamedArrays: Sync {
+    fn describe(&self) -> &'static FormatDescription;
+
+    /// The arrays `names` of the file at `path`, in order; `Err` for a missing one starts
+    /// `no array named` and lists what the file holds.
+    fn read(&self, path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String>;
+}
+
+struct Npz;
+
+impl NamedArrays for Npz {
+    fn describe(&self) -> &'static FormatDescription {
+        &NPZ
+    }
+
+    fn read(&self, path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
+        read_npz(path, names)
+    }
+}
+
+struct Safetensors;
+
+impl NamedArrays for Safetensors {
+    fn describe(&self) -> &'static FormatDescription {
+        &SAFETENSORS
+    }
+
+    fn read(&self, path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
+        read_safetensors(path, names)
+    }
+}
+
+static NAMED_ARRAYS: Registry<dyn NamedArrays> = Registry::new(
+    || vec![&Npz as &dyn NamedArrays, &Safetensors],
+    |f| f.describe().name,
+);
+
+/// Reads the arrays `names` of the file at `path`, of the named-arrays format `format`.
+pub fn read_named(format: DataFormat, path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
+    let code = NAMED_ARRAYS.get(format.as_str()).ok_or_else(|| {
+        format!(
+            "the data format `{}` is not one of named arrays",
+            format.as_str()
+        )
+    })?;
+    code.read(path, names)
+}
+
 /// Reads the arrays `names` from an `.npz` file; `Err` lists what the file holds.
-pub fn read_npz(path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
+fn read_npz(path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     let mut zip =
         zip::ZipArchive::new(BufReader::new(file)).map_err(|e| format!("not an NPZ file ({e})"))?;
@@ -84,7 +136,7 @@ pub fn read_npz(path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
 }
 
 /// Reads the tensors `names` from a `.safetensors` file; `Err` lists what the file holds.
-pub fn read_safetensors(path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
+fn read_safetensors(path: &Path, names: &[&str]) -> Result<Vec<Tensor>, String> {
     let mut file = File::open(path).map_err(|e| e.to_string())?;
     let mut len = [0u8; 8];
     file.read_exact(&mut len)

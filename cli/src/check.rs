@@ -21,7 +21,7 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
                 .valid()
                 .map(|m| {
                     let mut problems = pipeline_core::freshness::input_file_problems(m);
-                    problems.extend(pipeline_core::parquet::check(m));
+                    problems.extend(pipeline_core::formats::check(m));
                     problems
                 })
                 .unwrap_or_default();

@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, DataFormat, Diagnostic, EvalSpec, Manifest, Spanned, StageConfig, StageKind,
-    StageSpec, Target, TrainSpec, WeightsFrom,
+    suggest, DataFormat, Diagnostic, EvalSpec, FormatKind, Manifest, Spanned, StageConfig,
+    StageKind, StageSpec, Target, TrainSpec, WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -393,24 +393,16 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         }
         let format = DataFormat::of_name(&source.value);
         let table = format.is_some_and(DataFormat::is_table);
-        // A registered format's file may hold labels (its code says when it is read).
-        // (`of_name` gives no images.)
-        let holds_labels = match format {
-            Some(
-                DataFormat::Csv
-                | DataFormat::Parquet
-                | DataFormat::Npz
-                | DataFormat::Safetensors
-                | DataFormat::Registered(_),
-            ) => true,
-            Some(DataFormat::Npy | DataFormat::ImageFolder | DataFormat::ImageList) | None => false,
-        };
+        // A file of samples may hold labels (its code says when it is read); an array
+        // is features alone. (`of_name` gives no images.)
+        let holds_labels = format.is_some_and(|f| f.kind() != FormatKind::Array);
         if format.is_none() {
+            let endings = DataFormat::endings(false);
             diags.push(refuse(
                 "pipeline::stage::bad_source",
                 format!("{} is not a data file this reads", source.value.display()),
-                "not .csv, .csv.gz, .parquet, .npy, .npz or .safetensors",
-                "name a file the data could be: .csv, .csv.gz, .parquet, .npy, .npz or .safetensors",
+                &format!("not {endings}"),
+                &format!("name a file the data could be: {endings}"),
             ));
         } else if m.data.text.is_some() && !table {
             diags.push(refuse(

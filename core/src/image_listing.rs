@@ -9,7 +9,7 @@
 use crate::image::{is_image, is_unread_image, Image};
 use crate::table::{self, TableError};
 use cache::HashMemo;
-use manifests::{DataFormat, DataSpec, Diagnostic, Manifest};
+use manifests::{DataSpec, Diagnostic, FormatKind, Manifest};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -53,8 +53,8 @@ impl ImageListing {
     pub fn of(manifest: &Manifest) -> Result<ImageListing, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
-        match spec.format {
-            DataFormat::ImageList => list(spec, &path),
+        match spec.format.kind() {
+            FormatKind::Images { listed: true } => list(spec, &path),
             _ => folder(spec, &path),
         }
     }
@@ -297,8 +297,8 @@ fn list(spec: &DataSpec, listing: &Path) -> Result<ImageListing, Diagnostic> {
 fn first_image(manifest: &Manifest) -> Option<PathBuf> {
     let spec = &manifest.data;
     let path = manifest.resolve(&spec.source.value);
-    match spec.format {
-        DataFormat::ImageList => {
+    match spec.format.kind() {
+        FormatKind::Images { listed: true } => {
             let listing = list(spec, &path).ok()?;
             Some(listing.root.join(listing.files.first()?))
         }

@@ -7,12 +7,12 @@
 
 use crate::shards::{files_of, open};
 use crate::table::Layout;
-use manifests::{DataFormat, Load, Manifest, Missing, STREAM_ABOVE_BYTES};
+use manifests::{FormatKind, Load, Manifest, Missing, STREAM_ABOVE_BYTES};
 
 /// Whether the run streams its `.npy` or Parquet features.
 pub fn streams(manifest: &Manifest) -> bool {
     let data = &manifest.data;
-    if !matches!(data.format, DataFormat::Npy | DataFormat::Parquet) {
+    if !data.format.streams() {
         return false;
     }
     match data.load.value {
@@ -22,15 +22,21 @@ pub fn streams(manifest: &Manifest) -> bool {
             if data.missing == Missing::Median || data.padding_id.is_some() || data.text.is_some() {
                 return false;
             }
-            let values = match data.format {
-                DataFormat::Parquet => {
+            let values = match data.format.kind() {
+                FormatKind::Table { .. } => {
                     let path = manifest.resolve(&data.source.value);
-                    match crate::parquet::shape(&path, Layout::of(data)) {
-                        Ok((rows, features)) => (rows as u64).saturating_mul(features as u64),
-                        Err(_) => return false,
+                    let code = crate::formats::table(data.format)
+                        .ok()
+                        .and_then(|t| t.columns());
+                    match code.map(|c| c.shape(&path, Layout::of(data))) {
+                        Some(Ok((rows, features))) => (rows as u64).saturating_mul(features as u64),
+                        Some(Err(_)) | None => return false,
                     }
                 }
-                _ => {
+                FormatKind::Array
+                | FormatKind::Arrays
+                | FormatKind::Images { .. }
+                | FormatKind::Samples => {
                     let shards =
                         files_of(&manifest.base_dir, &data.source.value).and_then(|f| open(&f));
                     let Ok(shards) = shards else {

@@ -15,7 +15,6 @@
 //! reader, as text (class names) or numbers.
 
 use crate::table::{resolve, twice_named, Layout, Table, TableError};
-use manifests::{DataFormat, Diagnostic, Manifest, StageConfig};
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
@@ -122,61 +121,6 @@ pub fn footer_problem(path: &Path) -> Result<(), TableError> {
         }
     }
     Ok(())
-}
-
-/// The Parquet files `manifest` reads (the data, a labels file, `data.inputs`, an `eval`
-/// stage's `source`) that the run would refuse from their footers alone
-/// ([`footer_problem`]), each as the located diagnostic the run gives. Files that do not
-/// exist or are not regular files are reported elsewhere.
-pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
-    let data = &manifest.data;
-    let is_parquet = |path: &Path| DataFormat::of_name(path) == Some(DataFormat::Parquet);
-    let mut files = Vec::new();
-    if data.format == DataFormat::Parquet {
-        files.push((&data.source, "data file"));
-    }
-    if let Some(labels) = data.labels_file.as_ref().filter(|l| is_parquet(&l.value)) {
-        files.push((labels, "labels file"));
-    }
-    for input in &data.extra_inputs {
-        if input.format == DataFormat::Parquet {
-            files.push((&input.source, "input file"));
-        }
-    }
-    for stage in &manifest.stages {
-        if let StageConfig::Eval(eval) = &stage.config {
-            if let Some(source) = eval.source.as_ref().filter(|s| is_parquet(&s.value)) {
-                files.push((source, "file evaluated"));
-            }
-        }
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    let mut problems = Vec::new();
-    for (file, what) in files {
-        let path = manifest.resolve(&file.value);
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) || !seen.insert(path.clone()) {
-            continue;
-        }
-        let (code, message, help) = match footer_problem(&path) {
-            Ok(()) => continue,
-            Err(TableError::Columns(m)) => (
-                "pipeline::data::bad_label_column",
-                format!("{}: {m}", path.display()),
-                "set `label` and `features` in `data` to columns the file has",
-            ),
-            Err(TableError::Io(m) | TableError::Line { message: m, .. }) => (
-                "pipeline::data::unreadable",
-                format!("cannot read {}: {m}", path.display()),
-                "check the file",
-            ),
-        };
-        problems.push(
-            Diagnostic::error(code, message)
-                .label_opt(file.span, what)
-                .help(help),
-        );
-    }
-    problems
 }
 
 /// How many features a sample has, from the schema alone.

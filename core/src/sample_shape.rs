@@ -12,8 +12,8 @@
 //! report, with the file and line.
 
 use crate::network::Input;
-use crate::table::{peek_features, Layout};
-use manifests::{DataFormat, Diagnostic, InputSpec, Manifest};
+use crate::table::Layout;
+use manifests::{DataFormat, Diagnostic, FormatKind, InputSpec, Manifest};
 
 /// One sample's shape: the CSV's feature columns, as a vector; images' `[channels,
 /// height, width]`, or an error when a transform cannot take the first image.
@@ -25,14 +25,17 @@ pub fn of(manifest: &Manifest) -> Result<Option<Vec<i64>>, Diagnostic> {
     if let Some(text) = &spec.text {
         return Ok(Some(vec![text.max_length as i64]));
     }
-    if let DataFormat::Registered(format) = spec.format {
-        return registered_shape(manifest, format, &spec.source.value).map_err(|why| {
+    if spec.format.kind() == FormatKind::Samples {
+        return samples_shape(manifest, spec.format, &spec.source.value).map_err(|why| {
             Diagnostic::error("pipeline::data::unreadable", why)
-                .label_opt(spec.source.span, format!("read as {}", format.as_str()))
+                .label_opt(
+                    spec.source.span,
+                    format!("read as {}", spec.format.as_str()),
+                )
                 .help("check the file: its format's code could not read it")
         });
     }
-    if spec.format == DataFormat::Npy {
+    if spec.format.kind() == FormatKind::Array {
         // One file or shards (`shards::check` reports shards that are not one data set).
         let Ok(files) = crate::shards::files_of(&manifest.base_dir, &spec.source.value) else {
             return Ok(None);
@@ -81,29 +84,28 @@ fn input_shape(manifest: &Manifest, input: &InputSpec) -> Option<Vec<i64>> {
         return None;
     }
     let layout = Layout::Features(&input.features);
-    let columns = match input.format {
-        DataFormat::Parquet => crate::parquet::peek_features(&path, layout)?,
-        DataFormat::Csv => peek_features(&path, &manifest.data.dialect, layout)?,
-        DataFormat::Npy => return sample_of(crate::npy::peek_shape(&path)?),
-        DataFormat::Registered(format) => {
-            return registered_shape(manifest, format, &input.source.value).ok()?
+    let columns = match input.format.kind() {
+        FormatKind::Table { .. } => {
+            let code = crate::formats::table(input.format).ok()?;
+            code.peek_features(&path, &manifest.data.dialect, layout)?
+        }
+        FormatKind::Array => return sample_of(crate::npy::peek_shape(&path)?),
+        FormatKind::Samples => {
+            return samples_shape(manifest, input.format, &input.source.value).ok()?
         }
         // Known when read (an array of the file's); an input is never images (refused
         // when lowered).
-        DataFormat::Npz
-        | DataFormat::Safetensors
-        | DataFormat::ImageFolder
-        | DataFormat::ImageList => return None,
+        FormatKind::Arrays | FormatKind::Images { .. } => return None,
     };
     Some(vec![columns as i64])
 }
 
-/// One sample's shape in the file `written` of a registered format, as its code reads it
+/// One sample's shape in the file `written` of a format of samples, as its code reads it
 /// (`Err`: why it cannot, with the file's name); `None` when there is no file to read
 /// (the run says so).
-fn registered_shape(
+fn samples_shape(
     manifest: &Manifest,
-    format: manifests::registry::Chosen<manifests::FormatDescription>,
+    format: DataFormat,
     written: &std::path::Path,
 ) -> Result<Option<Vec<i64>>, String> {
     let path = manifest.resolve(written);
@@ -129,9 +131,7 @@ fn table_shape(manifest: &Manifest) -> Option<Vec<i64>> {
     if !std::fs::metadata(&path).ok()?.is_file() {
         return None;
     }
-    let features = match spec.format {
-        DataFormat::Parquet => crate::parquet::peek_features(&path, Layout::of(spec))?,
-        _ => peek_features(&path, &spec.dialect, Layout::of(spec))?,
-    };
+    let code = crate::formats::table(spec.format).ok()?;
+    let features = code.peek_features(&path, &spec.dialect, Layout::of(spec))?;
     Some(vec![features as i64])
 }

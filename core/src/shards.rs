@@ -9,7 +9,7 @@
 //! regular files (or links to them) match, and a pattern that matches none is an error.
 
 use crate::npy;
-use manifests::{DataFormat, Diagnostic, Manifest};
+use manifests::{DataFormat, Diagnostic, FormatKind, Manifest};
 use std::path::{Path, PathBuf};
 
 /// Whether a manifest path as written (relative to `base`, the manifest's directory) is a
@@ -192,7 +192,7 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
     let data = &manifest.data;
     let labels = data.labels_file.as_ref();
     let labels_pattern = labels.filter(|l| is_pattern(&manifest.base_dir, &l.value));
-    if data.format != DataFormat::Npy {
+    if data.format.kind() != FormatKind::Array {
         let mut diags = Vec::new();
         if is_pattern(&manifest.base_dir, &data.source.value) {
             diags.push(not_npy(data.source.span, "source"));
@@ -231,7 +231,8 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
         Some(Ok(shards)) => Some(shards),
         None => None,
     };
-    let Some(file) = labels.filter(|l| DataFormat::of_name(&l.value) == Some(DataFormat::Npy))
+    let Some(file) = labels
+        .filter(|l| DataFormat::of_name(&l.value).is_some_and(|f| f.kind() == FormatKind::Array))
     else {
         return diags;
     };

@@ -97,7 +97,7 @@ fn is_gzip(path: &Path) -> bool {
 
 /// The file's bytes: gzip is read member after member (what `cat a.gz b.gz`, pigz and
 /// bgzip write), and anything after the last member that is not one is an error.
-fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
+pub(crate) fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
     let file = File::open(path)?;
     let reader: Box<dyn Read> = if is_gzip(path) {
         Box::new(MultiGzDecoder::new(file))
@@ -478,7 +478,7 @@ pub struct Cells {
     pub lines: Vec<usize>,
 }
 
-/// Reads `path` (CSV with `spec`'s dialect, or Parquet) as [`Cells`]: the one column
+/// Reads the table `path` (of the data's table format, or an image listing) as [`Cells`]: the one column
 /// `column` names (empty: the first that is not a label; `what` says what it holds, for
 /// the message when several are named) and the `label` columns.
 pub fn read_cells(
@@ -487,13 +487,17 @@ pub fn read_cells(
     column: &[Column],
     what: &str,
 ) -> Result<Cells, TableError> {
-    let (t, header) = match spec.format {
-        manifests::DataFormat::Parquet => (crate::parquet::read(path, Layout::Texts)?, true),
-        _ => (
-            read(path, &spec.dialect, Layout::Texts)?,
-            spec.dialect.header,
-        ),
+    // A texts' table is the data's; an image listing is a table of its own kind (by its
+    // name), and CSV (what `image-list` reads) when its name does not say.
+    let format = match spec.format.is_table() {
+        true => spec.format,
+        false => manifests::DataFormat::of_name(path)
+            .filter(|f| f.is_table())
+            .unwrap_or(manifests::DataFormat::builtin(&manifests::formats::CSV)),
     };
+    let code = crate::formats::table(format).map_err(TableError::Io)?;
+    let t = code.read(path, &spec.dialect, Layout::Texts)?;
+    let header = format.has_header(&spec.dialect);
     let names = header.then_some(t.label_names.as_slice());
     let label: &[Column] = &spec.label;
     let features = column;
@@ -643,7 +647,7 @@ struct State {
     width: usize,
 }
 
-fn is_missing(cell: &str) -> bool {
+pub(crate) fn is_missing(cell: &str) -> bool {
     cell.is_empty() || MISSING.contains(&cell)
 }
 

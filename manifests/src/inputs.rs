@@ -2,7 +2,9 @@
 //! own, one node each named after the input (`meta "meta.csv" features=…`).
 
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{Column, DataFormat, DataSpec, InputSpec, ModelSpec, Node, Scale, Spanned};
+use crate::manifest::{
+    Column, DataFormat, DataSpec, FormatKind, InputSpec, ModelSpec, Node, Scale, Spanned,
+};
 use crate::reader::Reader;
 use crate::schema::{INPUT, INPUTS};
 use kdl::KdlNode;
@@ -23,7 +25,8 @@ pub(crate) fn any_csv(data_node: Option<&KdlNode>) -> bool {
                     .filter(|e| e.name().is_none_or(|k| k.value() == "source"))
                     .filter_map(|e| e.value().as_string())
                     .any(|path| {
-                        DataFormat::of_name(std::path::Path::new(path)) == Some(DataFormat::Csv)
+                        DataFormat::of_name(std::path::Path::new(path))
+                            .is_some_and(DataFormat::is_text_table)
                     })
             })
         })
@@ -90,23 +93,23 @@ impl<'a> Reader<'a> {
                                 format!("cannot tell the format of the input `{name}`'s file `{}` from its name", source.display()),
                             )
                             .label_opt(span, "unknown extension")
-                            .help("name the file .npy, .npz, .safetensors, .csv, .csv.gz or .parquet"),
+                            .help(format!("name the file {}", DataFormat::endings(false))),
                         );
                     }
                     continue;
                 }
             };
             let written: Vec<Column> = f.columns("features").into_iter().map(|c| c.value).collect();
-            let features = match format {
-                DataFormat::Csv | DataFormat::Parquet => written,
-                DataFormat::Npz | DataFormat::Safetensors => match written.as_slice() {
+            let features = match format.kind() {
+                FormatKind::Table { .. } => written,
+                FormatKind::Arrays => match written.as_slice() {
                     [] => vec![Column::Name("x".to_string())],
                     [Column::Name(array)] => vec![Column::Name(array.clone())],
                     _ => {
                         self.diags.push(
                             Diagnostic::error(
                                 "pipeline::data::features_not_an_array",
-                                "for NPZ and safetensors inputs, `features` is the name of one array in the file",
+                                format!("for {} inputs, `features` is the name of one array in the file", format.title()),
                             )
                             .label_opt(f.span("features"), "not one array name")
                             .help("write `features=\"x\"`"),
@@ -115,15 +118,9 @@ impl<'a> Reader<'a> {
                     }
                 },
                 // (Images are refused above.)
-                DataFormat::Npy
-                | DataFormat::Registered(_)
-                | DataFormat::ImageFolder
-                | DataFormat::ImageList => {
+                FormatKind::Array | FormatKind::Samples | FormatKind::Images { .. } => {
                     if f.value("features").is_some() {
-                        let what = match format {
-                            DataFormat::Npy => "NPY",
-                            other => other.as_str(),
-                        };
+                        let what = format.title();
                         self.diags.push(
                             Diagnostic::error(
                                 "pipeline::data::key_not_for_format",

@@ -14,8 +14,8 @@
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
 //! - `registry.rs` — a family of members a manifest names (`Registry`, `Chosen`);
-//! - `formats.rs` — the data formats a program registers (the built-ins are
-//!   `DataFormat`'s variants);
+//! - `formats/` — every data format, one file each: its name, extensions and kind (a
+//!   table, arrays, images, samples), which decide the keys of `data` it reads;
 //! - `callbacks.rs` — the callbacks a program registers, turned on by name in `train`;
 //! - `losses/` — every loss, one file each: what it compares, its keys;
 //! - `optimizers/` — every optimizer, one file each: its keys; `group` (parameter groups);

@@ -15,6 +15,7 @@
 //! written out and commented where it is used.
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::formats;
 use crate::limits;
 use crate::losses::{self, TYPED_KEYS};
 use crate::manifest::*;
@@ -590,10 +591,11 @@ impl<'a> Reader<'a> {
                     self.diags.push(
                         Diagnostic::error("pipeline::data::unknown_format", format!("cannot tell the format of `{}` from its name", source.display()))
                             .label_opt(source_span, "unknown extension")
-                            .help("name the file .csv, .csv.gz, .npy, .npz, .safetensors or .parquet, or add `format \"csv\"` (a directory of images: `format \"image-folder\"`)"),
+                            .help(format!("name the file {}, or add `format \"csv\"` (a directory of images: `format \"image-folder\"`)", DataFormat::endings(false))),
                     );
                 }
-                DataFormat::Csv
+                // Only so that the other keys are still checked: no manifest comes out.
+                DataFormat::builtin(&formats::CSV)
             }
         };
         self.keys_for_format(f, format, crate::inputs::any_csv(node));
@@ -633,8 +635,8 @@ impl<'a> Reader<'a> {
                 .collect::<Vec<_>>()
         };
         // `label` with another format is reported by `keys_for_format`.
-        let csv_label = f.value("label").is_some() && format.is_table()
-            || f.value("label").is_some() && format == DataFormat::ImageList;
+        let columns = format.is_table() || format.kind() == FormatKind::Images { listed: true };
+        let csv_label = f.value("label").is_some() && columns;
         let label = match (csv_label, &labels_file) {
             (true, Some(file)) => {
                 self.diags.push(
@@ -650,32 +652,40 @@ impl<'a> Reader<'a> {
             }
             (true, None) => written("label"),
             (false, Some(_)) => Vec::new(),
-            (false, None) if format.is_table() || format == DataFormat::ImageList => {
+            (false, None) if columns => {
                 vec![Column::Last]
             }
             (false, None) => Vec::new(),
         };
-        if format == DataFormat::Npy && labels_file.is_none() && f.span.is_some() {
+        if format.kind() == FormatKind::Array && labels_file.is_none() && f.span.is_some() {
             self.diags.push(
                 Diagnostic::error(
                     "pipeline::data::no_labels",
-                    "NPY data needs a labels file: the `.npy` in `source` holds the features only",
+                    format!(
+                        "{} data needs a labels file: the file in `source` holds the features only",
+                        format.title()
+                    ),
                 )
                 .label_opt(source_span, "features only")
                 .help("add `labels \"labels.npy\"` (or a `.csv` of labels) to `data`"),
             );
         }
-        let features = match format {
-            DataFormat::Csv | DataFormat::Parquet | DataFormat::ImageList => written("features"),
-            DataFormat::ImageFolder | DataFormat::Npy | DataFormat::Registered(_) => Vec::new(),
-            DataFormat::Npz | DataFormat::Safetensors => match written("features").as_slice() {
+        let features = match format.kind() {
+            FormatKind::Table { .. } | FormatKind::Images { listed: true } => written("features"),
+            FormatKind::Images { listed: false } | FormatKind::Array | FormatKind::Samples => {
+                Vec::new()
+            }
+            FormatKind::Arrays => match written("features").as_slice() {
                 [] => vec![Column::Name("x".to_string())],
                 [Column::Name(name)] => vec![Column::Name(name.clone())],
                 _ => {
                     self.diags.push(
                         Diagnostic::error(
                             "pipeline::data::features_not_an_array",
-                            "for NPZ and safetensors data, `features` is the name of one array in the file",
+                            format!(
+                                "for {} data, `features` is the name of one array in the file",
+                                format.title()
+                            ),
                         )
                         .label_opt(f.span("features"), "not one array name")
                         .help("write `features \"x\"`; the array holds every feature of a sample"),
@@ -746,9 +756,14 @@ impl<'a> Reader<'a> {
                     .help(help.to_string())
             };
             let format_span = f.span("format").or(f.span("source"));
-            if !matches!(format, DataFormat::Npy | DataFormat::Parquet) && !format.is_images() {
+            if !format.streams() && !format.is_images() {
+                let streamed: Vec<&str> = DataFormat::all()
+                    .into_iter()
+                    .filter(|f| f.streams())
+                    .map(DataFormat::title)
+                    .collect();
                 self.diags.push(refuse(
-                    format!("`load \"stream\"` reads `.npy` and Parquet features and images, and this data is {}", format.as_str()),
+                    format!("`load \"stream\"` reads {} features and images, and this data is {}", formats::listed(&streamed, "and"), format.as_str()),
                     format_span,
                     "save the features as `.npy` (one file, or shards: `source \"x-*.npy\"`) or Parquet, or remove `load`",
                 ));
@@ -790,22 +805,23 @@ impl<'a> Reader<'a> {
             };
             return (Some(file), "y".to_string());
         }
-        match format {
-            DataFormat::Npz | DataFormat::Safetensors => (None, text),
+        match format.kind() {
+            FormatKind::Arrays => (None, text),
             // Reported by `keys_for_format`.
-            DataFormat::ImageFolder | DataFormat::ImageList => (None, "y".to_string()),
-            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet | DataFormat::Registered(_) => {
+            FormatKind::Images { .. } => (None, "y".to_string()),
+            FormatKind::Table { .. } | FormatKind::Array | FormatKind::Samples => {
+                let endings = DataFormat::endings(true);
                 let d = if named.is_some() {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
-                        format!("a labels file is .csv, .csv.gz, .npy or .parquet, not `{text}`"),
+                        format!("a labels file is {endings}, not `{text}`"),
                     )
                     .label_opt(f.span("labels"), "not a labels file format")
                     .help("save the labels as one .npy array, or as a CSV with one row per sample")
                 } else {
                     Diagnostic::error(
                         "pipeline::data::bad_labels_file",
-                        format!("`{text}` is not a labels file: its name needs the extension .csv, .csv.gz, .npy or .parquet"),
+                        format!("`{text}` is not a labels file: its name needs the extension {endings}"),
                     )
                     .label_opt(f.span("labels"), "a labels file?")
                     .help("name the labels file with its extension (`labels \"y.csv\"`); a label column of the data is `label \"name\"`")
@@ -835,85 +851,69 @@ impl<'a> Reader<'a> {
             ("scale", "images are scaled by `normalize` in `data.images`"),
             ("padding-id", "images are not token ids"),
         ];
-        let (name, unused): (&str, Vec<(&str, &str)>) = match format {
-            DataFormat::Csv => ("CSV", vec![NOT_IMAGES]),
-            DataFormat::ImageFolder => (
-                "image-folder",
-                [
-                    DIALECT,
-                    IMAGES,
-                    &[
-                        NOT_TEXT,
-                        ("label", "the labels are the class directories' names"),
-                        ("features", "the features are the images"),
-                        ("labels", "the labels are the class directories' names"),
-                    ],
-                ]
-                .concat(),
-            ),
-            DataFormat::ImageList => (
-                "image-list",
-                [
-                    IMAGES,
-                    &[
-                        ("labels", "the labels are the listing's `label` column"),
-                        NOT_TEXT,
-                    ],
-                ]
-                .concat(),
-            ),
-            DataFormat::Parquet => (
-                "Parquet",
-                DIALECT
-                    .iter()
-                    .map(|&(key, _)| (key, "a Parquet file's columns are named and typed in the file: only `label` and `features` choose among them"))
-                    .chain([NOT_IMAGES])
-                    .collect(),
-            ),
-            DataFormat::Npy => (
-                "NPY",
-                [
-                    DIALECT,
-                    &[
-                        ("label", "name the labels file: `labels \"labels.npy\"`"),
-                        ("features", "the features are the array in `source`"),
-                        NOT_IMAGES,
-                        NOT_TEXT,
-                    ],
-                ]
-                .concat(),
-            ),
-            DataFormat::Npz | DataFormat::Safetensors => (
-                if format == DataFormat::Npz { "NPZ" } else { "safetensors" },
-                [
-                    DIALECT,
-                    &[
-                        ("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`"),
-                        NOT_IMAGES,
-                        NOT_TEXT,
-                    ],
-                ]
-                .concat(),
-            ),
-            DataFormat::Registered(registered) => (
-                registered.as_str(),
-                [
-                    DIALECT,
-                    &[
-                        ("label", "its code reads the labels, or name a labels file: `labels \"y.npy\"`"),
-                        ("features", "its code reads every feature of a sample"),
-                        NOT_IMAGES,
-                        NOT_TEXT,
-                    ],
-                ]
-                .concat(),
-            ),
+        let name = format.title();
+        let unused: Vec<(&str, &str)> = match format.kind() {
+            FormatKind::Table { text: true, .. } => vec![NOT_IMAGES],
+            FormatKind::Table { text: false, .. } => DIALECT
+                .iter()
+                .map(|&(key, _)| (key, "the file names and types its columns: only `label` and `features` choose among them"))
+                .chain([NOT_IMAGES])
+                .collect(),
+            FormatKind::Images { listed: false } => [
+                DIALECT,
+                IMAGES,
+                &[
+                    NOT_TEXT,
+                    ("label", "the labels are the class directories' names"),
+                    ("features", "the features are the images"),
+                    ("labels", "the labels are the class directories' names"),
+                ],
+            ]
+            .concat(),
+            FormatKind::Images { listed: true } => [
+                IMAGES,
+                &[
+                    ("labels", "the labels are the listing's `label` column"),
+                    NOT_TEXT,
+                ],
+            ]
+            .concat(),
+            FormatKind::Array => [
+                DIALECT,
+                &[
+                    ("label", "name the labels file: `labels \"labels.npy\"`"),
+                    ("features", "the features are the array in `source`"),
+                    NOT_IMAGES,
+                    NOT_TEXT,
+                ],
+            ]
+            .concat(),
+            FormatKind::Arrays => [
+                DIALECT,
+                &[
+                    ("label", "name the labels array: `labels \"y\"`, or a labels file: `labels \"y.npy\"`"),
+                    NOT_IMAGES,
+                    NOT_TEXT,
+                ],
+            ]
+            .concat(),
+            FormatKind::Samples => [
+                DIALECT,
+                &[
+                    ("label", "its code reads the labels, or name a labels file: `labels \"y.npy\"`"),
+                    ("features", "its code reads every feature of a sample"),
+                    NOT_IMAGES,
+                    NOT_TEXT,
+                ],
+            ]
+            .concat(),
         };
         // A CSV labels file (or input) is read with the dialect keys, whatever the data's
         // format.
         let csv_labels = csv_inputs
-            || f.opt_text("labels")
-                .is_some_and(|l| DataFormat::of_name(Path::new(&l)) == Some(DataFormat::Csv));
+            || f.opt_text("labels").is_some_and(|l| {
+                DataFormat::of_name(Path::new(&l)).is_some_and(DataFormat::is_text_table)
+            });
         for (key, help) in unused {
             if csv_labels && DIALECT.iter().any(|(k, _)| *k == key) {
                 continue;
@@ -1423,7 +1423,7 @@ mod tests {
                     let m = out.manifest.unwrap();
                     // `auto` goes by the extension of `d.csv`.
                     let expected = match (what.as_str(), *name) {
-                        ("data.format", schema::AUTO_FORMAT) => DataFormat::Csv.as_str(),
+                        ("data.format", schema::AUTO_FORMAT) => formats::CSV.name,
                         _ => name,
                     };
                     assert_eq!(lowered(&m), expected, "{what}={name}");

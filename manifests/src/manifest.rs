@@ -4,9 +4,8 @@
 //! equal however they were written. Specs serialise (without their source spans) so later
 //! layers can hash them; spans are kept next to the values that diagnostics point at.
 
-pub use crate::formats::FormatDescription;
+pub use crate::formats::{DataFormat, FormatDescription, FormatKind};
 pub use crate::layers::Layer;
-use crate::registry::Chosen;
 use miette::SourceSpan;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -142,31 +141,6 @@ impl Watcher {
             Watcher::KeepBest => "keeps its best weights by",
             Watcher::ReduceOnPlateau => "reduces its learning rate on plateaus of",
         }
-    }
-}
-
-/// The format of the data file (`data.format`, which may also be `auto`): a built-in one,
-/// or one a program registered ([`crate::formats`]). Serialised as its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataFormat {
-    Csv,
-    Npy,
-    Npz,
-    Safetensors,
-    Parquet,
-    /// A directory with one sub-directory of images per class (torchvision's
-    /// `ImageFolder`).
-    ImageFolder,
-    /// A CSV listing images (a path column) and their labels.
-    ImageList,
-    /// A format a program registered: its file read by its own code into features and,
-    /// when the file holds them, labels.
-    Registered(Chosen<FormatDescription>),
-}
-
-impl Serialize for DataFormat {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
     }
 }
 
@@ -494,112 +468,13 @@ pub struct Dialect {
     pub comment: Option<u8>,
 }
 
-impl DataFormat {
-    /// The built-in formats.
-    pub const ALL: &'static [DataFormat] = &[
-        DataFormat::Csv,
-        DataFormat::Npy,
-        DataFormat::Npz,
-        DataFormat::Safetensors,
-        DataFormat::Parquet,
-        DataFormat::ImageFolder,
-        DataFormat::ImageList,
-    ];
-
-    /// The format `data.format` names: a built-in one, else a registered one.
-    pub fn parse(text: &str) -> Option<DataFormat> {
-        let builtin = DataFormat::ALL.iter().find(|f| f.as_str() == text);
-        builtin
-            .copied()
-            .or_else(|| Chosen::named(text).map(DataFormat::Registered))
-    }
-
-    /// What `data.format` names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DataFormat::Csv => "csv",
-            DataFormat::Npy => "npy",
-            DataFormat::Npz => "npz",
-            DataFormat::Safetensors => "safetensors",
-            DataFormat::Parquet => "parquet",
-            DataFormat::ImageFolder => "image-folder",
-            DataFormat::ImageList => "image-list",
-            DataFormat::Registered(format) => format.as_str(),
-        }
-    }
-
-    /// What `pipeline explain data.format` says of it.
-    pub fn doc(self) -> &'static str {
-        match self {
-            DataFormat::Csv => "a CSV file (`.csv`, `.csv.gz`): a row per sample, the label a column",
-            DataFormat::Npy => "a NumPy array (`.npy`, or shards `x-*.npy`) of the features; the labels in a labels file",
-            DataFormat::Npz => "NumPy arrays in one `.npz`: the features `x` and the labels `y`, or the arrays `features` and `labels` name",
-            DataFormat::Safetensors => "arrays in one `.safetensors` file: the features `x` and the labels `y`, or the arrays `features` and `labels` name",
-            DataFormat::Parquet => "a Parquet file (`.parquet`, `.pq`): a row per sample, the label a column",
-            DataFormat::ImageFolder => "a directory with one sub-directory of images per class (torchvision's `ImageFolder`)",
-            DataFormat::ImageList => "a CSV listing images (a path column) and their labels",
-            DataFormat::Registered(format) => format.describe().doc,
-        }
-    }
-
-    /// The format a file's name says (`.csv`, `.csv.gz`, `.npy`, `.npz`, `.safetensors`,
-    /// `.parquet`, `.pq`, a registered format's extensions; any case): what `format
-    /// "auto"` reads, and how a labels file is told apart from an array's name.
-    pub fn of_name(path: &Path) -> Option<DataFormat> {
-        let name = path.to_string_lossy().to_ascii_lowercase();
-        let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
-        Some(if ends(&[".csv", ".csv.gz"]) {
-            DataFormat::Csv
-        } else if ends(&[".npy"]) {
-            DataFormat::Npy
-        } else if ends(&[".npz"]) {
-            DataFormat::Npz
-        } else if ends(&[".safetensors"]) {
-            DataFormat::Safetensors
-        } else if ends(&[".parquet", ".pq"]) {
-            DataFormat::Parquet
-        } else {
-            let registered = crate::formats::FORMATS.all();
-            let format = registered.into_iter().find(|f| ends(f.extensions))?;
-            DataFormat::Registered(Chosen(format))
-        })
-    }
-
-    /// The format `format "auto"` reads a data source as: by its name's extension
-    /// ([`Self::of_name`]); a name without one (or ending in `/`) is an image folder.
-    pub fn of_source(path: &Path) -> Option<DataFormat> {
-        let text = path.to_string_lossy();
-        let bare = text.ends_with('/')
-            || path
-                .file_name()
-                .is_some_and(|n| Path::new(n).extension().is_none());
-        DataFormat::of_name(path).or(bare.then_some(DataFormat::ImageFolder))
-    }
-
-    /// Images: a folder of class directories, or a listing.
-    pub fn is_images(self) -> bool {
-        matches!(self, DataFormat::ImageFolder | DataFormat::ImageList)
-    }
-
-    /// Whether a labels file may be in this format (one row, or value, per sample).
-    pub fn holds_labels(self) -> bool {
-        match self {
-            DataFormat::Csv | DataFormat::Npy | DataFormat::Parquet => true,
-            DataFormat::Npz
-            | DataFormat::Safetensors
-            | DataFormat::ImageFolder
-            | DataFormat::ImageList
-            | DataFormat::Registered(_) => false,
-        }
-    }
-
-    /// A table of named columns (CSV, Parquet), which `label` and `features` choose from.
-    pub fn is_table(self) -> bool {
-        matches!(self, DataFormat::Csv | DataFormat::Parquet)
-    }
-}
-
 impl DataSpec {
+    /// Whether the data file is a table whose columns have names: a text table with
+    /// `header`, or one whose file names them (Parquet).
+    pub fn has_header(&self) -> bool {
+        self.format.has_header(&self.dialect)
+    }
+
     /// NPZ / safetensors: the name of the features array.
     pub fn features_array(&self) -> &str {
         match self.features.as_slice() {
@@ -1498,8 +1373,8 @@ mod tests {
                 );
             }
         }
-        check(DataFormat::ALL, DataFormat::as_str);
-        for &format in DataFormat::ALL {
+        check(&DataFormat::all(), DataFormat::as_str);
+        for format in DataFormat::all() {
             assert_eq!(DataFormat::parse(format.as_str()), Some(format));
         }
         check(PaddingSide::ALL, PaddingSide::as_str);

@@ -168,11 +168,9 @@ impl Family {
                     crate::schema::AUTO_FORMAT,
                     "the format the source's name says (`.csv`, `.npy`, …); a name without an extension is an image folder",
                 );
-                let builtins = crate::DataFormat::ALL.iter().map(|f| (f.as_str(), f.doc()));
-                let registered = crate::formats::FORMATS.all().into_iter();
+                let formats = crate::formats::FORMATS.all().into_iter();
                 std::iter::once(auto)
-                    .chain(builtins)
-                    .chain(registered.map(|f| (f.name, f.doc)))
+                    .chain(formats.map(|f| (f.name, f.doc)))
                     .collect()
             }
         }

@@ -1395,6 +1395,7 @@ mod tests {
                 "npz",
                 "safetensors",
                 "parquet",
+                "json",
                 "image-folder",
                 "image-list"
             ]

@@ -336,7 +336,7 @@ fn check_names_what_is_wrong_with_files_and_shapes() {
         (
             "data {\n    source \"d.npz\"\n    features \"a\" \"b\"\n}\nmodel { linear 2; }\ntrain\n",
             "pipeline::data::features_not_an_array",
-            "for NPZ and safetensors data, `features` is the name of one array in the file",
+            "for NPZ data, `features` is the name of one array in the file",
         ),
         (
             "data {\n    source \"d.npy\"\n    delimiter \";\"\n}\nmodel { linear 2; }\ntrain\n",

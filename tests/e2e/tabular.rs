@@ -591,3 +591,72 @@ fn check_refuses_the_parquet_files_the_run_refuses() {
     }
     assert_fixture("parquet-refused.check.stderr", &refusals);
 }
+
+#[test]
+fn json_records_and_json_lines_train_exactly_as_the_same_csv() {
+    let dir = example("wine", &["wine_data.csv"]);
+    let csv = run(dir.path(), "wine.kdl");
+    // The same table as Python's json module writes records (an array; the keys in the
+    // columns' order, the classes as text), and as gzip JSON Lines with a key left out
+    // of one record and a null in another (missing both, filled by the median).
+    py(
+        dir.path(),
+        "import gzip, json, numpy as np\n\
+         data = np.loadtxt('data/wine_data.csv', delimiter=',', skiprows=1)\n\
+         rows = [dict({f'm{j}': float(r[j]) for j in range(13)}, cultivar=f'class_{int(r[13])}') for r in data]\n\
+         json.dump(rows, open('data/wine.json', 'w'), indent=1)\n\
+         del rows[3]['m0']\n\
+         rows[5]['m2'] = None\n\
+         with gzip.open('data/wine.jsonl.gz', 'wt') as f:\n\
+         \x20   f.writelines(json.dumps(r) + '\\n' for r in rows)\n\
+         json.dump([{'m0': 1.0, 'cultivar': 'class_1'}, {'m0': [2.0], 'cultivar': 'class_2'}], open('data/nested.json', 'w'))\n",
+    );
+    let manifest = std::fs::read_to_string(dir.path().join("wine.kdl")).unwrap();
+    let json = manifest
+        .replace("source \"data/wine_data.csv\"", "source \"data/wine.json\"")
+        .replace("    skip-rows 1\n", "")
+        .replace("label \"last\"", "label \"cultivar\"")
+        .replace(
+            "checkpoint \"export\" {",
+            "checkpoint \"export\" {\n    path \"out/json.safetensors\"",
+        );
+    std::fs::write(dir.path().join("json.kdl"), &json).unwrap();
+    let check = pipeline(dir.path(), &["check", "json.kdl"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let from_json = run(dir.path(), "json.kdl");
+    assert_eq!(
+        from_json["stages"][1]["metrics"], csv["stages"][1]["metrics"],
+        "the same split, the same scores"
+    );
+    let weights = |report: &Value| {
+        let path = report["stages"][2]["outputs"][0].as_str().unwrap();
+        common::tensors(&dir.path().join(path))
+    };
+    assert!(
+        weights(&from_json) == weights(&csv),
+        "bit for bit the same weights"
+    );
+
+    let lines = json
+        .replace("data/wine.json", "data/wine.jsonl.gz")
+        .replace(
+            "label \"cultivar\"",
+            "label \"cultivar\"\n    missing \"median\"",
+        )
+        .replace("out/json.safetensors", "out/lines.safetensors");
+    std::fs::write(dir.path().join("lines.kdl"), &lines).unwrap();
+    let from_lines = run(dir.path(), "lines.kdl");
+    let accuracy = |r: &Value| r["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy(&from_lines) > 0.9, "{from_lines}");
+
+    // A table's cell is never an array: the run says which record and which key.
+    let nested = json.replace("data/wine.json", "data/nested.json");
+    std::fs::write(dir.path().join("nested.kdl"), &nested).unwrap();
+    let out = pipeline(dir.path(), &["run", "nested.kdl"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("data/nested.json, row 1: `m0` holds an array: a table's cell"),
+        "{stderr}"
+    );
+}

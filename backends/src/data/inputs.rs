@@ -4,10 +4,10 @@
 
 use super::{data_error, first_index, scale_on, Dataset};
 use crate::arrays;
-use manifests::{DataFormat, Diagnostic, InputSpec, Manifest};
+use manifests::{Diagnostic, FormatKind, InputSpec, Manifest};
 use pipeline_core::fingerprint::input_role;
 use pipeline_core::freshness::regular_input;
-use pipeline_core::table::{self, Layout, TableError};
+use pipeline_core::table::{Layout, TableError};
 use std::path::Path;
 use tch::{Kind, Tensor};
 
@@ -21,24 +21,25 @@ fn read(manifest: &Manifest, input: &InputSpec, path: &Path) -> Result<Tensor, D
         )
         .label_opt(input.source.span, "this file")
     };
-    let table = |parquet: bool| {
+    let table = || {
         let layout = Layout::Features(&input.features);
-        match parquet {
-            true => pipeline_core::parquet::read(path, layout),
-            false => table::read(path, &spec.dialect, layout),
-        }
-        .map(|t| {
-            let rows = t.rows() as i64;
-            Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64])
-        })
-        .map_err(|e| {
-            let message = match e {
-                TableError::Line { line, message } if parquet => format!("row {line}: {message}"),
-                TableError::Line { line, message } => format!("line {line}: {message}"),
-                TableError::Io(m) | TableError::Columns(m) => m,
-            };
-            failed(message).help("the columns must be numbers; `features` chooses them")
-        })
+        pipeline_core::formats::table(input.format)
+            .map_err(TableError::Io)
+            .and_then(|code| code.read(path, &spec.dialect, layout))
+            .map(|t| {
+                let rows = t.rows() as i64;
+                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64])
+            })
+            .map_err(|e| {
+                let message = match e {
+                    TableError::Line { line, message } if input.format.is_text_table() => {
+                        format!("line {line}: {message}")
+                    }
+                    TableError::Line { line, message } => format!("row {line}: {message}"),
+                    TableError::Io(m) | TableError::Columns(m) => m,
+                };
+                failed(message).help("the columns must be numbers; `features` chooses them")
+            })
     };
     let array = |r: Result<Vec<Tensor>, String>| {
         r.map(|mut a| a.pop().expect("one array asked for"))
@@ -48,17 +49,15 @@ fn read(manifest: &Manifest, input: &InputSpec, path: &Path) -> Result<Tensor, D
         [manifests::Column::Name(name)] => name.as_str(),
         _ => "x",
     };
-    let values = match input.format {
-        DataFormat::Csv => table(false)?,
-        DataFormat::Parquet => table(true)?,
-        DataFormat::Npy => arrays::read_npy(path)
+    let values = match input.format.kind() {
+        FormatKind::Table { .. } => table()?,
+        FormatKind::Array => arrays::read_npy(path)
             .map_err(|e| failed(e).help("store one array, one row per sample"))?,
-        DataFormat::Npz => array(arrays::read_npz(path, &[name]))?,
-        DataFormat::Safetensors => array(arrays::read_safetensors(path, &[name]))?,
-        DataFormat::Registered(format) => super::read::read_registered(format, path)
+        FormatKind::Arrays => array(arrays::read_named(input.format, path, &[name]))?,
+        FormatKind::Samples => super::read::read_samples(input.format, path)
             .map(|(features, _)| features)
             .map_err(|e| failed(e).help("check the file: its format's code could not read it"))?,
-        DataFormat::ImageFolder | DataFormat::ImageList => {
+        FormatKind::Images { .. } => {
             unreachable!("lowering refuses images as an input")
         }
     };

@@ -26,7 +26,7 @@ pub use stream::NpyStream;
 
 use manifests::layers::{Embedding, Layer};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, TextSpec};
-use other::{feature_columns, has_header};
+use other::feature_columns;
 use pipeline_core::fingerprint::SOURCE_ROLE;
 use pipeline_core::freshness::regular_input;
 use pipeline_core::network::{Input, Network, Op};
@@ -269,7 +269,7 @@ impl Dataset {
         dataset.features = features;
         dataset.mask = mask;
         dataset.read_extra_inputs(manifest, n as usize)?;
-        if let (Labels::Cells { names, .. }, true) = (&labels, has_header(spec)) {
+        if let (Labels::Cells { names, .. }, true) = (&labels, spec.has_header()) {
             dataset.label_names = names.clone();
         }
         let (labels, classes) = dataset.labels_from(labels, spec, classification)?;

@@ -34,7 +34,7 @@ impl Dataset {
         // Without a header, the columns are the training's by position: every column
         // when there are as many as the training's features, else laid out as the data
         // file (an eval's source; a prediction's then has labels it ignores).
-        let headerless_features_only = spec.format == DataFormat::Csv
+        let headerless_features_only = spec.format.is_text_table()
             && !spec.dialect.header
             && spec.text.is_none()
             && peek_features(&path, &spec.dialect, Layout::Features(&[]))
@@ -42,16 +42,14 @@ impl Dataset {
         let names = training.feature_columns.as_ref();
         match names {
             // The training's columns, by name, in the training's order.
-            Some(names) if has_header(spec) => {
+            Some(names) if spec.has_header() => {
                 spec.features = names.iter().cloned().map(Column::Name).collect();
             }
             _ if headerless_features_only && !labelled => spec.features.clear(),
             _ => {}
         }
-        let features_only = match spec.format {
-            DataFormat::Csv | DataFormat::Parquet => has_header(spec) || headerless_features_only,
-            _ => true,
-        };
+        let features_only =
+            !spec.format.is_table() || spec.has_header() || headerless_features_only;
         if !labelled && features_only {
             spec.label.clear();
             // Marks the features as all there is (no label read from the source).
@@ -116,7 +114,7 @@ impl Dataset {
                 values(&self.sample_shape),
                 values(&training.sample_shape)
             ),
-            match has_header(spec) {
+            match spec.has_header() {
                 true => "give it the training's feature columns, by the same names",
                 false => "give it the training's features in the same order (and no label column for a prediction)",
             },
@@ -247,18 +245,8 @@ impl Dataset {
     }
 }
 
-/// Whether the data file is a table with a header (CSV with `header`, Parquet): its
-/// columns have names.
-pub(super) fn has_header(spec: &DataSpec) -> bool {
-    match spec.format {
-        DataFormat::Parquet => true,
-        DataFormat::Csv => spec.dialect.header,
-        _ => false,
-    }
-}
-
 /// The feature columns' names when the data file is a table with a header of plain
 /// features (a text column is found by its own key).
 pub(super) fn feature_columns(spec: &DataSpec, names: &[String]) -> Option<Vec<String>> {
-    (has_header(spec) && spec.text.is_none()).then(|| names.to_vec())
+    (spec.has_header() && spec.text.is_none()).then(|| names.to_vec())
 }

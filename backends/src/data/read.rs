@@ -5,8 +5,7 @@
 
 use super::{data_error, Origin};
 use crate::arrays;
-use manifests::registry::Chosen;
-use manifests::{DataFormat, DataSpec, Diagnostic, FormatDescription};
+use manifests::{DataFormat, DataSpec, Diagnostic, FormatKind};
 use pipeline_core::formats;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::table::{self, Layout, Table, TableError};
@@ -40,7 +39,14 @@ impl Labels {
 
 /// A diagnostic for a table that could not be read: a CSV (whose problems are on a
 /// line) or, with `rows`, a Parquet file (on a row).
-pub(super) fn table_error(spec: &DataSpec, path: &Path, e: TableError, rows: bool) -> Diagnostic {
+/// `format`: the table's, whose rows are located by line in a text table, else by index.
+pub(super) fn table_error(
+    spec: &DataSpec,
+    path: &Path,
+    e: TableError,
+    format: DataFormat,
+) -> Diagnostic {
+    let rows = !format.is_text_table();
     match e {
         TableError::Line { line, message } if rows => data_error(
             "pipeline::data::bad_row",
@@ -116,24 +122,24 @@ pub(super) fn read_source(
         origin,
         mask: None,
     };
-    Ok(match spec.format {
-        DataFormat::Csv | DataFormat::Parquet if spec.text.is_some() => {
+    Ok(match spec.format.kind() {
+        FormatKind::Table { .. } if spec.text.is_some() => {
             read_text(path, spec, tokenizer.expect("text data has a tokenizer"))?
         }
-        DataFormat::Csv | DataFormat::Parquet => {
+        FormatKind::Table { .. } => {
             let t = read_table(path, spec, spec.format, Layout::of(spec))?;
             let rows = t.rows() as i64;
             let features =
                 Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
-            let origin = match spec.format {
-                DataFormat::Csv => Origin::Lines(t.lines.clone()),
-                _ => Origin::Indices,
+            let origin = match spec.format.is_text_table() {
+                true => Origin::Lines(t.lines.clone()),
+                false => Origin::Indices,
             };
             let names = t.feature_names.clone();
             let labels = (!separate).then(|| cells(t, path, spec.format));
             plain(features, names, labels, origin)
         }
-        DataFormat::Npy => {
+        FormatKind::Array => {
             let (features, shards) = read_npy_files(base, &spec.source.value)
                 .map_err(|(file, e)| array_error(&file, e))?;
             let names = feature_names(&features);
@@ -143,11 +149,11 @@ pub(super) fn read_source(
             };
             plain(features, names, None, origin)
         }
-        DataFormat::ImageFolder | DataFormat::ImageList => {
+        FormatKind::Images { .. } => {
             unreachable!("image data is loaded by `Dataset::load_images`")
         }
-        DataFormat::Registered(format) => {
-            let (features, labels) = read_registered(format, path).map_err(|e| {
+        FormatKind::Samples => {
+            let (features, labels) = read_samples(spec.format, path).map_err(|e| {
                 data_error(
                     "pipeline::data::unreadable",
                     spec,
@@ -168,16 +174,13 @@ pub(super) fn read_source(
             let names = feature_names(&features);
             plain(features, names, labels, Origin::Indices)
         }
-        DataFormat::Npz | DataFormat::Safetensors => {
+        FormatKind::Arrays => {
             let mut names = vec![spec.features_array()];
             if !separate {
                 names.push(spec.labels_array.as_str());
             }
-            let mut arrays = match spec.format {
-                DataFormat::Npz => arrays::read_npz(path, &names),
-                _ => arrays::read_safetensors(path, &names),
-            }
-            .map_err(|e| array_error(path, e))?;
+            let mut arrays =
+                arrays::read_named(spec.format, path, &names).map_err(|e| array_error(path, e))?;
             let labels = (!separate).then(|| Labels::Array(arrays.pop().expect("asked for")));
             let features = arrays.pop().expect("asked for");
             let names = feature_names(&features);
@@ -186,10 +189,10 @@ pub(super) fn read_source(
     })
 }
 
-/// The features and (when the file holds them) the labels of a file of a registered
-/// format, as its code reads them, as tensors.
-pub(super) fn read_registered(
-    format: Chosen<FormatDescription>,
+/// The features and (when the file holds them) the labels of a file of a format of
+/// samples, as its code reads them, as tensors.
+pub(super) fn read_samples(
+    format: DataFormat,
     path: &Path,
 ) -> Result<(Tensor, Option<Tensor>), String> {
     let tensor = |a: formats::Array| {
@@ -234,9 +237,9 @@ fn read_text(
     tokenizer: &TextTokenizer,
 ) -> Result<Source, Diagnostic> {
     let text = spec.text.as_ref().expect("text data");
-    let parquet = spec.format == DataFormat::Parquet;
+    let by_line = spec.format.is_text_table();
     let t = table::read_cells(path, spec, std::slice::from_ref(&text.column), "the texts")
-        .map_err(|e| table_error(spec, path, e, parquet))?;
+        .map_err(|e| table_error(spec, path, e, spec.format))?;
     let texts: Vec<&str> = t
         .column
         .iter()
@@ -262,14 +265,14 @@ fn read_text(
     let mask: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
     let mask = Tensor::from_slice(&mask).reshape([rows, length as i64]);
     let names = vec![t.column_name.clone(); length];
-    let origin = match parquet {
-        true => Origin::Indices,
-        false => Origin::Lines(t.lines.clone()),
+    let origin = match by_line {
+        true => Origin::Lines(t.lines.clone()),
+        false => Origin::Indices,
     };
     let labels = spec.labels_file.is_none().then(|| Labels::Cells {
         columns: t.labels,
         names: t.label_names,
-        lines: (!parquet).then(|| t.lines.clone()),
+        lines: by_line.then(|| t.lines.clone()),
         path: path.to_path_buf(),
     });
     Ok(Source {
@@ -281,19 +284,17 @@ fn read_text(
     })
 }
 
-/// Reads the table at `path` (CSV or Parquet, `format`) with `layout`'s columns.
-fn read_table(
+/// Reads the table at `path` (of the table format `format`) with `layout`'s columns.
+pub(super) fn read_table(
     path: &Path,
     spec: &DataSpec,
     format: DataFormat,
     layout: Layout<'_>,
 ) -> Result<Table, Diagnostic> {
-    let parquet = format == DataFormat::Parquet;
-    match parquet {
-        true => pipeline_core::parquet::read(path, layout),
-        false => table::read(path, &spec.dialect, layout),
-    }
-    .map_err(|e| table_error(spec, path, e, parquet))
+    formats::table(format)
+        .map_err(TableError::Io)
+        .and_then(|code| code.read(path, &spec.dialect, layout))
+        .map_err(|e| table_error(spec, path, e, format))
 }
 
 /// A table's label cells.
@@ -301,7 +302,7 @@ fn cells(t: Table, path: &Path, format: DataFormat) -> Labels {
     Labels::Cells {
         columns: t.labels,
         names: t.label_names,
-        lines: (format == DataFormat::Csv).then_some(t.lines),
+        lines: format.is_text_table().then_some(t.lines),
         path: path.to_path_buf(),
     }
 }
@@ -322,8 +323,8 @@ pub(super) fn read_labels_file(base: &Path, spec: &DataSpec) -> Result<Labels, D
             "labels file",
         )
     };
-    match DataFormat::of_name(path) {
-        Some(DataFormat::Npy) => read_npy_files(base, written)
+    match DataFormat::of_name(path).map(|f| (f, f.kind())) {
+        Some((_, FormatKind::Array)) => read_npy_files(base, written)
             .map(|(labels, _)| Labels::Array(labels))
             .map_err(|(file, e)| {
                 at_key(data_error(
@@ -333,25 +334,21 @@ pub(super) fn read_labels_file(base: &Path, spec: &DataSpec) -> Result<Labels, D
                     "check that the labels file is a valid .npy array",
                 ))
             }),
-        Some(format @ (DataFormat::Csv | DataFormat::Parquet)) => {
+        Some((format, FormatKind::Table { .. })) => {
             let t = read_table(path, spec, format, Layout::Labels).map_err(at_key)?;
             Ok(cells(t, path, format))
         }
-        Some(
-            DataFormat::Npz
-            | DataFormat::Safetensors
-            | DataFormat::ImageFolder
-            | DataFormat::ImageList
-            | DataFormat::Registered(_),
-        )
-        | None => Err(at_key(data_error(
-            "pipeline::data::bad_labels_file",
-            spec,
-            format!(
-                "{}: a labels file is .csv, .csv.gz, .npy or .parquet",
-                path.display()
-            ),
-            "save the labels as one .npy array, or as a table with one row per sample",
-        ))),
+        Some((_, FormatKind::Arrays | FormatKind::Images { .. } | FormatKind::Samples)) | None => {
+            Err(at_key(data_error(
+                "pipeline::data::bad_labels_file",
+                spec,
+                format!(
+                    "{}: a labels file is {}",
+                    path.display(),
+                    DataFormat::endings(true)
+                ),
+                "save the labels as one .npy array, or as a table with one row per sample",
+            )))
+        }
     }
 }

@@ -31,9 +31,9 @@
 
 use super::read::{table_error, Labels};
 use super::{data_error, float_batch, input_files, Dataset, Origin};
-use manifests::{DataFormat, DataSpec, Diagnostic, Manifest, Missing, Scale};
+use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
+use pipeline_core::formats::{self, ColumnGroups};
 use pipeline_core::npy::Header;
-use pipeline_core::parquet;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::split::Splits;
 use pipeline_core::table::{Layout, TableError};
@@ -245,9 +245,11 @@ impl NpyStream {
         })
     }
 
-    /// A Parquet file's features (`layout`'s columns) decoded into an unnamed float32 file
-    /// in `dir`, and the columns' names. Memory holds one chunk of rows while decoding.
-    fn decode_parquet(
+    /// A table's features (`layout`'s columns, read by `code` a group of columns at a
+    /// time) decoded into an unnamed float32 file in `dir`, and the columns' names.
+    /// Memory holds one chunk of rows while decoding.
+    fn decode_table(
+        code: &dyn ColumnGroups,
         path: &Path,
         layout: Layout<'_>,
         dir: &Path,
@@ -262,13 +264,13 @@ impl NpyStream {
                     path.display(),
                     dir.display()
                 ),
-                "streaming a Parquet file needs 4 bytes of disk per value beside the manifest: free some space, or `load \"memory\"`",
+                "streaming a table needs 4 bytes of disk per value beside the manifest: free some space, or `load \"memory\"`",
             )
         };
         std::fs::create_dir_all(dir).map_err(cannot_write)?;
         let file = tempfile::tempfile_in(dir).map_err(cannot_write)?;
-        let table_error = |e| table_error(spec, path, e, true);
-        let (read, groups) = parquet::feature_groups(path, layout).map_err(table_error)?;
+        let table_error = |e| table_error(spec, path, e, spec.format);
+        let (read, groups) = code.groups(path, layout).map_err(table_error)?;
         let width = read.names.len();
         // Wide files are read a group of columns at a time, the groups in parallel, each
         // into its own part of a staging file (its rows × its columns), then interleaved
@@ -279,10 +281,10 @@ impl NpyStream {
         };
         let target = staging.as_ref().unwrap_or(&file);
         let rows = read.rows;
-        groups.into_par_iter().try_for_each(|group| {
+        groups.clone().into_par_iter().try_for_each(|group| {
             let mut out = PositionedWriter::new(target, (rows * group.start) as u64 * 4);
             let mut failed = None;
-            let read = parquet::read_feature_group(path, layout, group, |block| {
+            let read = code.read_group(path, layout, group, &mut |block| {
                 out.write_all(bytemuck::cast_slice(block.values))
                     .map_err(|e| {
                         failed = Some(e);
@@ -296,7 +298,7 @@ impl NpyStream {
             out.flush().map_err(cannot_write)
         })?;
         if let Some(staging) = staging {
-            interleave(&staging, &file, read.rows, width).map_err(cannot_write)?;
+            interleave(&staging, &file, read.rows, width, &groups).map_err(cannot_write)?;
         }
         let shard = Shard {
             path: path.to_path_buf(),
@@ -612,22 +614,24 @@ impl<'a> PositionedWriter<'a> {
     }
 }
 
-/// The values of a staging file written column group after column group (each group's
-/// rows × its columns, row-major: what [`parquet::read_features`] gives) written to `out`
-/// as rows × `width`, a chunk of rows at a time.
-fn interleave(staging: &File, out: &File, rows: usize, width: usize) -> std::io::Result<()> {
+/// The values of a staging file written column group after column group (each of
+/// `groups`: its rows × its columns, row-major) written to `out` as rows × `width`, a
+/// chunk of rows at a time.
+fn interleave(
+    staging: &File,
+    out: &File,
+    rows: usize,
+    width: usize,
+    groups: &[std::ops::Range<usize>],
+) -> std::io::Result<()> {
     const CHUNK_VALUES: usize = 1 << 20;
     let chunk = (CHUNK_VALUES / width.max(1)).max(1);
-    let groups: Vec<std::ops::Range<usize>> = (0..width)
-        .step_by(parquet::COLUMNS_AT_ONCE)
-        .map(|c| c..(c + parquet::COLUMNS_AT_ONCE).min(width))
-        .collect();
     let mut piece: Vec<f32> = Vec::new();
     let mut rows_out = vec![0f32; chunk * width];
     let mut writer = BufWriter::with_capacity(1 << 20, out);
     for first in (0..rows).step_by(chunk) {
         let n = chunk.min(rows - first);
-        for columns in &groups {
+        for columns in groups {
             let w = columns.len();
             piece.resize(n * w, 0.0);
             let offset = (rows * columns.start + first * w) as u64 * 4;
@@ -669,14 +673,16 @@ impl Dataset {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
         let files = input_files(manifest, "data", &spec.source)?;
-        let (stream, names, origin) = match spec.format {
-            DataFormat::Parquet => {
+        let columns = formats::table(spec.format).ok().and_then(|t| t.columns());
+        let (stream, names, origin) = match columns {
+            Some(code) => {
                 let dir = manifest.base_dir.join(".pipeline");
                 let (stream, names) =
-                    NpyStream::decode_parquet(&path, Layout::of(spec), &dir, spec)?;
+                    NpyStream::decode_table(code, &path, Layout::of(spec), &dir, spec)?;
                 (stream, names, Origin::Indices)
             }
-            _ => {
+            // NPY (`load::streams` streams no other).
+            None => {
                 let shards = shards::open(&files).map_err(|e| shard_error(spec, e))?;
                 let stream = NpyStream::open(shards).map_err(|e| shard_error(spec, e))?;
                 let names = (0..stream.width).map(|j| format!("feature {j}")).collect();
@@ -697,10 +703,11 @@ impl Dataset {
                 "store one row per sample",
             ));
         }
-        let labels = match (&spec.labels_file, spec.format) {
-            (None, DataFormat::Parquet) => {
-                let labels = parquet::read_labels(&path, Layout::of(spec))
-                    .map_err(|e| table_error(spec, &path, e, true))?;
+        let labels = match (&spec.labels_file, columns) {
+            (None, Some(code)) => {
+                let labels = code
+                    .labels(&path, Layout::of(spec))
+                    .map_err(|e| table_error(spec, &path, e, spec.format))?;
                 let cells = Labels::Cells {
                     columns: labels.cells,
                     names: labels.names,

@@ -7,7 +7,7 @@
 //! taking the memory.
 
 use libsvm_rs::io::{load_problem_from_reader_with_options, LoadOptions};
-use manifests::FormatDescription;
+use manifests::{FormatDescription, FormatKind};
 use pipeline_core::formats::{Array, FileFormat, Samples};
 use std::io::BufRead;
 use std::path::Path;
@@ -16,8 +16,10 @@ pub struct Svmlight;
 
 static SVMLIGHT: FormatDescription = FormatDescription {
     name: "svmlight",
+    title: "SVMlight",
     doc: "LIBSVM / SVMlight sparse text (`<label> <index>:<value> …` a line), read as scikit-learn's `load_svmlight_file` does",
     extensions: &[".svm", ".svmlight", ".libsvm"],
+    kind: FormatKind::Samples,
 };
 
 /// The largest sample this reads: a million features (about 4 MB a sample).

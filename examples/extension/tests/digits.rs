@@ -793,7 +793,7 @@ for name, features in [("digits.svm", x), ("rolled.svm", r)]:
     .unwrap();
     let out = program(dir.path(), &["check", "label.kdl"]);
     assert!(
-        stderr(&out).contains("`data.label` does not apply to svmlight data"),
+        stderr(&out).contains("`data.label` does not apply to SVMlight data"),
         "{}",
         stderr(&out)
     );

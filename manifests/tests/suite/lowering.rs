@@ -55,7 +55,7 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
     let m = manifest(BASE, &[]);
     assert_eq!(m.name, "test");
     assert_eq!(m.seed, 0);
-    assert_eq!(m.data.format, DataFormat::Csv);
+    assert_eq!(m.data.format.as_str(), "csv");
     assert_eq!(m.data.label, [Column::Last]);
     assert_eq!(m.data.features, []);
     assert_eq!(m.data.missing, Missing::Error);
