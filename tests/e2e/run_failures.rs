@@ -2,8 +2,10 @@
 //! a training whose loss stops being finite, a training split with no sample, a label
 //! missing from the data, an evaluation of an empty split or of a metric the split leaves
 //! undefined, a checkpoint that would replace a file pipeline did not write or cannot be
-//! written, an input file that is not numbers, a bucketed sampler's feature a sample does
-//! not have, a distributed environment half set.
+//! written, a model larger than the machine, a scripted model whose output is not a row
+//! per sample or whose archive lost its weights, an evaluation whose outputs overflow, an
+//! input file that is not numbers, a bucketed sampler's feature a sample does not have, a
+//! distributed environment half set.
 
 use crate::common::{assert_fixture, pipeline, text};
 use std::path::Path;
@@ -136,6 +138,101 @@ fn a_checkpoint_whose_directory_is_a_file_is_named() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join("out")).unwrap(),
         "a file"
+    );
+}
+
+#[test]
+fn a_model_larger_than_the_machine_is_refused_before_it_is_built() {
+    let dir = crate::common::small_project(&crate::common::SMALL.replace(
+        "    linear 32\n",
+        "    linear 1048576\n    linear 1048576\n",
+    ));
+    let shown = diagnostic(dir.path(), "small.kdl");
+    // What the machine has is its own; the rest is the same everywhere.
+    let (head, tail) = shown.split_once("; this machine has ").expect(&shown);
+    assert_eq!(
+        head,
+        "pipeline::model::too_large\n\n  × the model's parameters need 4.0 TB (1099591319562 values)"
+    );
+    assert!(
+        tail.contains("╰──── this model") && tail.contains("make the layers smaller"),
+        "{tail}"
+    );
+}
+
+/// A project whose model is the TorchScript module `model.pt`, which `script` (Python,
+/// with `torch` imported) saves.
+fn scripted(script: &str) -> tempfile::TempDir {
+    let dir = crate::common::small_project(&crate::common::SMALL.replace(
+        "    linear 32\n    relu\n    linear 10\n",
+        "    torchscript \"model.pt\"\n",
+    ));
+    crate::common::py(dir.path(), &format!("import torch, zipfile\n{script}"));
+    dir
+}
+
+const LINEAR: &str = "class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(64, 10)
+    def forward(self, x):
+        return self.l(x)";
+
+#[test]
+fn a_scripted_model_whose_output_is_not_a_row_per_sample_is_named() {
+    let dir = scripted(&format!(
+        "{}.unsqueeze(1)\ntorch.jit.script(M()).save('model.pt')\n",
+        LINEAR
+    ));
+    assert_fixture(
+        "run-output-shape.stderr",
+        &diagnostic(dir.path(), "small.kdl"),
+    );
+}
+
+#[test]
+fn a_scripted_model_whose_tensors_are_missing_is_named_at_the_module() {
+    // A whole archive with its code, which `check` reads, but not its weights' data.
+    let dir = scripted(&format!(
+        "{LINEAR}\ntorch.jit.script(M()).save('whole.pt')\n\
+         whole = zipfile.ZipFile('whole.pt')\n\
+         with zipfile.ZipFile('model.pt', 'w') as out:\n\
+         \x20   for name in whole.namelist():\n\
+         \x20       if '/data/' not in name:\n\
+         \x20           out.writestr(name, whole.read(name))\n"
+    ));
+    let check = pipeline(dir.path(), &["check", "small.kdl"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let shown = diagnostic(dir.path(), "small.kdl");
+    assert!(
+        shown.starts_with(
+            "pipeline::model::torchscript_load\n\n  × cannot load the TorchScript model model.pt: "
+        ) && shown.contains("╰── this module")
+            && shown.contains("save it again with `torch.jit.save`"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_evaluation_whose_outputs_overflow_names_the_data_not_the_weights() {
+    // Unscaled features, one row of another file at the largest float32.
+    let dir = crate::common::small_project(
+        &crate::common::SMALL
+            .replace("scale \"minmax\"", "scale \"none\"")
+            .replace(
+                "    linear 32\n    relu\n",
+                "    linear 256\n    relu\n    linear 256\n    relu\n",
+            )
+            .replace(
+                "eval \"test\" needs=\"train\" split=\"test\"",
+                "eval \"far\" needs=\"train\" source=\"far.csv\"",
+            ),
+    );
+    let row = |value: &str| format!("{}0\n", format!("{value},").repeat(64));
+    std::fs::write(dir.path().join("far.csv"), row("3e38") + &row("1")).unwrap();
+    assert_fixture(
+        "run-eval-overflow.stderr",
+        &diagnostic(dir.path(), "small.kdl"),
     );
 }
 

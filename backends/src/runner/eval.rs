@@ -98,7 +98,10 @@ impl Context<'_> {
                 ),
             )
             .label_opt(stage.name.span, "this evaluation")
-            .help("the trained weights are not finite: lower `optimizer.lr` or check the data"));
+            .help(match weights_finite(model) {
+                true => "the weights are finite and the outputs overflow: check the data for values far beyond the training's (`data.scale` brings the features to the training's range)",
+                false => "the trained weights are not finite: lower `optimizer.lr` or check the data",
+            }));
         }
         let mut metrics = BTreeMap::from([
             ("loss".to_string(), scores.loss),
@@ -204,4 +207,13 @@ impl Context<'_> {
         }
         Ok(values)
     }
+}
+
+/// Whether every weight of `model` is a finite number.
+fn weights_finite(model: &crate::model::Model) -> bool {
+    model.vs.variables().values().all(|t| {
+        t.f_isfinite()
+            .and_then(|f| f.f_all())
+            .is_ok_and(|all| all.int64_value(&[]) == 1)
+    })
 }
