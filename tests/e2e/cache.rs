@@ -369,3 +369,27 @@ fn run_in(dir: &Path, manifest: &str) -> Value {
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+#[test]
+fn a_cache_whose_entries_cannot_be_listed_is_named_and_left_as_it_is() {
+    let dir = small_project(SMALL);
+    let out = pipeline(dir.path(), &["run", "small.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The entries' directory replaced by a file (a sync tool's conflict, a bad copy).
+    let entries = dir.path().join(".pipeline/cache/entries");
+    std::fs::remove_dir_all(&entries).unwrap();
+    std::fs::write(&entries, "not a directory").unwrap();
+    for command in [&["ls"][..], &["gc", "small.kdl"]] {
+        let out = pipeline(dir.path(), &[&["cache"][..], command].concat());
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr),
+            "pipeline::cache::unreadable\n\n  × cannot read the cache ./.pipeline/cache: Not a directory (os error 20)\n\n",
+            "cache {command:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&entries).unwrap(),
+        "not a directory"
+    );
+}

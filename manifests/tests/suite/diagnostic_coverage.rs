@@ -12,7 +12,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::accelerator::deterministic",
     "pipeline::cache::bad_weights",
     "pipeline::cache::entry_incomplete",
-    "pipeline::cache::unreadable",
     "pipeline::cache::unwritable",
     "pipeline::checkpoint::write_failed",
     "pipeline::data::bad_text",
