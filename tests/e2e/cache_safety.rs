@@ -512,9 +512,10 @@ train epochs=400 batch-size=16
     let log = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{log}");
     assert!(
-        log.contains(
-            "x.npy changed while the stage ran (it was modified); its result was not stored"
-        ),
+        log.contains("pipeline::data::changed_during_run")
+            && log.contains(
+                "x.npy changed while the stage ran (it was modified); its result was not stored"
+            ),
         "{log}"
     );
     let entries = d.join(".pipeline/cache/entries");

@@ -295,10 +295,10 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_mid_stage() {
     );
     std::fs::write(dir.path().join("ddp.kdl"), &slow).unwrap();
     let mut job = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "ddp.kdl", "--nproc-per-node", "2"])
+        .args(["run", "ddp.kdl", "--nproc-per-node", "2", "--json"])
         .current_dir(dir.path())
         .env_remove("PIPELINE_CACHE_DIR")
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -337,6 +337,12 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_mid_stage() {
     assert!(
         log.contains("error: worker rank 1 was killed by a signal; stopping the others"),
         "{log}"
+    );
+    // `--json` still gives a report: that a worker failed before rank 0 could give its own.
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["diagnostics"][0]["code"], "pipeline::launch::worker_failed",
+        "{report}"
     );
     let out = pipeline(dir.path(), &["status", "ddp.kdl"]);
     assert!(
