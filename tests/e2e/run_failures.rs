@@ -3,7 +3,8 @@
 //! missing from the data, an evaluation of an empty split or of a metric the split leaves
 //! undefined, a checkpoint that would replace a file pipeline did not write or cannot be
 //! written, a model larger than the machine, a scripted model whose output is not a row
-//! per sample or whose archive lost its weights, an evaluation whose outputs overflow, an
+//! per sample or whose archive lost its weights, a scripted model's own error in training,
+//! evaluation or prediction, an evaluation whose outputs overflow, an
 //! input file that is not numbers, a bucketed sampler's feature a sample does not have, a
 //! distributed environment half set.
 
@@ -211,6 +212,52 @@ fn a_scripted_model_whose_tensors_are_missing_is_named_at_the_module() {
             && shown.contains("save it again with `torch.jit.save`"),
         "{shown}"
     );
+}
+
+#[test]
+fn a_scripted_models_own_error_stops_its_stage_located_there() {
+    // A module that checks its inputs (as users' modules `assert`), and one that refuses
+    // a short batch while training.
+    // The module's source is named `guard.py` (not the temporary directory's path, which
+    // its messages would show).
+    let guard = |condition: &str| {
+        format!(
+            "import linecache\n\
+             src = \"\"\"import torch\n\
+             class M(torch.nn.Module):\n\
+             \x20   def __init__(self):\n\
+             \x20       super().__init__()\n\
+             \x20       self.l = torch.nn.Linear(64, 10)\n\
+             \x20   def forward(self, x):\n\
+             \x20       if {condition}:\n\
+             \x20           raise ValueError('refused by the module')\n\
+             \x20       return self.l(x)\n\
+             \"\"\"\n\
+             linecache.cache['guard.py'] = (len(src), None, src.splitlines(True), 'guard.py')\n\
+             exec(compile(src, 'guard.py', 'exec'))\n\
+             torch.jit.script(M()).save('model.pt')\n"
+        )
+    };
+    let stages = "eval \"hot\" needs=\"train\" source=\"hot.csv\"\n\
+                  predict \"p\" needs=\"train\" source=\"hot.csv\" output=\"p.csv\"\n";
+    let shown = |dir: &Path| {
+        let manifest = std::fs::read_to_string(dir.join("small.kdl")).unwrap();
+        let manifest = manifest
+            .replace("scale \"minmax\"", "scale \"none\"")
+            .replace("eval \"test\" needs=\"train\" split=\"test\"\n", stages);
+        std::fs::write(dir.join("small.kdl"), manifest).unwrap();
+        // Digits' pixels are 0 to 16; a row of another file has one at 200.
+        let row = |first: &str| format!("{first},{}0\n", "1,".repeat(63));
+        std::fs::write(dir.join("hot.csv"), row("200") + &row("1")).unwrap();
+        let out = pipeline(dir, &["run", "small.kdl", "--no-cache"]);
+        let stderr = text(&out.stderr);
+        let at = stderr.find("pipeline::").expect(&stderr);
+        stderr[at..].trim_end().to_string()
+    };
+    let dir = scripted(&guard("bool((x > 100).any())"));
+    assert_fixture("run-module-error-eval-predict.stderr", &shown(dir.path()));
+    let dir = scripted(&guard("self.training and x.size(0) < 64"));
+    assert_fixture("run-module-error-train.stderr", &shown(dir.path()));
 }
 
 #[test]

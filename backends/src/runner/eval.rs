@@ -65,6 +65,7 @@ impl Context<'_> {
                     &format!("stage `{}`", stage.name()),
                     &e,
                 )
+                .label_opt(stage.name.span, "this evaluation")
             })
         })?;
         if scores.samples == 0 {

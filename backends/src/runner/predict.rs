@@ -71,6 +71,7 @@ impl Context<'_> {
                 &format!("stage `{}`", stage.name()),
                 &e,
             )
+            .label_opt(stage.name.span, "this prediction")
         })?;
         let (written, path) = self.write_predictions(
             state.index,

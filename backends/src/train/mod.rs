@@ -64,11 +64,13 @@ pub struct Trained {
 /// algorithm that does not exist names `deterministic`).
 fn failure(manifest: &Manifest, name: &str, what: &str, e: tch::TchError) -> Diagnostic {
     numerics::nondeterministic(manifest, &e).unwrap_or_else(|| {
+        let stage = manifest.stages.iter().find(|s| s.name() == name);
         torch_error(
             "pipeline::train::failed",
             &format!("stage `{name}`: {what}"),
             &e,
         )
+        .label_opt(stage.and_then(|s| s.name.span), "this training")
     })
 }
 
