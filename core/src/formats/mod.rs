@@ -301,3 +301,114 @@ pub fn read(format: DataFormat, path: &Path) -> Result<Samples, String> {
     }
     Ok(samples)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A table format of whitespace-separated numbers, its last column the label.
+    struct Spaced(&'static FormatDescription);
+
+    impl TableFormat for Spaced {
+        fn describe(&self) -> &'static FormatDescription {
+            self.0
+        }
+
+        fn read(&self, path: &Path, _: &Dialect, layout: Layout<'_>) -> Result<Table, TableError> {
+            let dialect = Dialect {
+                delimiter: manifests::Delimiter::Whitespace,
+                header: false,
+                skip_rows: 0,
+                comment: None,
+            };
+            crate::table::read(path, &dialect, layout)
+        }
+
+        fn peek_features(&self, _: &Path, _: &Dialect, _: Layout<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    const fn table(name: &'static str, streams: bool) -> FormatDescription {
+        FormatDescription {
+            name,
+            title: name,
+            doc: "numbers apart by spaces",
+            extensions: &[],
+            kind: FormatKind::Table {
+                text: false,
+                streams,
+            },
+        }
+    }
+
+    #[test]
+    fn a_registered_table_format_is_found_by_its_extension_and_read_by_its_code() {
+        static SPACED: FormatDescription = FormatDescription {
+            extensions: &[".spaced"],
+            ..table("spaced", false)
+        };
+        static CODE: Spaced = Spaced(&SPACED);
+        register_table_format(&CODE).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path: PathBuf = dir.path().join("d.spaced");
+        std::fs::write(&path, "1 2 0\n3  4 1\n").unwrap();
+        let format = DataFormat::of_name(&path).unwrap();
+        assert_eq!(format.as_str(), "spaced");
+        let label = [manifests::Column::Last];
+        let layout = Layout::Both {
+            label: &label,
+            features: &[],
+        };
+        let t = super::table(format)
+            .unwrap()
+            .read(&path, &CSV_DIALECT, layout)
+            .unwrap();
+        assert_eq!(t.features, [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(t.labels[0], [Some("0".into()), Some("1".into())]);
+        assert_eq!(
+            register_table_format(&CODE).unwrap_err(),
+            "`spaced` is already a data format"
+        );
+    }
+
+    const CSV_DIALECT: Dialect = Dialect {
+        delimiter: manifests::Delimiter::Auto,
+        header: false,
+        skip_rows: 0,
+        comment: None,
+    };
+
+    #[test]
+    fn a_format_registered_as_what_its_description_is_not_is_refused() {
+        static STREAMS: FormatDescription = FormatDescription {
+            extensions: &[".streams"],
+            ..table("streams", true)
+        };
+        static STREAMING: Spaced = Spaced(&STREAMS);
+        assert_eq!(
+            register_table_format(&STREAMING).unwrap_err(),
+            "the data format `streams` says it streams only when its code reads it a group of columns at a time (`TableFormat::columns`)"
+        );
+        static SAMPLES: FormatDescription = FormatDescription {
+            kind: FormatKind::Samples,
+            extensions: &[".samples"],
+            ..table("samples", false)
+        };
+        static NOT_A_TABLE: Spaced = Spaced(&SAMPLES);
+        assert!(register_table_format(&NOT_A_TABLE)
+            .unwrap_err()
+            .starts_with("the data format `samples` is registered as a table"));
+        static ARRAYS: FormatDescription = FormatDescription {
+            kind: FormatKind::Arrays,
+            extensions: &[".arrays"],
+            ..table("arrays", false)
+        };
+        assert_eq!(
+            manifests::formats::register(&ARRAYS).unwrap_err(),
+            "the data format `arrays` is Arrays: a program adds tables and samples its code reads; the other kinds are pipeline's own"
+        );
+        assert!(DataFormat::parse("streams").is_none() && DataFormat::parse("arrays").is_none());
+    }
+}

@@ -100,6 +100,12 @@ pub static FORMATS: Registry<FormatDescription> = Registry::new(
 /// extension is not a lowercase `.ending` or is another format's already.
 pub fn register(member: &'static FormatDescription) -> Result<(), String> {
     let name = member.name;
+    if !matches!(member.kind, FormatKind::Table { .. } | FormatKind::Samples) {
+        return Err(format!(
+            "the data format `{name}` is {:?}: a program adds tables and samples its code reads; the other kinds are pipeline's own",
+            member.kind
+        ));
+    }
     if name == crate::schema::AUTO_FORMAT || FORMATS.get(name).is_some() {
         return Err(format!("`{name}` is already a data format"));
     }
