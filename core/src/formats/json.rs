@@ -129,12 +129,15 @@ fn records(path: &Path) -> Result<Vec<Record>, TableError> {
 
 /// The records as a table: the columns are the keys in the order they first appear.
 fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError> {
+    // Each key's column, so that a record is laid out in one pass over its fields.
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut names: Vec<String> = Vec::new();
     for Record(fields) in records {
         for (key, _) in fields {
-            if !names.contains(key) {
+            index.entry(key).or_insert_with(|| {
                 names.push(key.clone());
-            }
+                names.len() - 1
+            });
         }
     }
     let columns = table::resolve(layout, names.len(), Some(&names))?;
@@ -146,11 +149,16 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
         labels: vec![Vec::with_capacity(records.len()); columns.labels.len()],
         lines: (0..records.len()).collect(),
     };
+    let mut laid_out: Vec<Option<&Value>> = vec![None; names.len()];
     for (row, Record(fields)) in records.iter().enumerate() {
+        laid_out.fill(None);
+        // A key written twice in one record: its first value.
+        for (key, value) in fields.iter().rev() {
+            laid_out[index[key.as_str()]] = Some(value);
+        }
         let cell =
             |c: usize| -> Result<Option<&Value>, TableError> {
-                let value = fields.iter().find(|(k, _)| *k == names[c]).map(|(_, v)| v);
-                match value {
+                match laid_out[c] {
                     Some(v @ (Value::Array(_) | Value::Object(_))) => Err(TableError::Line {
                         line: row,
                         message: format!(
