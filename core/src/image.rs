@@ -1,12 +1,9 @@
 //! One image: decoded from PNG or JPEG (the `image` crate), as 8-bit grey or RGB the way
 //! PIL's `convert` makes it, and the pixel operations the transforms of
-//! `manifests::transforms` are written in (resampling by `fast_image_resize`, whose
+//! `manifests::transforms` are written in (resampling by `pipeline_resample`, whose
 //! bilinear convolution is Pillow's). No libtorch: the data loader turns finished images
 //! into tensors.
 
-use fast_image_resize::{
-    images::Image as FirImage, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
-};
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
 use manifests::transforms::{Area, Pixels, Size};
 use std::fs::File;
@@ -149,14 +146,6 @@ impl Image {
         }
     }
 
-    fn pixel_type(&self) -> PixelType {
-        if self.channels == 1 {
-            PixelType::U8
-        } else {
-            PixelType::U8x3
-        }
-    }
-
     /// The pixels as floats, channels first (`channels × height × width`), each
     /// `(x / 255 − mean[c]) / std[c]`, written into `out` (exactly that long).
     pub fn write_floats(&self, mean: &[f64], std: &[f64], out: &mut [f32]) {
@@ -199,17 +188,20 @@ impl Pixels for Image {
     }
 
     fn resize(&self, area: Area, h: u32, w: u32) -> Image {
-        let mut src = self.pixels.clone();
-        let source = FirImage::from_slice_u8(self.width, self.height, &mut src, self.pixel_type())
-            .expect("the buffer holds the image");
-        let mut out = FirImage::new(w.max(1), h.max(1), self.pixel_type());
-        let options = ResizeOptions::new()
-            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-            .crop(area.left, area.top, area.width, area.height);
-        Resizer::new()
-            .resize(&source, &mut out, &options)
-            .expect("same pixel types, a crop box within the image");
-        Image::from_pixels(h.max(1), w.max(1), self.channels, out.into_vec())
+        let window = pipeline_resample::Window {
+            left: area.left,
+            top: area.top,
+            width: area.width,
+            height: area.height,
+        };
+        let pixels = pipeline_resample::resize(
+            &self.pixels,
+            (self.width, self.height),
+            self.channels,
+            window,
+            (w, h),
+        );
+        Image::from_pixels(h.max(1), w.max(1), self.channels, pixels)
     }
 
     fn flip_horizontal(&self) -> Image {
