@@ -53,26 +53,23 @@ fn key_text(path: &str, key: &Key) -> String {
         ty => ty.describe(),
     };
     out += &wrapped(&format!("value: {wants}; default: {}", default_text(key)));
-    if let Ty::Member(family) = key.ty {
-        for (name, doc) in family.members() {
-            out += &wrapped(&format!("`{name}`: {doc}"));
+    match key.ty {
+        Ty::Member(family) | Ty::Members(family) => {
+            let members = family.members();
+            if members.is_empty() {
+                out += &wrapped("this program registers none");
+            }
+            for (name, doc) in members {
+                out += &wrapped(&format!("`{name}`: {doc}"));
+            }
         }
-    }
-    // The metrics a stage may measure: the built-in ones and those the program registered.
-    if key.name == "metrics" {
-        for (names, doc) in pipeline_core::metrics::members() {
-            out += &wrapped(&format!("{names}: {doc}"));
+        // The built-in metrics and those the program registered (pipeline_core's).
+        Ty::Metrics => {
+            for (names, doc) in pipeline_core::metrics::members() {
+                out += &wrapped(&format!("{names}: {doc}"));
+            }
         }
-    }
-    // The callbacks a stage may turn on: those the program registered.
-    if key.name == "callbacks" {
-        let members = manifests::registry::Family::Callback.members();
-        if members.is_empty() {
-            out += &wrapped("this program registers none");
-        }
-        for (name, doc) in members {
-            out += &wrapped(&format!("`{name}`: {doc}"));
-        }
+        _ => {}
     }
     if !key.only_for.is_empty() {
         out += &wrapped(&format!("only for kind: {}", key.only_for.join(", ")));

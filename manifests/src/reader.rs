@@ -182,7 +182,13 @@ pub(crate) struct Reader<'a> {
 fn is_list(ty: &Ty) -> bool {
     matches!(
         ty,
-        Ty::Texts | Ty::Ints { .. } | Ty::Floats { .. } | Ty::Columns | Ty::Weights
+        Ty::Texts
+            | Ty::Members(_)
+            | Ty::Metrics
+            | Ty::Ints { .. }
+            | Ty::Floats { .. }
+            | Ty::Columns
+            | Ty::Weights
     )
 }
 
@@ -560,7 +566,7 @@ impl<'a> Reader<'a> {
                         Spanned { value, span }
                     }
                     let in_range = match (&key.ty, &v) {
-                        (Ty::Texts, KdlValue::String(s)) => {
+                        (Ty::Texts | Ty::Members(_) | Ty::Metrics, KdlValue::String(s)) => {
                             texts.push(spanned(s.clone(), entry.span));
                             true
                         }
@@ -634,7 +640,7 @@ impl<'a> Reader<'a> {
                 }
             }
             return Some(match key.ty {
-                Ty::Texts => Value::Texts(texts),
+                Ty::Texts | Ty::Members(_) | Ty::Metrics => Value::Texts(texts),
                 Ty::Weights if floats.is_empty() => Value::Texts(texts),
                 Ty::Weights => Value::Floats(floats),
                 Ty::Columns => Value::Columns(columns),

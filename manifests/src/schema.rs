@@ -97,6 +97,12 @@ pub enum Ty {
     Columns,
     /// One or more strings (all remaining arguments).
     Texts,
+    /// One or more names of registered members of an open set (all remaining
+    /// arguments): `callbacks "epochs-csv" "wandb"`.
+    Members(Family),
+    /// One or more metric names (all remaining arguments): the metrics `pipeline_core`
+    /// computes and those a program registered there, which this crate cannot list.
+    Metrics,
     /// One or more integers from 1 to `max` (all remaining arguments).
     Ints {
         max: i64,
@@ -152,6 +158,11 @@ impl Ty {
                 "one or more columns: an index (0 to {MAX_FEATURE_INDEX}), a header name, \"first\", \"last\", or a range \"2..10\" (columns 2 to 9)"
             ),
             Ty::Texts => "one or more strings".into(),
+            Ty::Members(family) => match family.names() {
+                names if names.is_empty() => "one or more names of registered members".into(),
+                names => format!("one or more names, each {}", one_of(&names)),
+            },
+            Ty::Metrics => "one or more metric names".into(),
             Ty::Ints { max } => format!("one or more integers from 1 to {max}"),
             Ty::Weights => "\"balanced\", or one or more numbers > 0".into(),
             Ty::Section(s) => format!("a `{}` block", s.name),
@@ -160,11 +171,11 @@ impl Ty {
 }
 
 impl Ty {
-    /// The names a `Choice` or `Member` key takes (none for other types).
+    /// The names a `Choice`, `Member` or `Members` key takes (none for other types).
     pub fn names(&self) -> Vec<&'static str> {
         match self {
             Ty::Choice(names) => names.to_vec(),
-            Ty::Member(family) => family.names(),
+            Ty::Member(family) | Ty::Members(family) => family.names(),
             Ty::Int { .. }
             | Ty::Float { .. }
             | Ty::Bool
@@ -173,6 +184,7 @@ impl Ty {
             | Ty::Device
             | Ty::Columns
             | Ty::Texts
+            | Ty::Metrics
             | Ty::Ints { .. }
             | Ty::Floats { .. }
             | Ty::Weights
@@ -953,7 +965,7 @@ pub const TRAIN: Section = section(
         ),
         key(
             "callbacks",
-            Ty::Texts,
+            Ty::Members(Family::Callback),
             None,
             "Callbacks a program built on pipeline registered (`docs/extending.md`), turned on by name, each once: `callbacks \"epochs-csv\"`. They see every event of the loop after pipeline's own deciding callbacks (early stopping, keep-best) and before its reporting ones; their state is in every snapshot. pipeline's own are turned on by their keys. In the cache key.",
         ),
@@ -1032,7 +1044,7 @@ pub const VALIDATE: Section = section(
         ),
         key(
             "metrics",
-            Ty::Texts,
+            Ty::Metrics,
             None,
             "Metrics of the validation split besides its loss (and accuracy), written to `metrics.jsonl` as `val_METRIC` at every validation: the names `eval`'s `metrics` takes, of one value each.",
         ),
@@ -1083,7 +1095,7 @@ pub const EVAL: Section = section(
         ),
         key(
             "metrics",
-            Ty::Texts,
+            Ty::Metrics,
             None,
             "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions, listed below: a `per-class` one gives one value per class (named by the class), `confusion-matrix` is written to the run directory as `STAGE-confusion-matrix.json`, regression metrics are averaged over the outputs, and for `bce-with-logits` (multi-label) `precision-`, `recall-`, `f1-` and `auroc` are per label, as scikit-learn computes them on the indicator matrices. A `metric` block adds one written in Python (`pipeline explain metric`); a program built on pipeline may register more (`docs/extending.md`). In the cache key.",
         ),

@@ -322,6 +322,22 @@ fn explain_documents_a_key_and_the_rules_it_meets() {
     let out = pipeline(&root(), &["explain", "accelerator.loss-scale"]);
     assert!(out.status.success());
     assert_fixture("explain-loss-scale.stdout", &text(&out.stdout));
+    // A key that takes metrics lists them (pipeline_core's), one that takes registered
+    // callbacks says that this program registers none.
+    let out = pipeline(&root(), &["explain", "train.validate.metrics"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("value: one or more metric names")
+            && shown.contains("`r2`: the coefficient of determination"),
+        "{shown}"
+    );
+    let out = pipeline(&root(), &["explain", "train.callbacks"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("value: one or more names of registered members")
+            && shown.contains("this program registers none"),
+        "{shown}"
+    );
     let out = pipeline(&root(), &["explain", "acelerator"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("did you mean `accelerator`?"));
