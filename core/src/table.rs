@@ -10,7 +10,7 @@
 //! with it is the loader's choice.
 
 use flate2::read::MultiGzDecoder;
-use manifests::{Column, Delimiter, Dialect};
+use manifests::{Column, DataFormat, DataSpec, Delimiter, Diagnostic, Dialect};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
@@ -178,6 +178,50 @@ pub fn peek_features(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Opti
         .run(reader, Some(1))
         .ok()?;
     (table.rows() == 1).then_some(table.feature_names.len())
+}
+
+/// How many rows `check` reads of a text table to find what the run would refuse in it
+/// (a column of text, a row of another width, a named column without a header).
+const GLANCE_ROWS: usize = 100;
+
+/// What the run would refuse in the first rows of the text table at `path`, for `check`:
+/// the error the run gives, so that both say the same.
+pub fn glance_rows(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Result<(), TableError> {
+    let reader = open(path).map_err(|e| TableError::Io(e.to_string()))?;
+    Reader::new(path, dialect, layout)
+        .run(reader, Some(GLANCE_ROWS))
+        .map(|_| ())
+}
+
+/// The diagnostic for a table of `spec`'s that could not be read, located at the data
+/// file: a text table's problems are on a line, another's (Parquet's) on a row. `run`
+/// gives it, and `check` for what it finds in the first rows.
+pub fn diagnostic(spec: &DataSpec, path: &Path, e: TableError, format: DataFormat) -> Diagnostic {
+    let (code, message, help) = match e {
+        TableError::Line { line, message } if !format.is_text_table() => (
+            "pipeline::data::bad_row",
+            format!("{}, row {line}: {message}", path.display()),
+            "the features must be numbers (or null: see `data.missing`)",
+        ),
+        TableError::Io(m) => (
+            "pipeline::data::unreadable",
+            format!("cannot read {}: {m}", path.display()),
+            "check the file",
+        ),
+        TableError::Line { line, message } => (
+            "pipeline::data::bad_row",
+            format!("{}:{line}: {message}", path.display()),
+            "every row needs the same fields, the features numeric (or missing: see `data.missing`); `pipeline explain data` shows how to describe the file",
+        ),
+        TableError::Columns(m) => (
+            "pipeline::data::bad_label_column",
+            format!("{}: {m}", path.display()),
+            "set `label` and `features` in `data` to columns the file has",
+        ),
+    };
+    Diagnostic::error(code, message)
+        .label_opt(spec.source.span, "data file")
+        .help(help)
 }
 
 /// The columns a layout resolved to, once the width (and the header) is known.
@@ -448,13 +492,19 @@ impl<'a> Reader<'a> {
                             "feature `{}` (column {c}) is not a number: `{cell}`",
                             table.feature_names[k]
                         );
-                        if table.lines.is_empty() {
-                            message += if state.names.is_some() {
-                                " (in the first row after the header: if the file has a metadata line above the header, skip it with `skip-rows 1`)"
-                            } else {
-                                " (in the first row: if it names the columns, add `header #true`; if it is a metadata line, skip it with `skip-rows 1`)"
-                            };
-                        }
+                        // In the first row, a row of names (none of its features a
+                        // number) is a header or a metadata line; a row with numbers
+                        // beside the text has a column of text.
+                        let all_text = columns
+                            .features
+                            .iter()
+                            .all(|&c| !is_missing(fields[c]) && fields[c].parse::<f64>().is_err());
+                        message += match (table.lines.is_empty(), all_text, &state.names) {
+                            (true, true, Some(_)) => " (in the first row after the header: if the file has a metadata line above the header, skip it with `skip-rows 1`)",
+                            (true, true, None) => " (in the first row: if it names the columns, add `header #true`; if it is a metadata line, skip it with `skip-rows 1`)",
+                            (true, false, _) => ": a column of text; features are read as numbers, so leave it out with `features` (the columns to read)",
+                            (false, _, _) => "",
+                        };
                         return Err(TableError::Line { line, message });
                     }
                 }
@@ -589,7 +639,7 @@ pub(crate) fn resolve(
                 }
                 Column::Name(name) => match names {
                     None => Err(TableError::Columns(format!(
-                        "column `{name}` is named, but the file has no header: add `header #true`, or give the column's index"
+                        "column `{name}` is named, but `header` is not set, so the first row is read as data: add `header #true` if the first row names the columns, or give the column's index"
                     ))),
                     Some(names) => match names.iter().position(|n| n == name) {
                         Some(i) => Ok(vec![i]),
@@ -797,7 +847,7 @@ mod tests {
         ));
         assert!(matches!(
             read(&path, &d, layout).unwrap_err(),
-            TableError::Columns(m) if m.contains("has no header")
+            TableError::Columns(m) if m.contains("`header` is not set")
         ));
         let far = [Column::Index(9)];
         let layout = Layout::Both {

@@ -267,7 +267,7 @@ fn labels_files_and_column_selections_are_checked_against_the_files() {
     let dir = project("1,x,0\n3,4,1\n", "", "cross-entropy");
     let err = text(&pipeline(dir.path(), &["run", "t.kdl"]).stderr);
     assert!(
-        err.contains("feature `column 1` (column 1) is not a number: `x` (in the first row"),
+        err.contains("feature `column 1` (column 1) is not a number: `x`: a column of text"),
         "{err}"
     );
 
@@ -659,4 +659,51 @@ fn json_records_and_json_lines_train_exactly_as_the_same_csv() {
         stderr.contains("data/nested.json, row 1: `m0` holds an array: a table's cell"),
         "{stderr}"
     );
+}
+
+/// A table with a column of text: `check` refuses it as the run does (it used to say `ok`
+/// and leave it to the run), naming the column as text rather than suggesting a metadata
+/// line; a named column without `header` says the first row is read as data (it said
+/// "the file has no header" of a file that has one); leaving the text out with
+/// `features` trains.
+#[test]
+fn a_column_of_text_is_named_by_check_as_by_the_run() {
+    let mut csv = String::from("species,island,bill,flipper\n");
+    for (i, (species, island)) in [("Adelie", "Torgersen"), ("Gentoo", "Biscoe")]
+        .iter()
+        .cycle()
+        .take(24)
+        .enumerate()
+    {
+        csv += &format!("{species},{island},{},{}\n", 38 + i % 10, 180 + 2 * i);
+    }
+    let dir = project(
+        &csv,
+        "    header #true\n    label \"species\"",
+        "cross-entropy",
+    );
+    let check = pipeline(dir.path(), &["check", "t.kdl"]);
+    assert_eq!(check.status.code(), Some(1));
+    assert_fixture("text-column.check.stderr", &text(&check.stderr));
+    let run = pipeline(dir.path(), &["run", "t.kdl"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).contains(&text(&check.stderr)),
+        "{}",
+        text(&run.stderr)
+    );
+
+    let dir = project(&csv, "    label \"species\"", "cross-entropy");
+    let check = pipeline(dir.path(), &["check", "t.kdl"]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(
+        text(&check.stderr).contains("is named, but `header` is not set"),
+        "{}",
+        text(&check.stderr)
+    );
+
+    let data = "    header #true\n    label \"species\"\n    features \"bill\" \"flipper\"";
+    let dir = project(&csv, data, "cross-entropy");
+    let run = pipeline(dir.path(), &["run", "t.kdl"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
 }

@@ -37,44 +37,6 @@ impl Labels {
     }
 }
 
-/// A diagnostic for a table that could not be read: a CSV (whose problems are on a
-/// line) or, with `rows`, a Parquet file (on a row).
-/// `format`: the table's, whose rows are located by line in a text table, else by index.
-pub(super) fn table_error(
-    spec: &DataSpec,
-    path: &Path,
-    e: TableError,
-    format: DataFormat,
-) -> Diagnostic {
-    let rows = !format.is_text_table();
-    match e {
-        TableError::Line { line, message } if rows => data_error(
-            "pipeline::data::bad_row",
-            spec,
-            format!("{}, row {line}: {message}", path.display()),
-            "the features must be numbers (or null: see `data.missing`)",
-        ),
-        TableError::Io(m) => data_error(
-            "pipeline::data::unreadable",
-            spec,
-            format!("cannot read {}: {m}", path.display()),
-            "check the file",
-        ),
-        TableError::Line { line, message } => data_error(
-            "pipeline::data::bad_row",
-            spec,
-            format!("{}:{line}: {message}", path.display()),
-            "every row needs the same fields, the features numeric (or missing: see `data.missing`); `pipeline explain data` shows how to describe the file",
-        ),
-        TableError::Columns(m) => data_error(
-            "pipeline::data::bad_label_column",
-            spec,
-            format!("{}: {m}", path.display()),
-            "set `label` and `features` in `data` to columns the file has",
-        ),
-    }
-}
-
 /// What a data file holds, as read.
 pub(super) struct Source {
     pub features: Tensor,
@@ -239,7 +201,7 @@ fn read_text(
     let text = spec.text.as_ref().expect("text data");
     let by_line = spec.format.is_text_table();
     let t = table::read_cells(path, spec, std::slice::from_ref(&text.column), "the texts")
-        .map_err(|e| table_error(spec, path, e, spec.format))?;
+        .map_err(|e| table::diagnostic(spec, path, e, spec.format))?;
     let texts: Vec<&str> = t
         .column
         .iter()
@@ -294,7 +256,7 @@ pub(super) fn read_table(
     formats::table(format)
         .map_err(TableError::Io)
         .and_then(|code| code.read(path, &spec.dialect, layout))
-        .map_err(|e| table_error(spec, path, e, format))
+        .map_err(|e| table::diagnostic(spec, path, e, format))
 }
 
 /// A table's label cells.

@@ -29,14 +29,14 @@
 //! file for itself; labels and `data.inputs` are held in memory; `missing "median"` and `padding-id` need the values in memory (lowering
 //! refuses them with `stream`).
 
-use super::read::{table_error, Labels};
+use super::read::Labels;
 use super::{data_error, float_batch, input_files, Dataset, Origin};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
 use pipeline_core::formats::{self, ColumnGroups};
 use pipeline_core::npy::Header;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::split::Splits;
-use pipeline_core::table::{Layout, TableError};
+use pipeline_core::table::{self, Layout, TableError};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -269,7 +269,7 @@ impl NpyStream {
         };
         std::fs::create_dir_all(dir).map_err(cannot_write)?;
         let file = tempfile::tempfile_in(dir).map_err(cannot_write)?;
-        let table_error = |e| table_error(spec, path, e, spec.format);
+        let table_error = |e| table::diagnostic(spec, path, e, spec.format);
         let (read, groups) = code.groups(path, layout).map_err(table_error)?;
         let width = read.names.len();
         // Wide files are read a group of columns at a time, the groups in parallel, each
@@ -707,7 +707,7 @@ impl Dataset {
             (None, Some(code)) => {
                 let labels = code
                     .labels(&path, Layout::of(spec))
-                    .map_err(|e| table_error(spec, &path, e, spec.format))?;
+                    .map_err(|e| table::diagnostic(spec, &path, e, spec.format))?;
                 let cells = Labels::Cells {
                     columns: labels.cells,
                     names: labels.names,

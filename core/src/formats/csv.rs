@@ -25,4 +25,13 @@ impl TableFormat for Csv {
     fn peek_features(&self, path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Option<usize> {
         table::peek_features(path, dialect, layout)
     }
+
+    fn glance_rows(
+        &self,
+        path: &Path,
+        dialect: &Dialect,
+        layout: Layout<'_>,
+    ) -> Result<(), TableError> {
+        table::glance_rows(path, dialect, layout)
+    }
 }

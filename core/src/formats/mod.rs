@@ -43,6 +43,18 @@ pub trait TableFormat: Sync + 'static {
         Ok(())
     }
 
+    /// What the run would refuse in the first rows of the data file, read as the run
+    /// reads them (a column of text, a row of another width), for `check`; by default
+    /// nothing is read before the run.
+    fn glance_rows(
+        &self,
+        _path: &Path,
+        _dialect: &Dialect,
+        _layout: Layout<'_>,
+    ) -> Result<(), TableError> {
+        Ok(())
+    }
+
     /// Its features decoded a group of columns at a time, for `load "stream"`: the code
     /// of a format whose description says it `streams`.
     fn columns(&self) -> Option<&'static dyn ColumnGroups> {
@@ -171,6 +183,18 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
                 .label_opt(file.span, what)
                 .help(help),
         );
+    }
+    // The data file's first rows, as the run reads them (texts are tokenised, not read as
+    // numbers).
+    let path = manifest.resolve(&data.source.value);
+    if let (Ok(code), None, true) = (
+        table(data.format),
+        &data.text,
+        std::fs::metadata(&path).is_ok_and(|m| m.is_file()) && problems.is_empty(),
+    ) {
+        if let Err(e) = code.glance_rows(&path, &data.dialect, Layout::of(data)) {
+            problems.push(crate::table::diagnostic(data, &path, e, data.format));
+        }
     }
     problems
 }
