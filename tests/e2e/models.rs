@@ -215,7 +215,7 @@ fn models_that_would_explode_are_refused_by_check_in_bounded_time() {
 }
 
 #[test]
-fn a_truncated_gzip_does_not_stop_check() {
+fn a_truncated_gzip_is_named_by_check_as_by_the_run() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("data")).unwrap();
     let whole = std::fs::read(root().join("examples/data/digits.csv.gz")).unwrap();
@@ -226,7 +226,16 @@ fn a_truncated_gzip_does_not_stop_check() {
         "data { source \"data/cut.csv.gz\"; }\nmodel { linear 10; }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\n",
     )
     .unwrap();
-    let out = pipeline(dir.path(), &["check", "m.kdl"]);
-    // The data is the run's to read (and to report, with the line): check passes.
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Check reads the first rows as the run does: it ends (a cut gzip once hung it) and
+    // names the damage, with the line, as the run would.
+    let check = pipeline(dir.path(), &["check", "m.kdl"]);
+    let run = pipeline(dir.path(), &["run", "m.kdl"]);
+    for out in [&check, &run] {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("data/cut.csv.gz:1: cannot read: the gzip data is damaged"),
+            "{stderr}"
+        );
+    }
 }
