@@ -6,7 +6,7 @@
 
 use crate::cli::CacheDir;
 use crate::prepare;
-use manifests::{Diagnostic, Manifest, StageConfig};
+use manifests::{Diagnostic, Manifest};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -15,22 +15,20 @@ pub fn fetch_inputs(manifest: &mut Manifest, cache: &CacheDir) -> Result<(), Dia
     let wanted: Vec<_> = manifest
         .stages
         .iter()
-        .filter_map(|stage| match &stage.config {
-            StageConfig::Train(train) => train.init.clone(),
-            _ => None,
-        })
-        .filter(|init| cache::io::is_url(&init.value.to_string_lossy()))
+        .filter_map(|stage| pipeline_core::stages::member(&stage.config).own_input())
+        .filter(|own| own.may_be_url && cache::io::is_url(&own.path.value.to_string_lossy()))
+        .map(|own| (own.role, own.path.clone()))
         .collect();
     if wanted.is_empty() {
         return Ok(());
     }
     let store = cache::Store::new(prepare::cache_root(cache, &manifest.base_dir));
-    for init in wanted {
+    for (role, init) in wanted {
         let url = init.value.to_string_lossy().into_owned();
         let copy = fetch(&store, &url).map_err(|why| {
             Diagnostic::error(
                 "pipeline::train::init_unavailable",
-                format!("cannot fetch the starting weights {url}: {why}"),
+                format!("cannot fetch {role} {url}: {why}"),
             )
             .label_opt(init.span, "fetched from here")
             .help("check the URL, the endpoint and the credentials (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")

@@ -23,7 +23,7 @@ use crate::cli::{SweepArgs, SweepMode};
 use crate::load::Loaded;
 use crate::render::Source;
 use crate::{prepare, render, summary};
-use manifests::{Diagnostic, Manifest, Mode, Override, StageConfig, SweptKey};
+use manifests::{Diagnostic, Manifest, Mode, Override, SweptKey};
 use pipeline_core::sweep::{
     escaped, point_overrides, points, startable, Axis, Halving, Monitor, PointText, Random,
 };
@@ -368,13 +368,8 @@ impl Outputs {
 fn output_paths(manifest: &Manifest) -> Vec<String> {
     let mut paths = Vec::new();
     for stage in &manifest.stages {
-        let path = match &stage.config {
-            StageConfig::Checkpoint(c) => c.path.as_ref(),
-            StageConfig::Predict(p) => p.output.as_ref(),
-            StageConfig::Eval(e) => e.output.as_ref().filter(|_| e.predictions.is_some()),
-            StageConfig::Train(_) => None,
-        };
-        if let Some(path) = path {
+        let delivery = pipeline_core::stages::member(&stage.config).delivery();
+        if let Some((_, path)) = delivery.named_path() {
             let shown = match pipeline_core::outputs::is_url(&path.value) {
                 true => path.value.clone(),
                 false => manifest.resolve(&path.value),

@@ -217,8 +217,10 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             .filter(|n| by_name[n.value.as_str()].kind() == StageKind::Train)
             .collect();
         let kind = stage.kind().as_str();
-        match (stage.kind(), sources.len()) {
-            (StageKind::Eval | StageKind::Checkpoint | StageKind::Predict, 0) => {
+        // A stage that takes a trained model's weights (`from`) takes them from a
+        // `train` stage it needs; a `train` stage starts from one, or from `init`.
+        match (stage.weights_from(), sources.len()) {
+            (Some(_), 0) => {
                 let help = match trainers.as_slice() {
                     [] => "add a `train` stage and `needs` it".to_string(),
                     [one] => format!("add `needs \"{one}\"`"),
@@ -236,7 +238,7 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                     .help(help),
                 );
             }
-            (StageKind::Train, 1) => {
+            (None, 1) => {
                 if let StageConfig::Train(TrainSpec {
                     init: Some(init), ..
                 }) = &stage.config

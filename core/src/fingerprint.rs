@@ -31,8 +31,9 @@
 //! (`snapshot-every-*`: they do not change the result), the manifest's own path and the run
 //! directory.
 
+use crate::stages::{self, KeyParts};
 use crate::stale::{Platform, Reason};
-use manifests::{EvalSpec, Manifest, Missing, Scale, StageConfig};
+use manifests::{Manifest, Missing, Scale};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -125,7 +126,7 @@ pub struct Fingerprint {
     pub hash: String,
 }
 
-fn to_value(x: &impl Serialize) -> Value {
+pub(crate) fn to_value(x: &impl Serialize) -> Value {
     serde_json::to_value(x).expect("specs serialise")
 }
 
@@ -141,100 +142,7 @@ pub const SOURCE_ROLE: &str = "source";
 /// The files a stage reads, by role, resolved against the manifest's directory.
 pub fn stage_inputs(manifest: &Manifest, index: usize) -> BTreeMap<String, PathBuf> {
     let mut files = BTreeMap::new();
-    match &manifest.stages[index].config {
-        StageConfig::Train(train) => {
-            files.insert(
-                "data".to_string(),
-                manifest.resolve(&manifest.data.source.value),
-            );
-            if let Some(labels) = &manifest.data.labels_file {
-                files.insert("labels".to_string(), manifest.resolve(&labels.value));
-            }
-            if let Some(text) = &manifest.data.text {
-                files.insert(
-                    "tokenizer".to_string(),
-                    manifest.resolve(&text.tokenizer.value),
-                );
-            }
-            for input in &manifest.data.extra_inputs {
-                files.insert(
-                    input_role(&input.name),
-                    manifest.resolve(&input.source.value),
-                );
-            }
-            if let Some(init) = &train.init {
-                files.insert("init".to_string(), manifest.resolve(&init.value));
-            }
-            if let Some(script) = &manifest.model.torchscript {
-                files.insert("model".to_string(), script.file.clone());
-            }
-        }
-        StageConfig::Eval(EvalSpec {
-            source: Some(source),
-            ..
-        }) => {
-            // Its own labelled file, read with the data's settings (`check` refuses a
-            // labels file or other inputs beside it).
-            files.insert(SOURCE_ROLE.to_string(), manifest.resolve(&source.value));
-            if let Some(text) = &manifest.data.text {
-                files.insert(
-                    "tokenizer".to_string(),
-                    manifest.resolve(&text.tokenizer.value),
-                );
-            }
-        }
-        StageConfig::Predict(predict) => {
-            files.insert(
-                SOURCE_ROLE.to_string(),
-                manifest.resolve(&predict.source.value),
-            );
-            if let Some(text) = &manifest.data.text {
-                files.insert(
-                    "tokenizer".to_string(),
-                    manifest.resolve(&text.tokenizer.value),
-                );
-            }
-        }
-        StageConfig::Eval(_) => {
-            files.insert(
-                "data".to_string(),
-                manifest.resolve(&manifest.data.source.value),
-            );
-            // The scores depend on the labels as much as on the features.
-            if let Some(labels) = &manifest.data.labels_file {
-                files.insert("labels".to_string(), manifest.resolve(&labels.value));
-            }
-            for input in &manifest.data.extra_inputs {
-                files.insert(
-                    input_role(&input.name),
-                    manifest.resolve(&input.source.value),
-                );
-            }
-            if let Some(text) = &manifest.data.text {
-                files.insert(
-                    "tokenizer".to_string(),
-                    manifest.resolve(&text.tokenizer.value),
-                );
-            }
-        }
-        StageConfig::Checkpoint(_) => {}
-    }
-    // A stage that computes the loss runs a scripted one; one that measures a scripted
-    // metric runs its module.
-    if matches!(
-        manifest.stages[index].config,
-        StageConfig::Train(_) | StageConfig::Eval(_)
-    ) {
-        if let Some(script) = manifest.loss.kind.script() {
-            files.insert("loss".to_string(), script.file.clone());
-        }
-    }
-    // A training's rates come from a scripted schedule.
-    if let (StageConfig::Train(_), Some(script)) =
-        (&manifest.stages[index].config, &manifest.schedule.script)
-    {
-        files.insert("schedule".to_string(), script.file.clone());
-    }
+    stages::member(&manifest.stages[index].config).key_inputs(manifest, &mut files);
     for metric in manifest.scripted_metrics_of(index) {
         files.insert(metric_role(&metric.name.value), metric.script.file.clone());
     }
@@ -295,21 +203,12 @@ fn stage_spec(manifest: &Manifest, index: usize) -> Value {
     // The scripted metrics the stage measures, by name and direction (a monitor's
     // direction decides which weights are kept); left out when none, as before them.
     let metrics = manifest.scripted_metrics_of(index);
-    let mut spec = match &manifest.stages[index].config {
-        StageConfig::Train(_) => json!({
-            "stage": stage,
-            "data": data,
-            "model": to_value(&manifest.model),
-            "loss": to_value(&manifest.loss),
-            "optimizer": to_value(&manifest.optimizer),
-            "schedule": to_value(&manifest.schedule),
-            "accelerator": accelerator,
-        }),
-        StageConfig::Eval(_) | StageConfig::Predict(_) => {
-            json!({ "stage": stage, "data": data, "loss": to_value(&manifest.loss) })
-        }
-        StageConfig::Checkpoint(_) => json!({ "stage": stage }),
+    let parts = KeyParts {
+        stage,
+        data,
+        accelerator,
     };
+    let mut spec = stages::member(&manifest.stages[index].config).key_spec(manifest, parts);
     if let (Some(map), false) = (spec.as_object_mut(), metrics.is_empty()) {
         map.insert("metrics".into(), to_value(&metrics));
     }
@@ -663,7 +562,7 @@ checkpoint needs="train"
     fn every_field_left_out_of_the_key_is_a_field_the_specs_have() {
         let lowered = manifests::lower(BASE, "m", Path::new(""), &[]);
         let m = lowered.manifest.unwrap();
-        let StageConfig::Train(train) = &m.stages[0].config else {
+        let manifests::StageConfig::Train(train) = &m.stages[0].config else {
             panic!("the first stage trains")
         };
         let accelerator = to_value(&m.accelerator);

@@ -11,9 +11,10 @@ use crate::fingerprint::{
     explain_change, fingerprints, stage_inputs, Environment, Fingerprint, SOURCE_ROLE,
 };
 use crate::image_listing::ImageListing;
+use crate::stages;
 use crate::stale::Reason;
 use cache::{Entry, HashMemo, HashedFile, LastKeys, Lookup, Store};
-use manifests::{Diagnostic, Manifest, PredictionFormat, StageConfig};
+use manifests::{Diagnostic, Manifest};
 use miette::SourceSpan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -162,7 +163,7 @@ pub fn assess(
             Some(_) if forced.contains(&index) => Freshness::Stale(vec![Reason::Forced]),
             Some(Cache { store, last }) => match store.get_requiring(
                 &fingerprint.hash,
-                required_outputs(&manifest.stages[index].config),
+                stages::member(&manifest.stages[index].config).required_outputs(),
             ) {
                 Lookup::Hit(entry) => Freshness::Fresh(entry),
                 Lookup::Corrupt(why) => Freshness::Stale(vec![Reason::Unusable(why)]),
@@ -286,9 +287,10 @@ fn why_stale(
                 reasons.push(Reason::Retrains(why));
             }
             if reasons.is_empty() {
-                reasons.push(match (&stage.config, old_fp == now.hash) {
-                    (StageConfig::Eval(_), true) => Reason::ResultMissing,
-                    (_, true) => Reason::OutputMissing(output_name(&stage.config)),
+                let main = stages::member(&stage.config).main_output();
+                reasons.push(match (main, old_fp == now.hash) {
+                    (None, true) => Reason::ResultMissing,
+                    (Some(output), true) => Reason::OutputMissing(output),
                     (_, false) => Reason::NotInCache,
                 });
             }
@@ -297,64 +299,17 @@ fn why_stale(
     reasons
 }
 
-/// The name a stage's main output has in the store.
-pub fn output_name(config: &StageConfig) -> &'static str {
-    match config {
-        StageConfig::Train(_) => MODEL_OUTPUT,
-        StageConfig::Eval(_) => "metrics",
-        StageConfig::Checkpoint(_) => CHECKPOINT_OUTPUT,
-        StageConfig::Predict(p) => predictions_output(p.format),
-    }
-}
-
-/// The outputs an entry of a stage of `config` must hold to be served: an entry without
-/// one of them is corrupt (and rebuilt), whatever its `entry.json` says.
-pub fn required_outputs(config: &StageConfig) -> &'static [&'static str] {
-    match config {
-        StageConfig::Train(_) => &[MODEL_OUTPUT],
-        StageConfig::Eval(e) => predictions_required(e.predictions),
-        StageConfig::Checkpoint(_) => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
-        StageConfig::Predict(p) => predictions_required(Some(p.format)),
-    }
-}
-
-fn predictions_required(format: Option<PredictionFormat>) -> &'static [&'static str] {
-    match format {
-        Some(PredictionFormat::Csv) => &[PREDICTIONS_CSV],
-        Some(PredictionFormat::Npy) => &[PREDICTIONS_NPY],
-        None => &[],
-    }
-}
-
-/// [`required_outputs`] for the stage a stored key is for (`spec.stage`), for
-/// [`cache::Store::requiring`]: every lookup, by whichever crate, then needs them.
+/// The outputs an entry must hold to be served, for the stage a stored key is for
+/// (`spec.stage`), for [`cache::Store::requiring`]: every lookup, by whichever crate,
+/// then needs them. A key of a kind this version does not know (another version's) is
+/// never looked up by a manifest of this one, and requires nothing more.
 pub fn required_outputs_of_key(key: &serde_json::Value) -> &'static [&'static str] {
     let stage = &key["spec"]["stage"];
-    let format = |field: &str| stage[field].as_str().and_then(PredictionFormat::parse);
-    match stage["kind"].as_str() {
-        Some("train") => &[MODEL_OUTPUT],
-        Some("checkpoint") => &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
-        Some("eval") => predictions_required(format("predictions")),
-        Some("predict") => predictions_required(format("format")),
-        _ => &[],
-    }
-}
-
-/// The trained weights a `train` stage stores.
-pub const MODEL_OUTPUT: &str = "model.safetensors";
-/// The weights and metadata a `checkpoint` stage stores.
-pub const CHECKPOINT_OUTPUT: &str = "checkpoint.safetensors";
-pub const CHECKPOINT_METADATA: &str = "checkpoint.json";
-/// A `predict` stage's predictions, as a table or as an array.
-pub const PREDICTIONS_CSV: &str = "predictions.csv";
-pub const PREDICTIONS_NPY: &str = "predictions.npy";
-
-/// The name of a `predict` stage's predictions in the store.
-pub fn predictions_output(format: PredictionFormat) -> &'static str {
-    match format {
-        PredictionFormat::Csv => PREDICTIONS_CSV,
-        PredictionFormat::Npy => PREDICTIONS_NPY,
-    }
+    let kind = stage["kind"].as_str();
+    stages::KINDS
+        .iter()
+        .find(|k| Some(k.kind.as_str()) == kind)
+        .map_or(&[], |k| (k.required_of_key)(stage))
 }
 
 /// The input files of `manifest`'s stages that are not regular files (a FIFO, a device, a
@@ -402,12 +357,9 @@ fn unreadable_input(
     e: std::io::Error,
 ) -> Diagnostic {
     let path = &stage_inputs(manifest, index)[role];
-    let stage_span = match &manifest.stages[index].config {
-        StageConfig::Train(t) => t.init.as_ref().and_then(|i| i.span),
-        StageConfig::Eval(e) => e.source.as_ref().and_then(|s| s.span),
-        StageConfig::Predict(p) => p.source.span,
-        StageConfig::Checkpoint(_) => None,
-    };
+    let stage_span = stages::member(&manifest.stages[index].config)
+        .own_input()
+        .and_then(|own| own.path.span);
     input_error(manifest, role, path, stage_span, e)
 }
 
@@ -617,6 +569,7 @@ pub fn missing_input(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stages::{CHECKPOINT_OUTPUT, MODEL_OUTPUT};
     use serde_json::json;
     use std::path::PathBuf;
 

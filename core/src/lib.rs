@@ -53,6 +53,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod shards;
 pub mod split;
+pub mod stages;
 pub mod stale;
 pub mod sweep;
 pub mod table;

@@ -19,9 +19,8 @@
 //! Honest limit: the proof is a marker or a note, not a signature; a file that carries
 //! it was written by `pipeline` or made to look so on purpose.
 
-use manifests::{
-    CheckpointSpec, Diagnostic, EvalSpec, Manifest, PredictSpec, Spanned, StageConfig,
-};
+use crate::stages::{self, Delivery};
+use manifests::{Diagnostic, Manifest, Spanned};
 use miette::SourceSpan;
 use std::fs;
 use std::io::Read;
@@ -156,17 +155,11 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
         });
     }
     for stage in &manifest.stages {
-        let (role, file) = match &stage.config {
-            StageConfig::Train(train) => ("the starting weights", train.init.as_ref()),
-            StageConfig::Eval(eval) => ("the source", eval.source.as_ref()),
-            StageConfig::Predict(predict) => ("the source", Some(&predict.source)),
-            StageConfig::Checkpoint(_) => continue,
-        };
-        if let Some(file) = file {
+        if let Some(own) = stages::member(&stage.config).own_input() {
             all.push(Input {
-                role: format!("{role} of stage `{}`", stage.name()),
-                path: normal(base, &file.value),
-                span: file.span,
+                role: format!("{} of stage `{}`", own.role, stage.name()),
+                path: normal(base, &own.path.value),
+                span: own.path.span,
             });
         }
     }
@@ -176,40 +169,34 @@ fn inputs(manifest: &Manifest, manifest_path: Option<&Path>) -> Vec<Input> {
 fn outputs(manifest: &Manifest) -> Vec<Output<'_>> {
     let mut all = Vec::new();
     for stage in &manifest.stages {
-        match &stage.config {
-            StageConfig::Checkpoint(CheckpointSpec {
-                path: Some(written),
-                ..
-            }) => {
-                let weights = normal(&manifest.base_dir, &written.value);
-                for (what, path) in [
-                    ("its weights", weights.clone()),
-                    ("its metadata", metadata_path(&weights)),
-                ] {
-                    all.push(Output {
-                        stage: stage.name(),
-                        path,
-                        span: path_span(stage, written.span),
-                        what,
-                        kind: "checkpoint",
-                    });
-                }
-            }
-            StageConfig::Predict(PredictSpec {
-                output: Some(written),
-                ..
-            })
-            | StageConfig::Eval(EvalSpec {
-                output: Some(written),
-                ..
-            }) => all.push(Output {
+        let mut add = |written: &Spanned<PathBuf>, path: PathBuf, what, kind| {
+            all.push(Output {
                 stage: stage.name(),
-                path: normal(&manifest.base_dir, &written.value),
+                path,
                 span: path_span(stage, written.span),
-                what: "its predictions",
-                kind: "predictions",
-            }),
-            _ => {}
+                what,
+                kind,
+            })
+        };
+        match stages::member(&stage.config).delivery() {
+            Delivery::Checkpoint {
+                path: Some(written),
+            } => {
+                let weights = normal(&manifest.base_dir, &written.value);
+                let metadata = metadata_path(&weights);
+                add(written, weights, "its weights", "checkpoint");
+                add(written, metadata, "its metadata", "checkpoint");
+            }
+            Delivery::Predictions {
+                output: Some(written),
+                ..
+            } => {
+                let path = normal(&manifest.base_dir, &written.value);
+                add(written, path, "its predictions", "predictions");
+            }
+            // Written in the run directory, which is the run's own.
+            Delivery::Checkpoint { path: None } | Delivery::Predictions { output: None, .. } => {}
+            Delivery::Nothing => {}
         }
     }
     all
@@ -271,21 +258,15 @@ fn named_paths(manifest: &Manifest) -> Vec<(String, &Spanned<PathBuf>, bool)> {
     }));
     for stage in &manifest.stages {
         let of = |what: &str| format!("{what} of stage `{}`", stage.name());
-        match &stage.config {
-            StageConfig::Train(t) => {
-                all.extend(t.init.iter().map(|p| (of("the starting weights"), p, true)))
-            }
-            StageConfig::Checkpoint(c) => {
-                all.extend(c.path.iter().map(|p| (of("the checkpoint"), p, true)))
-            }
-            StageConfig::Eval(e) => {
-                all.extend(e.source.iter().map(|p| (of("the source"), p, false)));
-                all.extend(e.output.iter().map(|p| (of("the predictions"), p, false)));
-            }
-            StageConfig::Predict(p) => {
-                all.push((of("the source"), &p.source, false));
-                all.extend(p.output.iter().map(|o| (of("the predictions"), o, false)));
-            }
+        let member = stages::member(&stage.config);
+        if let Some(own) = member.own_input() {
+            all.push((of(own.role), own.path, own.may_be_url));
+        }
+        // A checkpoint may be sent to storage; predictions are written to a file.
+        let delivery = member.delivery();
+        let to_storage = matches!(delivery, Delivery::Checkpoint { .. });
+        if let Some((what, path)) = delivery.named_path() {
+            all.push((of(what), path, to_storage));
         }
     }
     all
@@ -473,10 +454,8 @@ pub fn send_checkpoint(
     fingerprint: &str,
 ) -> Result<Vec<PathBuf>, Diagnostic> {
     let stage = &manifest.stages[index];
-    let span = match &stage.config {
-        StageConfig::Checkpoint(spec) => path_span(stage, spec.path.as_ref().and_then(|p| p.span)),
-        _ => stage.name.span,
-    };
+    let delivery = stages::member(&stage.config).delivery();
+    let span = path_span(stage, delivery.named_path().and_then(|(_, p)| p.span));
     let fail = |why: String| {
         Diagnostic::error(
             "pipeline::checkpoint::upload_failed",
@@ -559,32 +538,28 @@ pub fn place(
             None => Ok(from),
         }
     };
-    let predictions = match &stage.config {
-        StageConfig::Predict(spec) => Some((&spec.output, spec.format)),
-        StageConfig::Eval(spec) => spec.predictions.map(|f| (&spec.output, f)),
-        _ => None,
-    };
-    if let Some((output, format)) = predictions {
-        let from = stored(crate::freshness::predictions_output(format))?;
-        return Ok(vec![match output {
-            Some(path) => {
-                let path = manifest.resolve(&path.value);
-                if !same_content(&from, &path) {
-                    may_replace(manifest, index, &path)?;
-                    copy_out(&from, &path)?;
-                    record_written(manifest, &path)?;
+    let path = match stages::member(&stage.config).delivery() {
+        Delivery::Nothing => return Ok(Vec::new()),
+        Delivery::Predictions { output, format } => {
+            let from = stored(stages::predictions_output(format))?;
+            return Ok(vec![match output {
+                Some(path) => {
+                    let path = manifest.resolve(&path.value);
+                    if !same_content(&from, &path) {
+                        may_replace(manifest, index, &path)?;
+                        copy_out(&from, &path)?;
+                        record_written(manifest, &path)?;
+                    }
+                    path
                 }
-                path
-            }
-            None => default(format.as_str(), from)?,
-        }]);
-    }
-    let StageConfig::Checkpoint(spec) = &stage.config else {
-        return Ok(Vec::new());
+                None => default(format.as_str(), from)?,
+            }]);
+        }
+        Delivery::Checkpoint { path } => path,
     };
-    let weights = stored(crate::freshness::CHECKPOINT_OUTPUT)?;
-    let metadata = stored(crate::freshness::CHECKPOINT_METADATA)?;
-    match &spec.path {
+    let weights = stored(stages::CHECKPOINT_OUTPUT)?;
+    let metadata = stored(stages::CHECKPOINT_METADATA)?;
+    match path {
         Some(url) if is_url(&url.value) => send_checkpoint(
             manifest,
             index,
@@ -663,26 +638,27 @@ pub fn is_url(path: &Path) -> bool {
 /// diagnostic on the stage's path.
 pub fn may_replace(manifest: &Manifest, index: usize, path: &Path) -> Result<(), Diagnostic> {
     let stage = &manifest.stages[index];
-    let predictions = match &stage.config {
-        StageConfig::Predict(spec) => Some(&spec.output),
-        StageConfig::Eval(spec) => Some(&spec.output),
-        _ => None,
-    };
-    let (span, code, help) = match (&stage.config, predictions) {
-        (_, Some(output)) => (
-            path_span(stage, output.as_ref().and_then(|p| p.span)),
+    let delivery = stages::member(&stage.config).delivery();
+    let span = path_span(stage, delivery.named_path().and_then(|(_, p)| p.span));
+    let metadata = metadata_path(path);
+    // The code and help of a refusal, and each file with what proves that `pipeline`
+    // wrote it.
+    let (code, help, files) = match delivery {
+        Delivery::Predictions { .. } => (
             "pipeline::predictions::refused",
             "move that file away or remove it if you no longer need it, or give the predictions another `output`",
+            vec![(path, Proof::Noted)],
         ),
-        (StageConfig::Checkpoint(spec), _) => (
-            path_span(stage, spec.path.as_ref().and_then(|p| p.span)),
+        Delivery::Checkpoint { .. } => (
             "pipeline::checkpoint::refused",
             "move that file away or remove it if you no longer need it, or give the checkpoint another `path`",
+            vec![(path, Proof::Marker), (metadata.as_path(), Proof::Tool)],
         ),
-        (_, None) => (
-            stage.name.span,
+        // A stage that delivers nothing writes nothing here: weights are what it keeps.
+        Delivery::Nothing => (
             "pipeline::checkpoint::refused",
             "move that file away or remove it if you no longer need it",
+            vec![(path, Proof::Marker), (metadata.as_path(), Proof::Tool)],
         ),
     };
     let refuse = |path: &Path, why: String| {
@@ -698,12 +674,6 @@ pub fn may_replace(manifest: &Manifest, index: usize, path: &Path) -> Result<(),
         .help(help))
     };
     let inputs = inputs(manifest, None);
-    let metadata = metadata_path(path);
-    // Each file, with what proves that `pipeline` wrote it.
-    let files = match predictions {
-        Some(_) => vec![(path, Proof::Noted)],
-        None => vec![(path, Proof::Marker), (metadata.as_path(), Proof::Tool)],
-    };
     for (path, proof) in files {
         let ours = |path: &Path| match proof {
             Proof::Marker => weights_written_by_pipeline(path),

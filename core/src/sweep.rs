@@ -471,38 +471,7 @@ impl Monitor {
 /// The metrics a stage's report holds (per-class metrics as their name, `NAME.CLASS` in
 /// the report).
 fn computed(manifest: &Manifest, config: &StageConfig, classification: bool) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    let mut add = |n: &str| names.push(n.to_string());
-    match config {
-        StageConfig::Train(_) => {
-            for n in ["loss", "epochs", "steps"] {
-                add(n);
-            }
-            if classification {
-                add("accuracy");
-            }
-            if manifest.data.split.val > 0.0 {
-                add("val_loss");
-                if classification {
-                    add("val_accuracy");
-                }
-            }
-        }
-        StageConfig::Eval(e) => {
-            add("loss");
-            add("samples");
-            if manifest.loss.kind.is_classification() {
-                add("accuracy");
-            }
-            for m in &e.metrics {
-                if !names.contains(&m.value) {
-                    names.push(m.value.clone());
-                }
-            }
-        }
-        StageConfig::Checkpoint(_) | StageConfig::Predict(_) => {}
-    }
-    names
+    crate::stages::member(config).reported_metrics(manifest, classification)
 }
 
 /// Successive halving (`--halving min-epochs=2 eta=3`): every point trains `min-epochs`,

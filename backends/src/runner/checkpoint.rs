@@ -3,7 +3,8 @@
 
 use super::{Context, Produced};
 use manifests::{CheckpointSpec, Diagnostic, WeightsFrom};
-use pipeline_core::freshness::{StageState, CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
+use pipeline_core::freshness::StageState;
+use pipeline_core::stages::{CHECKPOINT_METADATA, CHECKPOINT_OUTPUT};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,6 +20,10 @@ impl Context<'_> {
         source: Option<usize>,
         scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
+        // Rank 0 alone writes files.
+        if self.session.rank() != 0 {
+            return Ok(Produced::metrics(BTreeMap::new(), Vec::new()));
+        }
         let (index, manifest) = (state.index, self.session.manifest);
         let stage = &manifest.stages[index];
         let source = source.expect("check ensures a checkpoint stage needs a train stage");

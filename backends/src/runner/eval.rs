@@ -8,8 +8,8 @@ use crate::error::torch_error;
 use crate::evaluate::{evaluate, evaluate_shared, Predicted};
 use crate::measure::Measure;
 use manifests::{Diagnostic, EvalSpec, StageSpec, Target, WeightsFrom};
-use pipeline_core::freshness::predictions_output;
 use pipeline_core::metrics::Score;
+use pipeline_core::stages::predictions_output;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,6 +25,10 @@ impl Context<'_> {
         source: Option<usize>,
         scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
+        // Rank 0 alone validates, so it alone keeps best weights and evaluates them.
+        if self.session.rank() != 0 && spec.from.value != WeightsFrom::Last {
+            return Ok(Produced::metrics(BTreeMap::new(), Vec::new()));
+        }
         let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
         let source = source.expect("check ensures an eval stage needs a train stage");

@@ -10,6 +10,7 @@
 mod checkpoint;
 mod eval;
 mod predict;
+mod train;
 
 use crate::device;
 use crate::error::torch_error;
@@ -18,14 +19,14 @@ use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
 use crate::snapshot::{Saved, Snapshots};
-use crate::train::{train, Dirs};
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
 use pipeline_core::extend::{self, FINAL_STATE, FINAL_TENSORS};
-use pipeline_core::freshness::{changed_during_run, Cache, Freshness, StageState, MODEL_OUTPUT};
+use pipeline_core::freshness::{changed_during_run, Cache, Freshness, StageState};
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
 };
+use pipeline_core::stages::MODEL_OUTPUT;
 use pipeline_core::stale::Reason;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -106,34 +107,6 @@ fn model_source(manifest: &Manifest, stage: &StageSpec) -> Option<usize> {
             .iter()
             .position(|s| s.name.value == n.value && s.kind() == StageKind::Train)
     })
-}
-
-fn training_metrics(trained: &crate::train::Trained) -> BTreeMap<String, f64> {
-    let last = &trained.last_epoch;
-    let mut metrics = BTreeMap::from([
-        ("loss".to_string(), last.loss),
-        ("epochs".to_string(), last.epoch as f64),
-        ("steps".to_string(), trained.steps as f64),
-    ]);
-    if let Some(skipped) = trained.skipped_steps {
-        metrics.insert("skipped_steps".into(), skipped as f64);
-    }
-    if let Some((epoch, _)) = trained.stopped {
-        metrics.insert("stopped_epoch".into(), epoch as f64);
-    }
-    for (k, v) in [
-        ("accuracy", last.accuracy),
-        ("val_loss", last.val_loss),
-        ("val_accuracy", last.val_accuracy),
-    ] {
-        if let Some(v) = v {
-            metrics.insert(k.into(), v);
-        }
-    }
-    for (name, v) in &last.val_metrics {
-        metrics.insert(format!("val_{name}"), *v);
-    }
-    metrics
 }
 
 impl<'a> Context<'a> {
@@ -368,80 +341,9 @@ impl<'a> Context<'a> {
         let stage = &manifest.stages[index];
         let source = model_source(manifest, stage);
         match &stage.config {
-            StageConfig::Train(spec) => {
-                if let Some(s) = source {
-                    self.model_of(s, WeightsFrom::Last)?;
-                }
-                let start = source.map(|s| &self.trained[&(s, WeightsFrom::Last)].model);
-                let log = &mut self.log;
-                let mut write = |line: &serde_json::Value| append(log, line);
-                // Callbacks keep their files beside the snapshots, which outlive a kill.
-                let dir = saved.snapshots.map_or(scratch, |s| s.dir.as_path());
-                let trained = train(
-                    &self.session,
-                    stage,
-                    spec,
-                    start,
-                    saved,
-                    &state.read,
-                    Dirs {
-                        own: dir,
-                        tensorboard: &self.tensorboard,
-                        run: &self.run_dir.path,
-                    },
-                    &mut write,
-                    obs,
-                )?;
-                let metrics = training_metrics(&trained);
-                let init = trained.init.clone();
-                // The weights for the cache, which only rank 0 writes.
-                let mut store = Vec::new();
-                if self.session.rank() == 0 {
-                    let weights = scratch.join(MODEL_OUTPUT);
-                    crate::checkpoint::write_weights(&trained.model, &weights, trained.model.kind)?;
-                    store.push((MODEL_OUTPUT.into(), weights));
-                    for k in &trained.kept {
-                        store.push((best_output(k.rank), k.path.clone()));
-                    }
-                    if let Some((index, tensors)) = saved.final_state.and_then(Snapshots::files) {
-                        store.push((FINAL_STATE.into(), index));
-                        store.push((FINAL_TENSORS.into(), tensors));
-                    }
-                }
-                self.trained.insert(
-                    (index, WeightsFrom::Last),
-                    Trained {
-                        model: trained.model,
-                        metrics: metrics.clone(),
-                    },
-                );
-                Ok(Produced {
-                    metrics,
-                    store,
-                    init,
-                    stopped: trained.stopped.clone(),
-                    resumed_at: trained.resumed_at,
-                    kept: trained.kept,
-                })
-            }
-            // Rank 0 alone validates, so it alone keeps best weights and evaluates them.
-            StageConfig::Eval(spec)
-                if self.session.rank() != 0 && spec.from.value != WeightsFrom::Last =>
-            {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
-            }
+            StageConfig::Train(spec) => self.train(state, spec, source, scratch, saved, obs),
             StageConfig::Eval(spec) => self.eval(index, spec, source, scratch),
-            // Rank 0 alone writes files.
-            StageConfig::Predict(_) if self.session.rank() != 0 => {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
-            }
-            StageConfig::Predict(spec) => {
-                let source = source.expect("check ensures a predict stage needs a train stage");
-                self.predict(state, spec, source, scratch)
-            }
-            StageConfig::Checkpoint(_) if self.session.rank() != 0 => {
-                Ok(Produced::metrics(BTreeMap::new(), Vec::new()))
-            }
+            StageConfig::Predict(spec) => self.predict(state, spec, source, scratch),
             StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source, scratch),
         }
     }

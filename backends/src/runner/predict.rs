@@ -6,7 +6,8 @@ use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::predict;
 use manifests::{Diagnostic, PredictSpec, PredictionFormat, Spanned};
-use pipeline_core::freshness::{predictions_output, StageState};
+use pipeline_core::freshness::StageState;
+use pipeline_core::stages::predictions_output;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,9 +48,14 @@ impl Context<'_> {
         &mut self,
         state: &StageState,
         spec: &PredictSpec,
-        source: usize,
+        source: Option<usize>,
         scratch: &Path,
     ) -> Result<Produced, Diagnostic> {
+        // Rank 0 alone writes files.
+        if self.session.rank() != 0 {
+            return Ok(Produced::metrics(BTreeMap::new(), Vec::new()));
+        }
+        let source = source.expect("check ensures a predict stage needs a train stage");
         let manifest = self.session.manifest;
         let stage = &manifest.stages[state.index];
         let data = self.other_data(&spec.source, spec.skip_rows, false)?;
