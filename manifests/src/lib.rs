@@ -51,6 +51,7 @@ pub mod registry;
 pub mod render;
 pub mod schedules;
 pub mod schema;
+mod stages;
 pub mod suggest;
 mod sweep;
 mod text;

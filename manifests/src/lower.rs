@@ -972,39 +972,6 @@ impl<'a> Reader<'a> {
     }
 
     /// The registered callbacks a `train` stage turns on: each a registered name, once.
-    fn callbacks(&mut self, f: &Fields) -> Vec<Spanned<String>> {
-        let names = crate::callbacks::CALLBACKS.names();
-        let mut on: Vec<Spanned<String>> = Vec::new();
-        for name in f.texts("callbacks") {
-            if on.iter().any(|c| c.value == name.value) {
-                self.diags.push(
-                    Diagnostic::error(
-                        "pipeline::train::callback_twice",
-                        format!("the callback `{}` is turned on twice", name.value),
-                    )
-                    .label_opt(name.span, "again")
-                    .help("name each callback once"),
-                );
-            } else if !names.contains(&name.value.as_str()) {
-                let help = match names.is_empty() {
-                    true => "this program registers no callback: `callbacks` names those a program built on pipeline registers (`docs/extending.md`); pipeline's own are turned on by their keys (`early-stop`, `keep-best`, …)".to_string(),
-                    false => suggest::help_for(&name.value, "callback", &names),
-                };
-                self.diags.push(
-                    Diagnostic::error(
-                        "pipeline::train::unknown_callback",
-                        format!("no callback is registered as `{}`", name.value),
-                    )
-                    .label_opt(name.span, "not a registered callback")
-                    .help(help),
-                );
-            } else {
-                on.push(name);
-            }
-        }
-        on
-    }
-
     /// `schedule { torchscript "lr.pt" }`: the module, which computes the whole curve (a
     /// `kind` or a warm-up beside it is refused, an `interval` ignored).
     fn schedule_script(&mut self, f: &Fields, base_dir: &Path) -> Option<TorchScriptSpec> {
@@ -1054,63 +1021,6 @@ impl<'a> Reader<'a> {
                     .help("`*` matches any characters (dots included), `?` one character, `[…]` one of a set: `\"0.*\"`, `\"*.bias\"`"),
                 );
             }
-        }
-    }
-
-    fn train(&mut self, f: &Fields) -> TrainSpec {
-        let init = f.opt_text("init").map(|p| Spanned {
-            value: PathBuf::from(p),
-            span: f.span("init"),
-        });
-        if init.is_none() && f.value("strict").is_some() {
-            self.diags.push(
-                Diagnostic::warning(
-                    "pipeline::train::strict_without_init",
-                    "`train.strict` has no effect without `init`",
-                )
-                .label_opt(f.span("strict"), "ignored")
-                .help("`strict` says how the weights of `init \"file.safetensors\"` are loaded; remove it, or add `init`"),
-            );
-        }
-        let freeze = f.texts("freeze");
-        self.bad_patterns(&freeze);
-        let callbacks = self.callbacks(f);
-        TrainSpec {
-            epochs: f.int("epochs") as u64,
-            batch_size: f.int("batch-size") as u64,
-            shuffle: f.bool("shuffle"),
-            drop_last: f.bool("drop-last"),
-            snapshot_every_epochs: f.int("snapshot-every-epochs") as u64,
-            snapshot_every_steps: f.int("snapshot-every-steps") as u64,
-            // Without `init` there is nothing to be strict about: the default, so that
-            // the key is the same as with `strict` left out.
-            strict: f.bool("strict") || init.is_none(),
-            init,
-            freeze,
-            callbacks,
-            early_stop: f.section_fields("early-stop").map(|e| EarlyStopSpec {
-                monitor: monitor(e),
-                mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),
-                patience: e.int("patience") as u64,
-                min_delta: e.float("min-delta"),
-                span: e.span,
-            }),
-            keep_best: f.section_fields("keep-best").map(|e| KeepBestSpec {
-                monitor: monitor(e),
-                mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),
-                k: e.int("k") as u64,
-                span: e.span,
-            }),
-            validate: f
-                .section_fields("validate")
-                .map_or_else(ValidateSpec::default, |v| ValidateSpec {
-                    every_epochs: v.int("every-epochs") as u64,
-                    every_steps: v.int("every-steps") as u64,
-                    metrics: v.texts("metrics"),
-                    span: v.span,
-                }),
-            max_steps: f.opt_int("max-steps").map(|n| n as u64),
-            max_time: f.opt_float("max-time"),
         }
     }
 
@@ -1176,62 +1086,6 @@ impl<'a> Reader<'a> {
         monitor(f)
     }
 
-    /// An `eval` or `checkpoint` stage's `from`: `last`, `best` or `best-N`.
-    fn weights_from(&mut self, f: &Fields) -> Spanned<WeightsFrom> {
-        let span = f.span("from");
-        let text = f.text("from");
-        let value = WeightsFrom::parse(&text).unwrap_or_else(|| {
-            self.diags.push(
-                Diagnostic::error(
-                    "pipeline::stage::bad_from",
-                    format!("`from \"{text}\"` names no weights of a train stage"),
-                )
-                .label_opt(span, "not `last`, `best` or `best-N`")
-                .help("`from \"last\"`: the weights training ended with; `from \"best\"` (or `\"best-2\"`, …): the best the train stage's `keep-best` kept"),
-            );
-            WeightsFrom::Last
-        });
-        Spanned { value, span }
-    }
-
-    /// How the predictions written to `output` are written, by its name.
-    fn prediction_format(&mut self, out: &Spanned<PathBuf>) -> PredictionFormat {
-        PredictionFormat::of_name(&out.value).unwrap_or_else(|| {
-            self.diags.push(
-                Diagnostic::error(
-                    "pipeline::predictions::bad_output",
-                    format!(
-                        "predictions are written as .csv or .npy, not as {}",
-                        out.value.display()
-                    ),
-                )
-                .label_opt(out.span, "not .csv or .npy")
-                .help("name the output `….csv` (a table with a header) or `….npy` (one array)"),
-            );
-            PredictionFormat::Csv
-        })
-    }
-
-    fn predict(&mut self, f: &Fields) -> PredictSpec {
-        let output = path(f, "output");
-        let format = match &output {
-            Some(out) => self.prediction_format(out),
-            None => PredictionFormat::Csv,
-        };
-        PredictSpec {
-            // Not reached without `source`: it is required.
-            source: path(f, "source").unwrap_or(Spanned {
-                value: PathBuf::new(),
-                span: f.span,
-            }),
-            output,
-            format,
-            skip_rows: f.int("skip-rows") as u64,
-            from: self.weights_from(f),
-            batch_size: f.int("batch-size") as u64,
-        }
-    }
-
     fn stage(&mut self, f: &Fields, kind: StageKind) -> StageSpec {
         let name = f.text("name");
         let name_span = f.span("name").or(f.name_span);
@@ -1245,28 +1099,7 @@ impl<'a> Reader<'a> {
                 .help("use letters, digits, `-` and `_`, e.g. `fine-tune`"),
             );
         }
-        let config = match kind {
-            StageKind::Train => StageConfig::Train(self.train(f)),
-            StageKind::Eval => StageConfig::Eval(EvalSpec {
-                split: Spanned {
-                    // Not reached: `split` has a default.
-                    value: SplitName::parse(&f.text("split")).unwrap_or(SplitName::Test),
-                    span: f.span("split"),
-                },
-                source: path(f, "source"),
-                skip_rows: f.int("skip-rows") as u64,
-                predictions: path(f, "output").map(|out| self.prediction_format(&out)),
-                output: path(f, "output"),
-                batch_size: f.int("batch-size") as u64,
-                metrics: f.texts("metrics"),
-                from: self.weights_from(f),
-            }),
-            StageKind::Checkpoint => StageConfig::Checkpoint(CheckpointSpec {
-                path: path(f, "path"),
-                from: self.weights_from(f),
-            }),
-            StageKind::Predict => StageConfig::Predict(self.predict(f)),
-        };
+        let config = self.stage_config(f, kind);
         StageSpec {
             name: Spanned {
                 value: name,
@@ -1288,7 +1121,7 @@ pub(crate) fn path(f: &Fields, key: &str) -> Option<Spanned<PathBuf>> {
 }
 
 /// The `monitor` of an `early-stop` or `keep-best` block, located.
-fn monitor(block: &Fields) -> Spanned<Monitor> {
+pub(crate) fn monitor(block: &Fields) -> Spanned<Monitor> {
     Spanned {
         value: Monitor::parse(&block.text("monitor")),
         span: block.span("monitor").or(block.span),

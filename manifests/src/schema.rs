@@ -14,7 +14,7 @@
 use crate::accelerator::Family;
 use crate::manifest::{
     CommBackend, Delimiter, Join, Load, LossScale, Missing, Mode, PaddingSide, Projection,
-    SamplerName, Scale, ShardRemainder, SplitName, StageKind,
+    SamplerName, Scale, ShardRemainder, StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -733,8 +733,6 @@ pub const ACCELERATOR: Section = section(
     "The hardware and numerics the run uses.",
 );
 
-const NEEDS_DOC: &str = "The stages that must finish first; an `eval`, `checkpoint` or `predict` stage takes its model from the `train` stage it needs.";
-
 pub const LOGGING: Section = section(
     "logging",
     &[],
@@ -863,307 +861,7 @@ pub const HALVING: Section = section(
     "Successive halving: every point trains `min-epochs`, the best 1/`eta` continue to `eta` × as many epochs from where they were (a longer training extends the cached shorter one), and so on up to the stage's `epochs`.",
 );
 
-pub const TRAIN: Section = section(
-    "train",
-    &["name"],
-    &[
-        key(
-            "name",
-            Ty::Text,
-            Some(Val::Text("train")),
-            "The stage's name (letters, digits, `-` and `_`).",
-        ),
-        key(
-            "needs",
-            Ty::Texts,
-            None,
-            "Stages to run first; a `train` stage it needs gives the starting weights.",
-        ),
-        key(
-            "epochs",
-            int(1, MAX_EPOCHS),
-            Some(Val::Int(10)),
-            "Passes over the training split.",
-        ),
-        key(
-            "batch-size",
-            int(1, MAX_BATCH),
-            Some(Val::Int(32)),
-            "Samples per optimizer step.",
-        ),
-        key(
-            "shuffle",
-            Ty::Bool,
-            Some(Val::Bool(true)),
-            "Reshuffle the training split every epoch (seeded).",
-        ),
-        key(
-            "drop-last",
-            Ty::Bool,
-            Some(Val::Bool(false)),
-            "Drop the last, incomplete batch of every epoch.",
-        ),
-        key(
-            "snapshot-every-epochs",
-            int(0, MAX_EPOCHS),
-            Some(Val::Int(1)),
-            "Save a resumable snapshot (weights, optimizer state, random state, position) every N epochs, so a killed run resumes; 0: never. Not part of the cache key.",
-        ),
-        key(
-            "snapshot-every-steps",
-            int(0, MAX_STEPS),
-            Some(Val::Int(0)),
-            "Also save a snapshot every N optimizer steps (for long epochs); 0: only at epoch ends. Not part of the cache key.",
-        ),
-        key(
-            "init",
-            Ty::Path,
-            None,
-            "Starting weights: a safetensors file named like PyTorch's `nn.Sequential` state dict (`0.weight`, `0.bias`, `1.running_mean`, …); `strict` says whether it must hold exactly the model's.",
-        ),
-        key(
-            "strict",
-            Ty::Bool,
-            Some(Val::Bool(true)),
-            "With `init`: #true refuses a file that does not hold exactly the model's tensors, with their shapes, and names what is missing, unexpected or of the wrong shape; #false loads every tensor whose name and shape match one of the model's (converted to the model's dtype), keeps a fresh initialisation for the others and reports both lists, for fine-tuning a model with a new last layer. A file of which nothing matches fails the run either way.",
-        ),
-        key(
-            "freeze",
-            Ty::Texts,
-            None,
-            "Parameters the optimizer leaves as they are: one or more glob patterns on their state-dict names, such as `\"0.*\"`, `\"*.bias\"` or `\"2.body.*\"` (`*` matches any characters, dots included; `?` one character; `[…]` one of a set). Frozen parameters get no gradient, no update and no weight decay; batch-norm running statistics still follow the data, as in PyTorch. A pattern that matches no trainable parameter, or freezing all of them, fails the run with the model's names.",
-        ),
-        key(
-            "early-stop",
-            Ty::Section(&EARLY_STOP),
-            None,
-            "Stop training when a metric stops improving (`pipeline explain train.early-stop`).",
-        ),
-        key(
-            "keep-best",
-            Ty::Section(&KEEP_BEST),
-            None,
-            "Keep the weights of the best validations as outputs of the stage (`pipeline explain train.keep-best`).",
-        ),
-        key(
-            "validate",
-            Ty::Section(&VALIDATE),
-            None,
-            "When the validation split is measured, and with which metrics (`pipeline explain train.validate`); default: at the end of every epoch, loss and accuracy.",
-        ),
-        key(
-            "max-steps",
-            int(1, MAX_STEPS),
-            None,
-            "Stop after this many optimizer steps in all (the epoch in progress ends there, and is validated). In the cache key.",
-        ),
-        key(
-            "max-time",
-            POSITIVE,
-            None,
-            "Stop after this many seconds of training (checked at every optimizer step; under `ddp`, every 50 steps, when the processes agree). The epoch in progress ends there and is validated; `run --json` says the stage stopped and why. In the cache key: a stage that stopped on time is cached as it ended.",
-        ),
-        key(
-            "callbacks",
-            Ty::Members(Family::Callback),
-            None,
-            "Callbacks a program built on pipeline registered (`docs/extending.md`), turned on by name, each once: `callbacks \"epochs-csv\"`. They see every event of the loop after pipeline's own deciding callbacks (early stopping, keep-best) and before its reporting ones; their state is in every snapshot. pipeline's own are turned on by their keys. In the cache key.",
-        ),
-    ],
-    "A stage that trains the model.",
-);
-
-const FROM_DOC: &str = "Which weights of the `train` stage it needs: `last` (those training ended with), or `best`, `best-2`, … (the best its `keep-best` kept, the best first).";
-
-const MONITOR_DOC: &str = "The value watched at every validation: `loss` and `accuracy` of the training batches of the epoch so far (the whole epoch at its end), or `val.METRIC` over the validation split, where METRIC is `loss` or any metric of one value that `eval`'s `metrics` takes (`val.accuracy`, `val.f1-macro`, `val.auroc`, `val.r2`, …), computed at every validation without being listed in `validate`.";
-
 pub(crate) const MODE_DOC: &str = "`min` (the value improves by going down) or `max` (by going up); default: the metric's own direction (`min` for losses and errors, `max` for accuracies, scores and R²).";
-
-/// `monitor` and `mode`, as `early-stop` and `keep-best` take them.
-const MONITOR: Key = key(
-    "monitor",
-    Ty::Text,
-    Some(Val::Text("val.loss")),
-    MONITOR_DOC,
-);
-const MODE: Key = key("mode", Ty::Choice(Mode::NAMES), None, MODE_DOC);
-
-pub const EARLY_STOP: Section = section(
-    "early-stop",
-    &[],
-    &[
-        MONITOR,
-        MODE,
-        key(
-            "patience",
-            int(1, MAX_EPOCHS),
-            Some(Val::Int(5)),
-            "Validations without improvement after which training stops (epochs, with the default `validate`).",
-        ),
-        key(
-            "min-delta",
-            NON_NEGATIVE,
-            Some(Val::Float(0.0)),
-            "How much better than the best so far a value must be to count as an improvement.",
-        ),
-    ],
-    "Stops a `train` stage after `patience` validations in which `monitor` did not improve on its best by more than `min-delta`, as Lightning's `EarlyStopping` and pytorch-accelerated's `EarlyStoppingCallback` do. The stage then ends like a finished one: its weights (those of the last epoch) are its output, and `run --json` says at which epoch it stopped and why. The patience counter and the best value are saved in every snapshot, so a killed run resumes with them and stops at the same epoch. In the cache key.",
-);
-
-pub const KEEP_BEST: Section = section(
-    "keep-best",
-    &[],
-    &[
-        MONITOR,
-        MODE,
-        key(
-            "k",
-            int(1, 100),
-            Some(Val::Int(1)),
-            "How many of the best weights to keep.",
-        ),
-    ],
-    "Keeps the weights of the `k` best validations by `monitor` (Lightning's `ModelCheckpoint(save_top_k=k)`): they are outputs of the stage, stored in the cache like its last weights, and an `eval` or `checkpoint` stage takes them with `from \"best\"` (or `\"best-2\"`, …). `run --json` gives each one's epoch, step and score. The kept weights and their scores are part of every snapshot, so a killed run resumes with them. A value that is not finite is never kept; of equal values the earlier is better. In the cache key.",
-);
-
-pub const VALIDATE: Section = section(
-    "validate",
-    &[],
-    &[
-        key(
-            "every-epochs",
-            int(0, MAX_EPOCHS),
-            Some(Val::Int(1)),
-            "Validate at the end of every N epochs (the last epoch is always validated); 0: only as `every-steps` says.",
-        ),
-        key(
-            "every-steps",
-            int(0, MAX_STEPS),
-            Some(Val::Int(0)),
-            "Also validate every N optimizer steps (for long epochs); 0: only at epoch ends.",
-        ),
-        key(
-            "metrics",
-            Ty::Metrics,
-            None,
-            "Metrics of the validation split besides its loss (and accuracy), written to `metrics.jsonl` as `val_METRIC` at every validation: the names `eval`'s `metrics` takes, of one value each.",
-        ),
-    ],
-    "When a `train` stage measures its validation split (`data.split val=…`), and what. `early-stop` and `keep-best` decide at every validation. In the cache key.",
-);
-
-pub const EVAL: Section = section(
-    "eval",
-    &["name"],
-    &[
-        key(
-            "name",
-            Ty::Text,
-            Some(Val::Text("eval")),
-            "The stage's name (letters, digits, `-` and `_`).",
-        ),
-        key("needs", Ty::Texts, None, NEEDS_DOC),
-        key(
-            "split",
-            Ty::Choice(SplitName::NAMES),
-            Some(Val::Text(SplitName::Test.as_str())),
-            "The split to evaluate on (not with `source`).",
-        ),
-        key(
-            "source",
-            Ty::Path,
-            None,
-            "Another file to evaluate on, whole: labelled and laid out as the data file (columns matched by name when it has a header; others ignored), read with the data's settings, its features filled and scaled with the training split's statistics, text labels mapped to the training's classes. Its content is in the cache key.",
-        ),
-        key(
-            "skip-rows",
-            int(0, MAX_SKIP_ROWS),
-            Some(Val::Int(0)),
-            "Lines skipped at the top of `source`, before its header or first row (the data's `skip-rows` is the data file's own).",
-        ),
-        key(
-            "batch-size",
-            int(1, MAX_BATCH),
-            Some(Val::Int(256)),
-            "Samples per forward pass.",
-        ),
-        key(
-            "output",
-            Ty::Path,
-            None,
-            "Where to write the predictions of the samples evaluated, as a `predict` stage writes them (`.csv` or `.npy`), `row` naming each sample's data row in the file: none are written without it. Only a file `pipeline` wrote is ever replaced.",
-        ),
-        key(
-            "metrics",
-            Ty::Metrics,
-            None,
-            "Metrics besides the loss, each computed exactly over the whole split and equal to scikit-learn's on the same predictions, listed below: a `per-class` one gives one value per class (named by the class), `confusion-matrix` is written to the run directory as `STAGE-confusion-matrix.json`, regression metrics are averaged over the outputs, and for `bce-with-logits` (multi-label) `precision-`, `recall-`, `f1-` and `auroc` are per label, as scikit-learn computes them on the indicator matrices. A `metric` block adds one written in Python (`pipeline explain metric`); a program built on pipeline may register more (`docs/extending.md`). In the cache key.",
-        ),
-        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
-    ],
-    "A stage that measures a trained model's loss and accuracy, and any `metrics`.",
-);
-
-pub const CHECKPOINT: Section = section(
-    "checkpoint",
-    &["name"],
-    &[
-        key(
-            "name",
-            Ty::Text,
-            Some(Val::Text("checkpoint")),
-            "The stage's name (letters, digits, `-` and `_`).",
-        ),
-        key("needs", Ty::Texts, None, NEEDS_DOC),
-        key(
-            "path",
-            Ty::Path,
-            None,
-            "Where to write the weights (default: `<name>.safetensors` in the run directory).",
-        ),
-        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
-    ],
-    "A stage that exports a trained model's weights as safetensors plus a JSON of metadata.",
-);
-
-pub const PREDICT: Section = section(
-    "predict",
-    &["name"],
-    &[
-        key(
-            "name",
-            Ty::Text,
-            Some(Val::Text("predict")),
-            "The stage's name (letters, digits, `-` and `_`).",
-        ),
-        key("needs", Ty::Texts, None, NEEDS_DOC),
-        required(
-            "source",
-            Ty::Path,
-            "The samples to predict, without labels (a label column, when there, is ignored): read as the data file is (`.csv`, `.csv.gz`, `.parquet`, `.npy`, `.npz` or `.safetensors`, by its name), with the training's columns matched by name when it has a header (others, such as an id, ignored), by position otherwise (the training's features alone, or laid out as the data file, its labels ignored); missing values filled and features scaled with the training split's statistics. Its content is in the cache key.",
-        ),
-        key(
-            "skip-rows",
-            int(0, MAX_SKIP_ROWS),
-            Some(Val::Int(0)),
-            "Lines skipped at the top of `source`, before its header or first row (the data's `skip-rows` is the data file's own).",
-        ),
-        key(
-            "output",
-            Ty::Path,
-            None,
-            "Where the predictions go (default: `<name>.csv` in the run directory), one row per sample in the source's order. `.csv`: `row`, then the predicted class (by its name when the labels were text) under the label column's name and `prob_CLASS` for each class; for `bce-with-logits` each output's 0/1 (1 above a probability of 0.5) and `prob_LABEL`; for a regression the outputs under the label columns' names. `.npy`: one float64 array, samples × outputs (the class probabilities, or the outputs). Only a file `pipeline` wrote is ever replaced.",
-        ),
-        key(
-            "batch-size",
-            int(1, MAX_BATCH),
-            Some(Val::Int(256)),
-            "Samples per forward pass.",
-        ),
-        key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
-    ],
-    "A stage that applies a trained model to new samples, as training saw them (scaling, filling, class names, precision), and writes the predictions.",
-);
 
 pub static MODEL: Section = Section {
     name: "model",
@@ -1293,17 +991,17 @@ pub fn sections() -> [&'static Section; 10] {
 /// The schema of the stage kind `kind`.
 pub const fn stage(kind: StageKind) -> &'static Section {
     match kind {
-        StageKind::Train => &TRAIN,
-        StageKind::Eval => &EVAL,
-        StageKind::Checkpoint => &CHECKPOINT,
-        StageKind::Predict => &PREDICT,
+        StageKind::Train => &crate::stages::train::SECTION,
+        StageKind::Eval => &crate::stages::eval::SECTION,
+        StageKind::Checkpoint => &crate::stages::checkpoint::SECTION,
+        StageKind::Predict => &crate::stages::predict::SECTION,
     }
 }
 
 /// Stage kinds: top-level nodes that may appear many times, each a stage of the DAG.
 /// [`stage`] of each of [`StageKind::ALL`], in that order.
 pub const STAGES: &[&Section] = &{
-    let mut all = [&TRAIN; StageKind::ALL.len()];
+    let mut all = [&crate::stages::train::SECTION; StageKind::ALL.len()];
     let mut i = 0;
     while i < all.len() {
         all[i] = stage(StageKind::ALL[i]);
