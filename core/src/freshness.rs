@@ -305,11 +305,10 @@ fn why_stale(
 /// never looked up by a manifest of this one, and requires nothing more.
 pub fn required_outputs_of_key(key: &serde_json::Value) -> &'static [&'static str] {
     let stage = &key["spec"]["stage"];
-    let kind = stage["kind"].as_str();
-    stages::KINDS
-        .iter()
-        .find(|k| Some(k.kind.as_str()) == kind)
-        .map_or(&[], |k| (k.required_of_key)(stage))
+    match stage["kind"].as_str().and_then(manifests::StageKind::parse) {
+        Some(kind) => (stages::kind(kind).required_of_key)(stage),
+        None => &[],
+    }
 }
 
 /// The input files of `manifest`'s stages that are not regular files (a FIFO, a device, a

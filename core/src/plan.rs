@@ -118,12 +118,7 @@ impl Plan {
                 let _ = writeln!(out, "digraph \"{}\" {{", manifest.name.replace('"', "\\\""));
                 let _ = writeln!(out, "    rankdir=LR;");
                 for &i in &self.order {
-                    let shape = match manifest.stages[i].kind() {
-                        manifests::StageKind::Train => "box",
-                        manifests::StageKind::Eval => "ellipse",
-                        manifests::StageKind::Checkpoint => "cylinder",
-                        manifests::StageKind::Predict => "note",
-                    };
+                    let shape = crate::stages::kind(manifest.stages[i].kind()).dot_shape;
                     let _ = writeln!(
                         out,
                         "    \"{}\" [label=\"{}\", shape={shape}];",
@@ -146,12 +141,8 @@ impl Plan {
                 out.push_str("flowchart LR\n");
                 let id = |i: usize| format!("s{i}");
                 for &i in &self.order {
-                    let (open, close) = match manifest.stages[i].kind() {
-                        manifests::StageKind::Train => ("[", "]"),
-                        manifests::StageKind::Eval => ("([", "])"),
-                        manifests::StageKind::Checkpoint => ("[(", ")]"),
-                        manifests::StageKind::Predict => ("[/", "/]"),
-                    };
+                    let (open, close) =
+                        crate::stages::kind(manifest.stages[i].kind()).mermaid_shape;
                     let _ = writeln!(out, "    {}{open}\"{}\"{close}", id(i), label(i));
                 }
                 for e in self.graph.edge_references() {

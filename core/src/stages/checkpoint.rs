@@ -12,6 +12,8 @@ use std::path::PathBuf;
 pub(super) const KIND: Kind = Kind {
     kind: StageKind::Checkpoint,
     required_of_key: |_| &[CHECKPOINT_OUTPUT, CHECKPOINT_METADATA],
+    dot_shape: "cylinder",
+    mermaid_shape: ("[(", ")]"),
 };
 
 impl StageMember for CheckpointSpec {

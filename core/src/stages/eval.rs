@@ -14,6 +14,8 @@ use std::path::PathBuf;
 pub(super) const KIND: Kind = Kind {
     kind: StageKind::Eval,
     required_of_key: |stage| predictions_required(format_of_key(stage, "predictions")),
+    dot_shape: "ellipse",
+    mermaid_shape: ("([", "])"),
 };
 
 impl StageMember for EvalSpec {

@@ -95,15 +95,27 @@ pub fn member(config: &StageConfig) -> &dyn StageMember {
     }
 }
 
-/// A kind as a stored key names it, and the outputs an entry of its key must hold (read
-/// from the key's `spec.stage`, for a store that has no manifest).
+/// What is known of a kind without a stage of it: the outputs an entry of its key must
+/// hold (read from a stored key's `spec.stage`, for a store that has no manifest), and
+/// how `plan --graph` draws it.
 pub struct Kind {
     pub kind: StageKind,
     pub required_of_key: fn(&Value) -> &'static [&'static str],
+    /// Graphviz's node shape.
+    pub dot_shape: &'static str,
+    /// Mermaid's brackets around the node's label.
+    pub mermaid_shape: (&'static str, &'static str),
 }
 
-/// Every kind of stage.
+/// Every kind of stage, in the order of [`StageKind::ALL`].
 pub const KINDS: &[Kind] = &[train::KIND, eval::KIND, checkpoint::KIND, predict::KIND];
+
+/// The entry of `kind` in [`KINDS`].
+pub fn kind(kind: StageKind) -> &'static Kind {
+    // `KINDS` lists every kind in `StageKind::ALL`'s order (tested below).
+    let at = StageKind::ALL.iter().position(|k| *k == kind);
+    &KINDS[at.unwrap_or_default()]
+}
 
 /// The trained weights a `train` stage stores.
 pub const MODEL_OUTPUT: &str = "model.safetensors";
@@ -174,5 +186,41 @@ mod tests {
     fn every_kind_is_listed_once() {
         let listed: Vec<StageKind> = KINDS.iter().map(|k| k.kind).collect();
         assert_eq!(listed, StageKind::ALL.to_vec());
+    }
+
+    /// What a stored key says an entry must hold is what the stage's member says, for
+    /// every kind and every way of writing predictions.
+    #[test]
+    fn a_stored_key_requires_what_the_stage_requires() {
+        let text = r#"
+            data { source "d.csv"; label "y"; }
+            model { linear 2; }
+            loss "cross-entropy"
+            optimizer "adam"
+            train
+            eval "quiet" { needs "train"; }
+            eval "written" { needs "train"; output "e.npy"; }
+            checkpoint { needs "train"; }
+            predict "table" { needs "train"; source "new.csv"; }
+            predict "array" { needs "train"; source "new.csv"; output "p.npy"; }
+        "#;
+        let lowered = manifests::lower(text, "m", std::path::Path::new(""), &[]);
+        let manifest = lowered.manifest.expect("the manifest lowers");
+        let mut seen = Vec::new();
+        for stage in &manifest.stages {
+            let key = serde_json::json!({ "spec": { "stage": stage.config } });
+            let required = member(&stage.config).required_outputs();
+            assert_eq!(
+                crate::freshness::required_outputs_of_key(&key),
+                required,
+                "{}",
+                stage.name()
+            );
+            seen.push((stage.kind(), required));
+        }
+        assert!(seen.contains(&(StageKind::Eval, &[] as &[&str])));
+        assert!(seen.contains(&(StageKind::Eval, &[PREDICTIONS_NPY] as &[&str])));
+        assert!(seen.contains(&(StageKind::Predict, &[PREDICTIONS_CSV] as &[&str])));
+        assert!(seen.contains(&(StageKind::Predict, &[PREDICTIONS_NPY] as &[&str])));
     }
 }

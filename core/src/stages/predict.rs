@@ -13,6 +13,8 @@ use std::path::PathBuf;
 pub(super) const KIND: Kind = Kind {
     kind: StageKind::Predict,
     required_of_key: |stage| predictions_required(format_of_key(stage, "format")),
+    dot_shape: "note",
+    mermaid_shape: ("[/", "/]"),
 };
 
 impl StageMember for PredictSpec {

@@ -13,6 +13,8 @@ use std::path::PathBuf;
 pub(super) const KIND: Kind = Kind {
     kind: StageKind::Train,
     required_of_key: |_| &[MODEL_OUTPUT],
+    dot_shape: "box",
+    mermaid_shape: ("[", "]"),
 };
 
 impl StageMember for TrainSpec {
