@@ -201,6 +201,27 @@ fn bad_tokenizers_and_texts_are_named_before_training() {
 }
 
 #[test]
+fn a_tokenizer_without_its_unknown_token_is_named_at_the_run() {
+    // A tokenizer whose `unk_token` is not in its vocabulary loads, and fails on the
+    // first word it does not know: the run names the file and the tokenizer's reason.
+    let dir = project();
+    let path = dir.path().join("data/reviews-tokenizer.json");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vocab = tokenizer["model"]["vocab"].as_object_mut().unwrap();
+    assert!(vocab.remove("[UNK]").is_some());
+    std::fs::write(&path, tokenizer.to_string()).unwrap();
+    let csv = dir.path().join("data/reviews.csv");
+    let mut rows = std::fs::read_to_string(&csv).unwrap();
+    rows.push_str("a snowman \u{2603} of a film,positive\n");
+    std::fs::write(&csv, rows).unwrap();
+    assert_fixture(
+        "text-unknown-token.run.stderr",
+        &fails(dir.path(), &["run", "text.kdl"]),
+    );
+}
+
+#[test]
 fn check_refuses_keys_that_do_not_go_with_text() {
     let dir = project();
     let manifest = std::fs::read_to_string(dir.path().join("text.kdl")).unwrap();

@@ -211,9 +211,14 @@ fn read_text(
         data_error(
             "pipeline::data::bad_text",
             spec,
-            format!("{}: cannot tokenise the texts: {e}", path.display()),
-            "check the texts and the tokenizer",
+            format!(
+                "{}: cannot tokenise the texts with {}: {e}",
+                path.display(),
+                text.tokenizer.value.display()
+            ),
+            "the tokenizer cannot encode every text of the file: check that it is the one the texts were prepared for, and its vocabulary (its unknown token among them)",
         )
+        .label_opt(text.tokenizer.span, "the tokenizer")
     })?;
     let length = text.max_length as usize;
     let mut values: Vec<f32> = ids.iter().map(|&id| id as f32).collect();

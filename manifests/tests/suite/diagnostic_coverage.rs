@@ -14,7 +14,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::cache::entry_incomplete",
     "pipeline::cache::unwritable",
     "pipeline::checkpoint::write_failed",
-    "pipeline::data::bad_text",
     "pipeline::data::decode_failed",
     "pipeline::data::workers",
     "pipeline::launch::collective_failed",
