@@ -32,7 +32,7 @@ fn write_failed(path: &Path, e: std::io::Error) -> Diagnostic {
         "pipeline::checkpoint::write_failed",
         format!("cannot write {}: {e}", path.display()),
     )
-    .help("check that the directory is writable")
+    .help("check that the directory is writable and the disk is not full")
 }
 
 /// A contiguous CPU tensor as the safetensors writer sees it.
@@ -105,26 +105,30 @@ pub fn write_weights(model: &Model, path: &Path, kind: Kind) -> Result<(), Diagn
         })
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    let bytes = (|| {
-        let views = named
-            .iter()
-            .map(|(name, t)| {
-                Ok((
-                    name.as_str(),
-                    CpuView {
-                        tensor: t,
-                        dtype: dtype(t.kind())?,
-                        shape: t.size().iter().map(|&d| d as usize).collect(),
-                    },
-                ))
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let bytes = safetensors::tensor::serialize(views, &None)
-            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-        with_metadata(&bytes)
-    })()
-    .map_err(|e| write_failed(path, e))?;
+    let bytes = safetensors_bytes(&named)
+        .and_then(|bytes| with_metadata(&bytes))
+        .map_err(|e| write_failed(path, e))?;
     cache::write_atomic(path, &bytes).map_err(|e| write_failed(path, e))
+}
+
+/// The safetensors file of `named` contiguous CPU tensors, in memory (written by the
+/// caller, so that a failed write is the system's error, said as such).
+pub(crate) fn safetensors_bytes(named: &[(String, Tensor)]) -> std::io::Result<Vec<u8>> {
+    let views = named
+        .iter()
+        .map(|(name, t)| {
+            Ok((
+                name.as_str(),
+                CpuView {
+                    tensor: t,
+                    dtype: dtype(t.kind())?,
+                    shape: t.size().iter().map(|&d| d as usize).collect(),
+                },
+            ))
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    safetensors::tensor::serialize(views, &None)
+        .map_err(|e| std::io::Error::other(format!("{e:?}")))
 }
 
 /// The safetensors file `bytes` with `__metadata__` added to its header: the marker of

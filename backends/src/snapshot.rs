@@ -234,8 +234,9 @@ impl Snapshots {
         fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let file = format!("snapshot-{}.safetensors", position.step);
         let path = self.dir.join(&file);
+        let bytes = crate::checkpoint::safetensors_bytes(&named).map_err(|e| io_error(&path, e))?;
         replace(&path, |tmp| {
-            Tensor::write_safetensors(&named, tmp).map_err(|e| crate::error::short_message(&e))
+            fs::write(tmp, &bytes).map_err(|e| e.to_string())
         })?;
         let mut index = Index {
             blake3: cache::hash_file(&path).map_err(|e| io_error(&path, e))?,

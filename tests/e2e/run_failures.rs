@@ -1,5 +1,6 @@
 //! A run that cannot go on stops with a diagnostic that says why, located in the manifest:
-//! a training whose loss stops being finite, a training split with no sample, a label
+//! a disk that refuses a snapshot or the trained weights (nothing half-written left), a
+//! training whose loss stops being finite, a training split with no sample, a label
 //! missing from the data, an evaluation of an empty split or of a metric the split leaves
 //! undefined, a checkpoint that would replace a file pipeline did not write or cannot be
 //! written, a model larger than the machine, a scripted model whose output is not a row
@@ -344,4 +345,87 @@ fn a_distributed_environment_half_set_is_refused_before_anything_runs() {
         .unwrap();
     assert_fixture("run-bad-environment.stderr", &first_diagnostic(&out));
     assert!(!dir.path().join(".pipeline/runs").exists());
+}
+
+/// `pipeline` with every file it writes limited to `bytes` (`RLIMIT_FSIZE`, with
+/// `SIGXFSZ` ignored): a write past the limit fails with `EFBIG`, as one on a full disk
+/// fails with `ENOSPC`, at the same call, and a root process cannot ignore it.
+fn pipeline_with_files_up_to(dir: &Path, args: &[&str], bytes: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("PIPELINE_CACHE_DIR");
+    // SAFETY: between fork and exec only async-signal-safe calls are made.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    command.output().expect("the pipeline binary runs")
+}
+
+/// The paths of the files under `dir` whose name ends with `.tmp`.
+fn temporary_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(temporary_files(&path));
+        } else if path.extension().is_some_and(|e| e == "tmp") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_disk_that_refuses_a_write_stops_the_run_with_the_file_and_loses_nothing() {
+    let dir = crate::common::small_project(crate::common::SMALL);
+    // A snapshot (weights and Adam's two moments, ~29 kB) does not fit in 16 kB: the
+    // training stops at its first snapshot, after epoch 1.
+    // The message's lines joined where the terminal's width broke them.
+    let unwrapped = |out| first_diagnostic(out).replace("\n  │ ", "");
+    let out = pipeline_with_files_up_to(dir.path(), &["run", "small.kdl"], 16 << 10);
+    let shown = unwrapped(&out);
+    assert!(
+        shown.starts_with("pipeline::train::snapshot_failed\n\n  × cannot write the snapshot ")
+            && shown.contains("snapshot-23.safetensors:")
+            && shown.contains("File too large (os error 27)")
+            && shown
+                .contains("check that the cache directory is writable and the disk is not full"),
+        "{shown}"
+    );
+    // One epoch and no snapshot: the trained weights (~10 kB) do not fit in 9 kB.
+    let out = pipeline_with_files_up_to(
+        dir.path(),
+        &["run", "small.kdl", "--set", "train.epochs=1"],
+        9 << 10,
+    );
+    let shown = unwrapped(&out);
+    assert!(
+        shown.starts_with("pipeline::checkpoint::write_failed\n\n  × cannot write ")
+            && shown.contains("model.safetensors:")
+            && shown.contains("File too large (os error 27)")
+            && shown.contains("check that the directory is writable and the disk is not full"),
+        "{shown}"
+    );
+    // Nothing half-written is left, and with room again the run ends and its checkpoint
+    // is whole.
+    let leftovers = temporary_files(&dir.path().join(".pipeline"));
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let out = pipeline(dir.path(), &["run", "small.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let weights = crate::common::tensors(&dir.path().join("out/model.safetensors"));
+    assert_eq!(weights.len(), 4);
 }

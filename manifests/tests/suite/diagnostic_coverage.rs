@@ -13,7 +13,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::cache::bad_weights",
     "pipeline::cache::entry_incomplete",
     "pipeline::cache::unwritable",
-    "pipeline::checkpoint::write_failed",
     "pipeline::data::decode_failed",
     "pipeline::data::workers",
     "pipeline::launch::collective_failed",
@@ -23,7 +22,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::train::callback_failed",
     "pipeline::train::keep_best_failed",
     "pipeline::train::optimizer",
-    "pipeline::train::snapshot_failed",
 ];
 
 /// Every `pipeline::SECTION::NAME` in `text`.
