@@ -800,3 +800,44 @@ fn the_worker_checks_a_group_of_one_and_names_a_backend_it_does_not_know() {
         "error: `mpi` is not a backend (gloo, nccl)\n"
     );
 }
+
+#[test]
+fn a_process_whose_group_never_forms_says_where_it_waited() {
+    // Rank 1 started as a scheduler starts it, and no rank 0 ever listening: it waits
+    // `timeout` seconds for the group, then says where it looked and for how long.
+    let dir = project();
+    let impatient = DDP.replace("max-norm=1.0", "max-norm=1.0 timeout=1");
+    std::fs::write(dir.path().join("ddp.kdl"), &impatient).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "ddp.kdl", "--no-cache"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("PIPELINE_CACHE_DIR")
+        .envs([
+            ("RANK", "1"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", &port),
+        ])
+        .output()
+        .unwrap();
+    let log = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let words: Vec<&str> = log.split_whitespace().filter(|w| *w != "│").collect();
+    let line = words.join(" ");
+    assert!(
+        line.starts_with("pipeline::launch::rendezvous_failed × rank 1 of 2 could not join the others at 127.0.0.1:")
+            && line.contains(&format!("127.0.0.1:{port}: "))
+            && line.contains("timeout=1")
+            && line.contains("waited this long")
+            && line.contains("help: check that every process started and can reach MASTER_ADDR:MASTER_PORT"),
+        "{log}"
+    );
+}

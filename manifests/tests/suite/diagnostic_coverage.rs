@@ -16,7 +16,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::data::decode_failed",
     "pipeline::data::workers",
     "pipeline::launch::collective_failed",
-    "pipeline::launch::rendezvous_failed",
     "pipeline::model::allocation",
     "pipeline::run::internal",
     "pipeline::train::callback_failed",
