@@ -347,34 +347,6 @@ fn a_distributed_environment_half_set_is_refused_before_anything_runs() {
     assert!(!dir.path().join(".pipeline/runs").exists());
 }
 
-/// `pipeline` with every file it writes limited to `bytes` (`RLIMIT_FSIZE`, with
-/// `SIGXFSZ` ignored): a write past the limit fails with `EFBIG`, as one on a full disk
-/// fails with `ENOSPC`, at the same call, and a root process cannot ignore it.
-fn pipeline_with_files_up_to(dir: &Path, args: &[&str], bytes: u64) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("PIPELINE_CACHE_DIR");
-    // SAFETY: between fork and exec only async-signal-safe calls are made.
-    unsafe {
-        command.pre_exec(move || {
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let limit = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            match libc::setrlimit(libc::RLIMIT_FSIZE, &limit) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
-    }
-    command.output().expect("the pipeline binary runs")
-}
-
 /// The paths of the files under `dir` whose name ends with `.tmp`.
 fn temporary_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
@@ -396,7 +368,7 @@ fn a_disk_that_refuses_a_write_stops_the_run_with_the_file_and_loses_nothing() {
     // training stops at its first snapshot, after epoch 1.
     // The message's lines joined where the terminal's width broke them.
     let unwrapped = |out| first_diagnostic(out).replace("\n  │ ", "");
-    let out = pipeline_with_files_up_to(dir.path(), &["run", "small.kdl"], 16 << 10);
+    let out = crate::common::pipeline_with_files_up_to(dir.path(), &["run", "small.kdl"], 16 << 10);
     let shown = unwrapped(&out);
     assert!(
         shown.starts_with("pipeline::train::snapshot_failed\n\n  × cannot write the snapshot ")
@@ -407,7 +379,7 @@ fn a_disk_that_refuses_a_write_stops_the_run_with_the_file_and_loses_nothing() {
         "{shown}"
     );
     // One epoch and no snapshot: the trained weights (~10 kB) do not fit in 9 kB.
-    let out = pipeline_with_files_up_to(
+    let out = crate::common::pipeline_with_files_up_to(
         dir.path(),
         &["run", "small.kdl", "--set", "train.epochs=1"],
         9 << 10,

@@ -216,6 +216,28 @@ fn a_streamed_parquet_file_trains_as_the_held_one() {
         "{}",
         text(&out.stderr)
     );
+    // A disk without room for the decoded copy (4 bytes a value: 460 kB here) stops the
+    // run before training, saying what it needs; nothing is left of the copy.
+    let stream = parquet_manifest("digits.parquet", "    load \"stream\"", 1);
+    std::fs::write(d.join("full.kdl"), stream).unwrap();
+    let out = crate::common::pipeline_with_files_up_to(d, &["run", "full.kdl"], 64 << 10);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // The diagnostic as one line, without the frame miette wraps it in.
+    let stderr = text(&out.stderr);
+    let words: Vec<&str> = stderr.split_whitespace().filter(|w| *w != "│").collect();
+    let line = words.join(" ");
+    assert!(
+        line.contains("pipeline::data::decode_failed")
+            && line.contains("digits.parquet: cannot write its decoded copy in")
+            && line.contains("File too large (os error 27)")
+            && line.contains("streaming a table needs 4 bytes of disk per value beside the manifest: free some space, or `load \"memory\"`"),
+        "{line}"
+    );
+    let left: Vec<_> = std::fs::read_dir(d.join(".pipeline"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!left.iter().any(|n| n.contains("stream")), "{left:?}");
 }
 
 #[test]

@@ -13,7 +13,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::cache::bad_weights",
     "pipeline::cache::entry_incomplete",
     "pipeline::cache::unwritable",
-    "pipeline::data::decode_failed",
     "pipeline::data::workers",
     "pipeline::launch::collective_failed",
     "pipeline::model::allocation",

@@ -19,6 +19,34 @@ pub fn pipeline(dir: &Path, args: &[&str]) -> Output {
         .expect("the pipeline binary runs")
 }
 
+/// `pipeline` with every file it writes limited to `bytes` (`RLIMIT_FSIZE`, with
+/// `SIGXFSZ` ignored): a write past the limit fails with `EFBIG`, as one on a full disk
+/// fails with `ENOSPC`, at the same call, and a root process cannot ignore it.
+pub fn pipeline_with_files_up_to(dir: &Path, args: &[&str], bytes: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("PIPELINE_CACHE_DIR");
+    // SAFETY: between fork and exec only async-signal-safe calls are made.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    command.output().expect("the pipeline binary runs")
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
