@@ -62,6 +62,9 @@ pub struct Names {
     pub labels: Vec<String>,
     /// Classification: class `k`'s name (its index when the labels were numbers).
     pub classes: Vec<String>,
+    /// A `predict` stage's `id`: the column's name and each sample's cell, in the
+    /// predictions' order, written after `row`.
+    pub id: Option<(String, Vec<String>)>,
 }
 
 /// Writes `predictions` to `path` (atomically) as `format` says.
@@ -118,6 +121,9 @@ fn table(target: Target, predictions: &Predictions, names: &Names) -> Vec<Vec<St
     let rows = predictions.values.chunks(width).zip(&predictions.rows);
     let mut header = vec!["row".to_string()];
     let mut table = Vec::with_capacity(predictions.rows.len() + 1);
+    if let Some((name, _)) = &names.id {
+        header.push(name.clone());
+    }
     match target {
         Target::Classes => {
             let label = names.labels.first().map_or("class", String::as_str);
@@ -155,6 +161,12 @@ fn table(target: Target, predictions: &Predictions, names: &Names) -> Vec<Vec<St
                 record.extend(values.iter().map(number));
                 table.push(record);
             }
+        }
+    }
+    // The id after `row`, in every record (the header has it already).
+    if let Some((_, ids)) = &names.id {
+        for (record, id) in table.iter_mut().skip(1).zip(ids) {
+            record.insert(1, id.clone());
         }
     }
     table

@@ -528,6 +528,29 @@ pub struct Cells {
     pub lines: Vec<usize>,
 }
 
+/// The cells of the column `name` (by the header's names) of the table `path` in
+/// `format`, one per data row in file order (`None` where missing): what a `predict`
+/// stage's `id` copies.
+pub fn read_column(
+    path: &Path,
+    format: manifests::DataFormat,
+    dialect: &Dialect,
+    name: &str,
+) -> Result<Vec<Option<String>>, TableError> {
+    let code = crate::formats::table(format).map_err(TableError::Io)?;
+    let mut t = code.read(path, dialect, Layout::Texts)?;
+    let names = format
+        .has_header(dialect)
+        .then_some(t.label_names.as_slice());
+    let wanted = [Column::Name(name.to_string())];
+    let layout = Layout::Both {
+        label: &[],
+        features: &wanted,
+    };
+    let columns = resolve(layout, t.label_names.len(), names)?;
+    Ok(std::mem::take(&mut t.labels[columns.features[0]]))
+}
+
 /// Reads the table `path` (of the data's table format, or an image listing) as [`Cells`]: the one column
 /// `column` names (empty: the first that is not a label; `what` says what it holds, for
 /// the message when several are named) and the `label` columns.

@@ -1230,6 +1230,10 @@ pub struct PredictSpec {
     pub output: Option<Spanned<PathBuf>>,
     /// How they are written, by the output's name.
     pub format: PredictionFormat,
+    /// The source's column copied into the predictions beside `row` (a table's, by its
+    /// header's name). In the key when given: the stored predictions hold it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<Spanned<String>>,
     /// Lines skipped at the top of `source` (the data's `skip-rows` is the data file's).
     /// Left out when 0.
     #[serde(skip_serializing_if = "is_zero")]

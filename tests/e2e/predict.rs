@@ -302,6 +302,54 @@ fn a_predict_source_is_matched_by_column_name_and_predictions_name_the_classes()
         .as_f64()
         .unwrap();
     assert!(accuracy > 0.9, "{accuracy}");
+    // `id` copies the source's id column after `row`, as written; the rest is the same.
+    let with_id = NAMED.replace(
+        "    output \"new-predictions.csv\"\n",
+        "    output \"new-predictions.csv\"\n    id \"id\"\n",
+    );
+    std::fs::write(d.join("named.kdl"), &with_id).unwrap();
+    run(d, "named.kdl");
+    let (header, identified) = table(&d.join("new-predictions.csv"));
+    assert_eq!(header, ["row", "id", "kind", "prob_down", "prob_up"]);
+    for (row, cells) in &identified {
+        assert_eq!(cells[0], format!("sample-{row}"));
+        assert_eq!(cells[1..], new[row][..]);
+    }
+    assert_eq!(identified.len(), new.len());
+    // A column the source lacks is named at the run, located at `id`.
+    std::fs::write(
+        d.join("named.kdl"),
+        with_id.replace("id \"id\"", "id \"key\""),
+    )
+    .unwrap();
+    let out = pipeline(d, &["run", "named.kdl"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // The diagnostic as one line, without the frame miette wraps it in.
+    let words: Vec<&str> = stderr.split_whitespace().filter(|w| *w != "│").collect();
+    let shown = words.join(" ");
+    assert!(
+        shown.contains("pipeline::predict::bad_id × ")
+            && shown.contains("new.csv: cannot read the `id` column: the header has no column `key`; it has: id, f5, f4, f3, f2, f1, f0")
+            && shown.contains("copied from the source"),
+        "{shown}"
+    );
+    // Predictions as an array have no column for it: refused by check.
+    let npy = with_id.replace("new-predictions.csv", "new-predictions.npy");
+    std::fs::write(d.join("npy.kdl"), npy).unwrap();
+    let out = pipeline(d, &["check", "npy.kdl"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_fixture("predict-id-npy.check.stderr", &text(&out.stderr));
+    // Nor has a source of arrays.
+    let arrays = with_id.replace("source \"new.csv\"", "source \"new.npy\"");
+    std::fs::write(d.join("arrays.kdl"), arrays).unwrap();
+    let out = pipeline(d, &["check", "arrays.kdl"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("× `id \"id\"`: new.npy is not a table: it has no columns"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -141,7 +141,7 @@ impl Context<'_> {
             let predictions =
                 predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect());
             let (written, path) =
-                self.write_predictions(index, &spec.output, format, &predictions, scratch)?;
+                self.write_predictions(index, &spec.output, format, &predictions, None, scratch)?;
             line["output"] = json!(path);
             store.push((predictions_output(format).to_string(), written));
         }

@@ -5,9 +5,10 @@ use super::{append, Context, Produced};
 use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::predict;
-use manifests::{Diagnostic, PredictSpec, PredictionFormat, Spanned};
+use manifests::{DataFormat, Diagnostic, PredictSpec, PredictionFormat, Spanned};
 use pipeline_core::freshness::StageState;
 use pipeline_core::stages::predictions_output;
+use pipeline_core::table::TableError;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,11 +80,16 @@ impl Context<'_> {
             )
             .label_opt(stage.name.span, "this prediction")
         })?;
+        let id = match &spec.id {
+            Some(id) => Some(self.ids(spec, id, &predictions.rows)?),
+            None => None,
+        };
         let (written, path) = self.write_predictions(
             state.index,
             &spec.output,
             spec.format,
             &predictions,
+            id,
             scratch,
         )?;
         let samples = samples.len();
@@ -107,6 +113,7 @@ impl Context<'_> {
         output: &Option<Spanned<PathBuf>>,
         format: PredictionFormat,
         predictions: &predict::Predictions,
+        id: Option<(String, Vec<String>)>,
         scratch: &Path,
     ) -> Result<(PathBuf, PathBuf), Diagnostic> {
         let manifest = self.session.manifest;
@@ -122,10 +129,43 @@ impl Context<'_> {
                 true => (0..predictions.width).map(class).collect(),
                 false => Vec::new(),
             },
+            id,
         };
         let path = self.output_path(index, output.as_ref(), format.as_str())?;
         let written = scratch.join(predictions_output(format));
         predict::write(&written, format, kind.target(), predictions, &names)?;
         Ok((written, path))
+    }
+
+    /// The cells of the source's column `id` for the data rows `rows` (empty where
+    /// missing), and the column's name.
+    fn ids(
+        &self,
+        spec: &PredictSpec,
+        id: &Spanned<String>,
+        rows: &[usize],
+    ) -> Result<(String, Vec<String>), Diagnostic> {
+        let manifest = self.session.manifest;
+        let path = manifest.resolve(&spec.source.value);
+        let format = DataFormat::of_name(&spec.source.value).unwrap_or(manifest.data.format);
+        let dialect = manifests::Dialect {
+            skip_rows: spec.skip_rows,
+            ..manifest.data.dialect.clone()
+        };
+        let cells =
+            pipeline_core::table::read_column(&path, format, &dialect, &id.value).map_err(|e| {
+                let why = match e {
+                    TableError::Io(m) | TableError::Columns(m) => m,
+                    TableError::Line { line, message } => format!("line {line}: {message}"),
+                };
+                Diagnostic::error(
+                    "pipeline::predict::bad_id",
+                    format!("{}: cannot read the `id` column: {why}", path.display()),
+                )
+                .label_opt(id.span, "copied from the source")
+                .help("`id` names a column of the source by its header's name")
+            })?;
+        let of = |row: usize| cells.get(row).cloned().flatten().unwrap_or_default();
+        Ok((id.value.clone(), rows.iter().map(|&r| of(r)).collect()))
     }
 }
