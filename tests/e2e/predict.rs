@@ -303,12 +303,18 @@ fn a_predict_source_is_matched_by_column_name_and_predictions_name_the_classes()
         .unwrap();
     assert!(accuracy > 0.9, "{accuracy}");
     // `id` copies the source's id column after `row`, as written; the rest is the same.
+    // An export names the columns its input is made of and its outputs stand for.
     let with_id = NAMED.replace(
         "    output \"new-predictions.csv\"\n",
         "    output \"new-predictions.csv\"\n    id \"id\"\n",
-    );
+    ) + "checkpoint \"export\" needs=\"train\" path=\"model.safetensors\"\n";
     std::fs::write(d.join("named.kdl"), &with_id).unwrap();
     run(d, "named.kdl");
+    let metadata: Value =
+        serde_json::from_slice(&std::fs::read(d.join("model.json")).unwrap()).unwrap();
+    assert_eq!(metadata["feature_columns"], serde_json::json!(features));
+    assert_eq!(metadata["label_columns"], serde_json::json!(["kind"]));
+    assert_eq!(metadata["classes"], serde_json::json!(["down", "up"]));
     let (header, identified) = table(&d.join("new-predictions.csv"));
     assert_eq!(header, ["row", "id", "kind", "prob_down", "prob_up"]);
     for (row, cells) in &identified {

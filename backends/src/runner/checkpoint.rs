@@ -54,6 +54,10 @@ impl Context<'_> {
             self.session.data.classes.clone(),
             self.session.data.filled.clone(),
         );
+        let columns = (
+            self.session.data.feature_columns.clone(),
+            self.session.data.label_names.clone(),
+        );
         let trained = self.model_of(source, spec.from.value)?;
         let m = &trained.metrics;
         // The metrics of the weights exported (counts and positions aside).
@@ -100,6 +104,12 @@ impl Context<'_> {
         if let Some(images) = &manifest.data.images {
             // How an image becomes the input (the transforms' evaluation form).
             metadata["images"] = json!(images);
+        }
+        if let (Some(features), labels) = columns {
+            // A table with a header: the columns the input is made of, in its order, and
+            // those the outputs stand for, so that the model is used without its manifest.
+            metadata["feature_columns"] = json!(features);
+            metadata["label_columns"] = json!(labels);
         }
         if let Some(filled) = filled {
             // What a missing feature was filled with (before scaling).
