@@ -8,6 +8,15 @@ use crate::common::{digits_project, pipeline, tensors, text, worst_difference};
 use serde_json::Value;
 use std::path::Path;
 
+/// A port no process listens on now (the system's choice of a free one).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 const DDP: &str = r#"seed 3
 data {
     source "data/digits.csv.gz"
@@ -555,11 +564,7 @@ fn started_by_a_scheduler(
     caches: [&str; 2],
     vars: impl Fn(usize, u16) -> Vec<(&'static str, String)>,
 ) -> (std::process::Output, std::process::Output) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let start = |rank: usize| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
             .args(["run", "ddp.kdl", "--json", "--cache-dir", caches[rank]])
@@ -713,12 +718,7 @@ fn a_stopped_worker_is_named_when_a_scheduler_started_the_processes() {
         .replace("max-norm=1.0", "max-norm=1.0 timeout=3")
         .replace("epochs=3 batch-size=16", "epochs=50 batch-size=16");
     std::fs::write(dir.path().join("ddp.kdl"), &slow).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port().to_string();
     let start = |rank: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
             .args(["run", "ddp.kdl", "--no-cache"])
@@ -808,12 +808,7 @@ fn a_process_whose_group_never_forms_says_where_it_waited() {
     let dir = project();
     let impatient = DDP.replace("max-norm=1.0", "max-norm=1.0 timeout=1");
     std::fs::write(dir.path().join("ddp.kdl"), &impatient).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port().to_string();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
         .args(["run", "ddp.kdl", "--no-cache"])
         .current_dir(dir.path())
