@@ -13,6 +13,9 @@
 //!      ──run────▶ RunReport (ran | cached | failed, …)    backends::runner
 //! ```
 //!
+//! What each kind of stage reads, writes for the user, stores and keys, which those
+//! arrows ask of it, is its file in `stages/` (one per kind, the `StageMember` trait).
+//!
 //! Besides the arrows, this crate holds what backends need but that does not touch
 //! libtorch, so it is tested in milliseconds: learning-rate schedules (`schedule.rs`),
 //! the model as a network of steps with its shapes inferred and checked (`network.rs`),

@@ -393,3 +393,31 @@ fn a_cache_whose_entries_cannot_be_listed_is_named_and_left_as_it_is() {
         "not a directory"
     );
 }
+
+#[test]
+fn an_earlier_cache_that_cannot_be_tagged_is_named_and_left_as_it_is() {
+    let dir = small_project(SMALL);
+    let out = pipeline(dir.path(), &["run", "small.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // An earlier pipeline's cache (no tag), on a disk that takes no more bytes: tidying
+    // it starts by tagging it, which fails; nothing of it is lost.
+    let root = dir.path().join(".pipeline/cache");
+    std::fs::remove_file(root.join("CACHEDIR.TAG")).unwrap();
+    let entries = std::fs::read_dir(root.join("entries")).unwrap().count();
+    let out =
+        crate::common::pipeline_with_files_up_to(dir.path(), &["cache", "gc", "small.kdl"], 8);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "pipeline::cache::unwritable\n\n  × cannot mark ./.pipeline/cache as a pipeline cache: File too large (os error 27)\n\n",
+    );
+    assert!(!root.join("CACHEDIR.TAG").exists());
+    assert_eq!(
+        std::fs::read_dir(root.join("entries")).unwrap().count(),
+        entries
+    );
+    // With room, the same command adopts it.
+    let out = pipeline(dir.path(), &["cache", "gc", "small.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(root.join("CACHEDIR.TAG").is_file());
+}

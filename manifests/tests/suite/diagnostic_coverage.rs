@@ -12,7 +12,6 @@ const NOT_YET_TESTED: &[&str] = &[
     "pipeline::accelerator::deterministic",
     "pipeline::cache::bad_weights",
     "pipeline::cache::entry_incomplete",
-    "pipeline::cache::unwritable",
     "pipeline::data::workers",
     "pipeline::launch::collective_failed",
     "pipeline::model::allocation",
