@@ -120,13 +120,14 @@ pub trait Observer {
     fn notice(&mut self, text: &str) {
         eprintln!("{text}");
     }
-    /// A warning found when the run starts (a compatibility rule decided at run time).
+    /// A warning found when the run starts (a compatibility rule decided at run time, a
+    /// category not seen in training), with its code.
     fn warning(&mut self, d: &Diagnostic) {
         let help = d
             .help
             .as_deref()
             .map_or(String::new(), |h| format!("\n  help: {h}"));
-        self.notice(&format!("warning: {}{help}", d.message));
+        self.notice(&format!("warning[{}]: {}{help}", d.code, d.message));
     }
     fn stage_started(&mut self, _name: &str, _kind: StageKind) {}
     fn epoch_started(&mut self, _stage: &str, _epoch: u64, _epochs: u64, _steps: u64) {}

@@ -5,12 +5,13 @@
 use crate::load::Loaded;
 use crate::render;
 use manifests::{has_errors, Override};
+use pipeline_core::categorical;
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;
 
 pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
-    let loaded: Vec<Loaded> = files
+    let loaded: Vec<(Loaded, Option<String>)> = files
         .par_iter()
         .map(|f| {
             let mut l = Loaded::read_with_sweep(f, overrides);
@@ -26,18 +27,25 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
                 })
                 .unwrap_or_default();
             l.checked.diagnostics.extend(problems);
-            l
+            // What the run will make of the table's columns, when some are categorical.
+            let columns = l.checked.valid().and_then(|m| {
+                let (table, rows) = categorical::glance(m)?;
+                categorical::describe(&m.data, &table, rows)
+            });
+            (l, columns)
         })
         .collect();
-    let ok = loaded.iter().all(|l| !has_errors(&l.checked.diagnostics));
+    let ok = loaded
+        .iter()
+        .all(|(l, _)| !has_errors(&l.checked.diagnostics));
     if json {
         let diagnostics: Vec<_> = loaded
             .iter()
-            .flat_map(|l| render::json_all(&l.checked.diagnostics, l.source.as_ref()))
+            .flat_map(|(l, _)| render::json_all(&l.checked.diagnostics, l.source.as_ref()))
             .collect();
         println!("{}", json!({ "ok": ok, "diagnostics": diagnostics }));
     } else {
-        for (file, l) in files.iter().zip(&loaded) {
+        for (file, (l, columns)) in files.iter().zip(&loaded) {
             if l.report().is_some() {
                 let stages = l.checked.manifest.as_ref().map_or(0, |m| m.stages.len());
                 let line = format!(
@@ -46,6 +54,9 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
                     if stages == 1 { "" } else { "s" }
                 );
                 eprintln!("{}", manifests::escape_controls(&line));
+                if let Some(columns) = columns {
+                    eprintln!("  data: {}", manifests::escape_controls(columns));
+                }
             }
         }
     }

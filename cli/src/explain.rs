@@ -3,7 +3,6 @@
 //! Paths follow the manifest: `accelerator.precision`, `data.split.seed`, `model` (every
 //! layer), `model.linear`, `model.conv2d.kernel`.
 
-use manifests::optimizers::GROUP;
 use manifests::schema::{
     self, Children, Key, Section, Ty, Val, BLOCK, BRANCH, INPUT, LAYERS, METRIC, MODEL, SPLIT,
     STAGES, STRUCTURES,
@@ -125,9 +124,9 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n\n";
             out += &section_text(&INPUT, &format!("{path}.NAME"));
         }
-        Children::Groups => {
+        Children::Repeated(node) => {
             out += "\n";
-            out += &section_text(&GROUP, &format!("{path}.{}", GROUP.name));
+            out += &section_text(node, &format!("{path}.{}", node.name));
         }
         Children::Swept => {
             out += &wrapped(
@@ -193,7 +192,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             Children::Transforms => transform(part),
             // Any name is an input's: each is documented as `input`.
             Children::Inputs => Some(&INPUT),
-            Children::Groups => (part == GROUP.name).then_some(&GROUP),
+            Children::Repeated(node) => (part == node.name).then_some(node),
             Children::Layers | Children::Keys | Children::Swept => None,
         };
         if let Some(child) = child {

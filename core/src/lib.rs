@@ -20,13 +20,15 @@
 //! libtorch, so it is tested in milliseconds: learning-rate schedules (`schedule.rs`),
 //! the model as a network of steps with its shapes inferred and checked (`network.rs`),
 //! the seeded shuffling and splitting of samples (`rng.rs`, `split.rs`), the readers of
-//! tables (`table.rs`, `parquet.rs`), the data formats a program registers (`formats.rs`), and images: decoding and the pixel operations of
+//! tables (`table.rs`, `parquet.rs`) and their categorical columns (`categorical.rs`),
+//! the data formats a program registers (`formats.rs`), and images: decoding and the pixel operations of
 //! the transforms (`image.rs`), which images a data set holds (`image_listing.rs`), and
 //! texts tokenised (`text.rs`); and sweeps: their points, the metric that ranks them,
 //! successive halving's rungs and the `sweep` block's checks (`sweep.rs`); and where a
 //! worker stands in a distributed run, by the cluster environment that started it
 //! (`launch/`: torchrun, SLURM, Open MPI, one file each, and a registry).
 
+pub mod categorical;
 pub mod check;
 pub mod compat;
 pub mod extend;

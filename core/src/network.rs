@@ -41,8 +41,8 @@ pub struct Input {
 
 impl Input {
     /// The inputs `data` gives for samples of shape `first` (the data file's first
-    /// input's; a `mask` has the shape of the tokens it marks) and `extra` (the shapes of
-    /// `data.inputs`', in order).
+    /// input's; a `mask` has the shape of the tokens it marks), `extra` (the shapes of
+    /// `data.inputs`', in order) and the ids of its categorical columns encoded by index.
     pub fn of_data(data: &DataSpec, first: &[i64], extra: &[Shape]) -> Vec<Input> {
         let own = data.own_inputs().iter().map(|name| Input {
             name: name.to_string(),
@@ -56,7 +56,12 @@ impl Input {
                 name: spec.name.clone(),
                 shape: shape.clone(),
             });
-        own.chain(extra).collect()
+        // A categorical column encoded by index: one id per sample.
+        let ids = data.index_inputs().into_iter().map(|name| Input {
+            name,
+            shape: vec![1],
+        });
+        own.chain(extra).chain(ids).collect()
     }
 }
 

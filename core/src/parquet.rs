@@ -131,8 +131,17 @@ pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
 }
 
 /// The rows and feature columns of a file, from its footer alone: what a streamed data
-/// set is sized by.
+/// set is sized by, and a whole file read. Refused for columns named `categorical`.
 pub fn shape(path: &Path, layout: Layout<'_>) -> Result<(usize, usize), TableError> {
+    if let Layout::Both {
+        categorical: [_, ..],
+        ..
+    } = layout
+    {
+        return Err(TableError::Columns(
+            "`categorical` columns are read from CSV and JSON tables; a Parquet file's columns of text are not read as categories yet: encode them before saving the file, or save it as CSV".into(),
+        ));
+    }
     let (reader, data) = open(path)?;
     let columns = resolve(layout, data.names.len(), Some(&data.names))?;
     let rows = reader.metadata().file_metadata().num_rows().max(0) as usize;
@@ -582,6 +591,7 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
     Ok(Table {
         feature_names: read.names,
         features,
+        categorical: Vec::new(),
         label_names,
         labels,
         lines: (0..read.rows).collect(),

@@ -9,8 +9,9 @@
 //! and `?`) becomes NaN in a feature and `None` in a label: what `data.missing` does
 //! with it is the loader's choice.
 
+use crate::categorical::Categories;
 use flate2::read::MultiGzDecoder;
-use manifests::{Column, DataFormat, DataSpec, Delimiter, Diagnostic, Dialect};
+use manifests::{CategoricalSpec, Column, DataFormat, DataSpec, Delimiter, Diagnostic, Dialect};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
@@ -34,6 +35,9 @@ pub enum Layout<'a> {
     Both {
         label: &'a [Column],
         features: &'a [Column],
+        /// Feature columns read as categories from the first row (`data.categorical`);
+        /// a column whose first value is text is one without being named.
+        categorical: &'a [CategoricalSpec],
     },
     /// Features only (the labels are in another file): `features`, empty for all.
     Features(&'a [Column]),
@@ -45,14 +49,16 @@ pub enum Layout<'a> {
 }
 
 impl<'a> Layout<'a> {
-    /// Which columns of a CSV or Parquet `source` are labels and which features.
+    /// Which columns of a table `source` are labels (none with a labels file), which
+    /// features, and which of those are declared categorical.
     pub fn of(spec: &'a manifests::DataSpec) -> Layout<'a> {
-        match spec.labels_file {
-            Some(_) => Layout::Features(&spec.features),
-            None => Layout::Both {
-                label: &spec.label,
-                features: &spec.features,
+        Layout::Both {
+            label: match spec.labels_file {
+                Some(_) => &[],
+                None => &spec.label,
             },
+            features: &spec.features,
+            categorical: &spec.categorical,
         }
     }
 }
@@ -60,10 +66,12 @@ impl<'a> Layout<'a> {
 /// The numbers of a table, and its label cells as written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
-    /// The feature columns' names: the header's, or `column N` (0-based).
+    /// The numeric feature columns' names: the header's, or `column N` (0-based).
     pub feature_names: Vec<String>,
-    /// Row-major, rows × features; NaN where a value is missing.
+    /// Row-major, rows × numeric features; NaN where a value is missing.
     pub features: Vec<f32>,
+    /// The categorical feature columns, in the order of the features chosen.
+    pub categorical: Vec<Categories>,
     pub label_names: Vec<String>,
     /// Per label column, one cell per row (trimmed, unquoted); `None` where missing.
     pub labels: Vec<Vec<Option<String>>>,
@@ -74,6 +82,167 @@ pub struct Table {
 impl Table {
     pub fn rows(&self) -> usize {
         self.lines.len()
+    }
+
+    /// Every feature column's name, numeric and categorical, in the order chosen.
+    pub fn feature_columns(&self) -> Vec<String> {
+        crate::categorical::columns(&self.feature_names, &self.categorical)
+    }
+}
+
+/// A feature cell as read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cell<'a> {
+    Missing,
+    /// A number, and its text as written (the category it is in a column of text).
+    Number(f64, &'a str),
+    Text(&'a str),
+}
+
+/// What a feature column holds, as far as it has been read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    /// Only missing cells so far.
+    Unknown,
+    Numbers,
+    Text,
+}
+
+/// The feature cells of a table as they are read, a row at a time: a column holds
+/// numbers until a text shows it is categorical (a column `categorical` names is from its
+/// first row); a number in a column of text is the category written, a text in a column
+/// of numbers an error.
+pub(crate) struct FeatureCells {
+    names: Vec<String>,
+    columns: Vec<usize>,
+    kinds: Vec<Kind>,
+    /// Row-major over every feature column (NaN in a categorical one's place).
+    values: Vec<f32>,
+    texts: Vec<Option<Categories>>,
+    rows: usize,
+    hint: Hint,
+}
+
+/// What a text further down a column of numbers is refused with: the `categorical` node
+/// that reads the column as categories (by its name, or its index without a header), or
+/// nothing (a file whose columns cannot be categories: `data.inputs`').
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Hint {
+    ByName,
+    ByIndex,
+    None,
+}
+
+impl FeatureCells {
+    /// For the feature columns `columns` of the file, called `names`, those `declared`
+    /// categorical by the `categorical` node of that index.
+    pub(crate) fn new(
+        names: Vec<String>,
+        columns: Vec<usize>,
+        declared: &[Option<usize>],
+        hint: Hint,
+    ) -> FeatureCells {
+        let texts: Vec<Option<Categories>> = (0..names.len())
+            .map(|k| {
+                declared[k].map(|node| {
+                    let mut c = Categories::new(names[k].clone(), columns[k], k);
+                    c.declared = Some(node);
+                    c
+                })
+            })
+            .collect();
+        FeatureCells {
+            kinds: texts
+                .iter()
+                .map(|t| {
+                    if t.is_some() {
+                        Kind::Text
+                    } else {
+                        Kind::Unknown
+                    }
+                })
+                .collect(),
+            names,
+            columns,
+            values: Vec::new(),
+            texts,
+            rows: 0,
+            hint,
+        }
+    }
+
+    /// Feature `k`'s cell of the row being read (the features in order); `Err` says why
+    /// a text cannot be in its column.
+    pub(crate) fn push(&mut self, k: usize, cell: Cell<'_>) -> Result<(), String> {
+        match (self.kinds[k], cell) {
+            (Kind::Text, cell) => {
+                let text = match cell {
+                    Cell::Missing => None,
+                    Cell::Number(_, text) | Cell::Text(text) => Some(text),
+                };
+                self.texts[k].as_mut().expect("a column of text").push(text);
+                self.values.push(f32::NAN);
+            }
+            (_, Cell::Missing) => self.values.push(f32::NAN),
+            (_, Cell::Number(v, _)) => {
+                self.kinds[k] = Kind::Numbers;
+                self.values.push(v as f32);
+            }
+            (Kind::Numbers, Cell::Text(text)) => {
+                let (name, column) = (&self.names[k], self.columns[k]);
+                let node = match self.hint {
+                    Hint::ByName => format!(
+                        "; if the column holds categories, name it: `categorical \"{name}\"`"
+                    ),
+                    Hint::ByIndex => {
+                        format!("; if the column holds categories, name it: `categorical {column}`")
+                    }
+                    Hint::None => String::new(),
+                };
+                return Err(format!(
+                    "feature `{name}` (column {column}) is not a number: `{text}`, and the rows above hold numbers in it{node}"
+                ));
+            }
+            (Kind::Unknown, Cell::Text(_)) => {
+                // The rows above were all missing in it.
+                let mut column = Categories::new(self.names[k].clone(), self.columns[k], k);
+                for _ in 0..self.rows {
+                    column.push(None);
+                }
+                self.texts[k] = Some(column);
+                self.kinds[k] = Kind::Text;
+                return self.push(k, cell);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the row being read.
+    pub(crate) fn end_row(&mut self) {
+        self.rows += 1;
+    }
+
+    /// Whether feature `k` is categorical so far.
+    pub(crate) fn is_text(&self, k: usize) -> bool {
+        self.kinds[k] == Kind::Text
+    }
+
+    /// The numeric columns' names and row-major values, and the categorical columns.
+    pub(crate) fn finish(self) -> (Vec<String>, Vec<f32>, Vec<Categories>) {
+        let numeric: Vec<usize> = (0..self.names.len())
+            .filter(|&k| self.kinds[k] != Kind::Text)
+            .collect();
+        let categorical: Vec<Categories> = self.texts.into_iter().flatten().collect();
+        if categorical.is_empty() {
+            return (self.names, self.values, categorical);
+        }
+        let width = self.names.len();
+        let mut values = Vec::with_capacity(self.rows * numeric.len());
+        for row in self.values.chunks_exact(width) {
+            values.extend(numeric.iter().map(|&k| row[k]));
+        }
+        let names = numeric.iter().map(|&k| self.names[k].clone()).collect();
+        (names, values, categorical)
     }
 }
 
@@ -168,29 +337,51 @@ pub fn read(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Result<Table,
     Reader::new(path, dialect, layout).run(reader, None)
 }
 
-/// How many features a sample of the table at `path` has, from its first row (`None`
-/// when that cannot be told without reading further, or the file is unreadable: the
-/// run reports it).
+/// How many features a sample of the table at `path` has, from its first rows (`None`
+/// when that cannot be told without reading further — a one-hot categorical column's
+/// features are the training split's values —, or the file is unreadable: the run
+/// reports it).
 pub fn peek_features(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Option<usize> {
     let reader = open(path).ok()?;
     let reader = Box::new(BufReader::new(reader.take(PEEK_BYTES)));
     let table = Reader::new(path, dialect, layout)
-        .run(reader, Some(1))
+        .run(reader, Some(GLANCE_ROWS))
         .ok()?;
-    (table.rows() == 1).then_some(table.feature_names.len())
+    table.numeric_width(layout)
+}
+
+impl Table {
+    /// How many features a sample of this table has, when its categorical columns (if
+    /// any) are all encoded by index, each a model input of its own.
+    pub fn numeric_width(&self, layout: Layout<'_>) -> Option<usize> {
+        let declared = match layout {
+            Layout::Both { categorical, .. } => categorical,
+            _ => &[],
+        };
+        let one_hot = self
+            .categorical
+            .iter()
+            .any(|c| c.encoding(declared) == manifests::Encoding::OneHot);
+        (self.rows() > 0 && !one_hot).then_some(self.feature_names.len())
+    }
 }
 
 /// How many rows `check` reads of a text table to find what the run would refuse in it
-/// (a column of text, a row of another width, a named column without a header).
-const GLANCE_ROWS: usize = 100;
+/// (a row of another width, a named column without a header, a header not declared)
+/// and to tell its columns' kinds.
+pub const GLANCE_ROWS: usize = 100;
 
-/// What the run would refuse in the first rows of the text table at `path`, for `check`:
-/// the error the run gives, so that both say the same.
-pub fn glance_rows(path: &Path, dialect: &Dialect, layout: Layout<'_>) -> Result<(), TableError> {
+/// The first rows of the text table at `path`, for `check`: the error the run gives for
+/// them, so that both say the same, or the table they make.
+pub fn glance_rows(
+    path: &Path,
+    dialect: &Dialect,
+    layout: Layout<'_>,
+) -> Result<Option<Table>, TableError> {
     let reader = open(path).map_err(|e| TableError::Io(e.to_string()))?;
     Reader::new(path, dialect, layout)
         .run(reader, Some(GLANCE_ROWS))
-        .map(|_| ())
+        .map(Some)
 }
 
 /// The diagnostic for a table of `spec`'s that could not be read, located at the data
@@ -229,6 +420,8 @@ pub fn diagnostic(spec: &DataSpec, path: &Path, e: TableError, format: DataForma
 pub(crate) struct Columns {
     pub labels: Vec<usize>,
     pub features: Vec<usize>,
+    /// Per feature, the `categorical` node that names it.
+    pub declared: Vec<Option<usize>>,
 }
 
 struct Reader<'a> {
@@ -332,6 +525,7 @@ impl<'a> Reader<'a> {
         let mut table = Table {
             feature_names: Vec::new(),
             features: Vec::new(),
+            categorical: Vec::new(),
             label_names: Vec::new(),
             labels: Vec::new(),
             lines: Vec::new(),
@@ -340,6 +534,8 @@ impl<'a> Reader<'a> {
             columns: None,
             names: None,
             width: 0,
+            cells: None,
+            first_row_text: Vec::new(),
         };
         let mut each = |line: usize, fields: &[&str]| -> Result<bool, TableError> {
             if fields.iter().all(|f| f.is_empty()) && fields.len() <= 1 {
@@ -419,6 +615,9 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        if let Some(cells) = state.cells.take() {
+            (table.feature_names, table.features, table.categorical) = cells.finish();
+        }
         if table.lines.is_empty() {
             return Err(TableError::Io(if state.names.is_some() {
                 "the file has a header but no data rows".into()
@@ -455,7 +654,17 @@ impl<'a> Reader<'a> {
                 Some(names) => names[i].clone(),
                 None => format!("column {i}"),
             };
-            table.feature_names = columns.features.iter().map(|&i| name(i)).collect();
+            let names: Vec<String> = columns.features.iter().map(|&i| name(i)).collect();
+            state.cells = Some(FeatureCells::new(
+                names,
+                columns.features.clone(),
+                &columns.declared,
+                match (self.layout, &state.names) {
+                    (Layout::Both { .. }, Some(_)) => Hint::ByName,
+                    (Layout::Both { .. }, None) => Hint::ByIndex,
+                    _ => Hint::None,
+                },
+            ));
             table.label_names = columns.labels.iter().map(|&i| name(i)).collect();
             table.labels = vec![Vec::new(); columns.labels.len()];
             state.columns = Some(columns);
@@ -470,6 +679,22 @@ impl<'a> Reader<'a> {
             }
             return Err(TableError::Line { line, message });
         }
+        let is_text = |cell: &str| !is_missing(cell) && cell.parse::<f64>().is_err();
+        // Without `header`, a first row of text over numbers names the columns.
+        if state.names.is_none() {
+            match table.lines.len() {
+                0 => state.first_row_text = fields.iter().map(|f| is_text(f)).collect(),
+                1 if state.first_row_text.iter().all(|&t| t)
+                    && fields.iter().any(|f| !is_missing(f) && !is_text(f)) =>
+                {
+                    return Err(TableError::Line {
+                        line: table.lines[0],
+                        message: "the first row is text over numbers, as a header naming the columns is, and `header` is not set: add `header #true` (or, if it is a metadata line, skip it with `skip-rows 1`)".into(),
+                    });
+                }
+                _ => {}
+            }
+        }
         let texts = matches!(self.layout, Layout::Texts);
         for (k, &c) in columns.labels.iter().enumerate() {
             let cell = fields[c];
@@ -480,37 +705,24 @@ impl<'a> Reader<'a> {
             };
             table.labels[k].push((!missing).then(|| cell.to_string()));
         }
+        let cells = state.cells.as_mut().expect("made with the columns");
         for (k, &c) in columns.features.iter().enumerate() {
-            let cell = fields[c];
-            let value = if is_missing(cell) {
-                f32::NAN
+            let text = fields[c];
+            let cell = if is_missing(text) {
+                Cell::Missing
+            } else if cells.is_text(k) {
+                Cell::Text(text)
             } else {
-                match cell.parse::<f64>() {
-                    Ok(v) => v as f32,
-                    Err(_) => {
-                        let mut message = format!(
-                            "feature `{}` (column {c}) is not a number: `{cell}`",
-                            table.feature_names[k]
-                        );
-                        // In the first row, a row of names (none of its features a
-                        // number) is a header or a metadata line; a row with numbers
-                        // beside the text has a column of text.
-                        let all_text = columns
-                            .features
-                            .iter()
-                            .all(|&c| !is_missing(fields[c]) && fields[c].parse::<f64>().is_err());
-                        message += match (table.lines.is_empty(), all_text, &state.names) {
-                            (true, true, Some(_)) => " (in the first row after the header: if the file has a metadata line above the header, skip it with `skip-rows 1`)",
-                            (true, true, None) => " (in the first row: if it names the columns, add `header #true`; if it is a metadata line, skip it with `skip-rows 1`)",
-                            (true, false, _) => ": a column of text; features are read as numbers, so leave it out with `features` (the columns to read)",
-                            (false, _, _) => "",
-                        };
-                        return Err(TableError::Line { line, message });
-                    }
+                match text.parse::<f64>() {
+                    Ok(v) => Cell::Number(v, text),
+                    Err(_) => Cell::Text(text),
                 }
             };
-            table.features.push(value);
+            cells
+                .push(k, cell)
+                .map_err(|message| TableError::Line { line, message })?;
         }
+        cells.end_row();
         table.lines.push(line);
         Ok(())
     }
@@ -546,6 +758,7 @@ pub fn read_column(
     let layout = Layout::Both {
         label: &[],
         features: &wanted,
+        categorical: &[],
     };
     let columns = resolve(layout, t.label_names.len(), names)?;
     Ok(std::mem::take(&mut t.labels[columns.features[0]]))
@@ -574,7 +787,15 @@ pub fn read_cells(
     let names = header.then_some(t.label_names.as_slice());
     let label: &[Column] = &spec.label;
     let features = column;
-    let columns = resolve(Layout::Both { label, features }, t.label_names.len(), names)?;
+    let columns = resolve(
+        Layout::Both {
+            label,
+            features,
+            categorical: &[],
+        },
+        t.label_names.len(),
+        names,
+    )?;
     let features: Vec<usize> = match features {
         // Default: the first column that is not a label (not every other one).
         [] => columns.features.iter().copied().take(1).collect(),
@@ -691,7 +912,9 @@ pub(crate) fn resolve(
         Layout::Labels | Layout::Texts => ((0..width).collect(), Vec::new()),
         Layout::Features([]) => (Vec::new(), (0..width).collect()),
         Layout::Features(features) => (Vec::new(), all(features)?),
-        Layout::Both { label, features } => {
+        Layout::Both {
+            label, features, ..
+        } => {
             let labels = all(label)?;
             let features: Vec<usize> = match features {
                 [] => (0..width).filter(|i| !labels.contains(i)).collect(),
@@ -710,7 +933,38 @@ pub(crate) fn resolve(
                 "no feature column is left: rows have {width} field(s), and a label and at least one feature are needed"
             )));
     }
-    Ok(Columns { labels, features })
+    let mut declared = vec![None; features.len()];
+    if let Layout::Both { categorical, .. } = layout {
+        let name = |i: usize| match names {
+            Some(names) => format!("`{}`", names[i]),
+            None => format!("column {i}"),
+        };
+        for (node, spec) in categorical.iter().enumerate() {
+            for i in all(&spec.columns)? {
+                let Some(k) = features.iter().position(|&f| f == i) else {
+                    return Err(TableError::Columns(format!(
+                        "{} is named by `categorical`, and it is {}",
+                        name(i),
+                        match labels.contains(&i) {
+                            true => "a label: categories of a label are its classes",
+                            false => "not among the features (`features`)",
+                        }
+                    )));
+                };
+                if declared[k].replace(node).is_some() {
+                    return Err(TableError::Columns(format!(
+                        "{} is named by two `categorical` nodes",
+                        name(i)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(Columns {
+        labels,
+        features,
+        declared,
+    })
 }
 
 /// What is known of the columns while reading.
@@ -718,6 +972,9 @@ struct State {
     columns: Option<Columns>,
     names: Option<Vec<String>>,
     width: usize,
+    cells: Option<FeatureCells>,
+    /// Without a header: which fields of the first row are text.
+    first_row_text: Vec<bool>,
 }
 
 pub(crate) fn is_missing(cell: &str) -> bool {
@@ -746,6 +1003,7 @@ mod tests {
     const LAST: Layout<'static> = Layout::Both {
         label: &[Column::Last],
         features: &[],
+        categorical: &[],
     };
 
     #[test]
@@ -756,6 +1014,7 @@ mod tests {
         let layout = Layout::Both {
             label: &label,
             features: &[],
+            categorical: &[],
         };
         let t = read(&path, &dialect(Delimiter::Auto, true), layout).unwrap();
         assert_eq!(t.features, vec![1.0, 2.0, 3.0, 4.0]);
@@ -765,6 +1024,7 @@ mod tests {
         let first = Layout::Both {
             label: &[Column::First],
             features: &[],
+            categorical: &[],
         };
         let t = read(&path, &dialect(Delimiter::Comma, true), first).unwrap();
         assert_eq!(t.labels[0], vec![Some("1".into()), Some("3".into())]);
@@ -819,6 +1079,7 @@ mod tests {
         let layout = Layout::Both {
             label: &label,
             features: &features,
+            categorical: &[],
         };
         let t = read(&path, &dialect(Delimiter::Comma, true), layout).unwrap();
         assert_eq!(t.feature_names, ["a", "b", "c"]);
@@ -849,7 +1110,7 @@ mod tests {
             read(&path, &d, LAST).unwrap_err(),
             TableError::Line {
                 line: 2,
-                message: "feature `column 1` (column 1) is not a number: `x`".into()
+                message: "feature `column 1` (column 1) is not a number: `x`, and the rows above hold numbers in it; if the column holds categories, name it: `categorical 1`".into()
             }
         );
         let path = write(&dir, "meta.csv", "178,13\n1,2,3\n");
@@ -863,6 +1124,7 @@ mod tests {
         let layout = Layout::Both {
             label: &named,
             features: &[],
+            categorical: &[],
         };
         assert!(matches!(
             read(&path, &dialect(Delimiter::Comma, true), layout).unwrap_err(),
@@ -876,6 +1138,7 @@ mod tests {
         let layout = Layout::Both {
             label: &far,
             features: &[],
+            categorical: &[],
         };
         assert!(matches!(
             read(&path, &d, layout).unwrap_err(),
@@ -892,7 +1155,7 @@ mod tests {
             read(&path, &d, LAST).unwrap_err(),
             TableError::Line {
                 line: 5,
-                message: "feature `b` (column 1) is not a number: `x`".into()
+                message: "feature `b` (column 1) is not a number: `x`, and the rows above hold numbers in it; if the column holds categories, name it: `categorical \"b\"`".into()
             }
         );
         let path = write(
@@ -964,5 +1227,79 @@ mod tests {
             peek_features(&dir.path().join("nothing.csv"), &d, LAST),
             None
         );
+    }
+
+    #[test]
+    fn a_column_of_text_is_categorical_and_a_declared_one_from_its_first_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            &dir,
+            "penguins.csv",
+            "bill,island,code,y\n39.1,Torgersen,1,a\n,NA,2,b\n40.3,Biscoe,1,a\n",
+        );
+        let d = dialect(Delimiter::Comma, true);
+        let t = read(&path, &d, LAST).unwrap();
+        assert_eq!(t.feature_names, ["bill", "code"]);
+        let shown: Vec<String> = t.features.iter().map(|v| v.to_string()).collect();
+        assert_eq!(shown, ["39.1", "1", "NaN", "2", "40.3", "1"]);
+        let [island] = &t.categorical[..] else {
+            panic!("{:?}", t.categorical)
+        };
+        assert_eq!(
+            (island.name.as_str(), island.column, island.feature),
+            ("island", 1, 1)
+        );
+        assert_eq!(island.values, ["Torgersen", "Biscoe"]);
+        assert!(island.is_missing(1));
+        assert_eq!(t.feature_columns(), ["bill", "island", "code"]);
+        // `code` named: its numbers are categories as written.
+        let declared = [CategoricalSpec {
+            columns: vec![Column::Name("code".into())],
+            encoding: manifests::Encoding::Index,
+            input: None,
+            span: None,
+        }];
+        let layout = Layout::Both {
+            label: &[Column::Last],
+            features: &[],
+            categorical: &declared,
+        };
+        let t = read(&path, &d, layout).unwrap();
+        assert_eq!(t.feature_names, ["bill"]);
+        assert_eq!(t.categorical[1].values, ["1", "2"]);
+        assert_eq!(t.categorical[1].declared, Some(0));
+        assert_eq!(t.numeric_width(layout), None, "island is one-hot");
+        // A label cannot be named.
+        let label = [CategoricalSpec {
+            columns: vec![Column::Name("y".into())],
+            ..declared[0].clone()
+        }];
+        let layout = Layout::Both {
+            label: &[Column::Last],
+            features: &[],
+            categorical: &label,
+        };
+        assert!(matches!(
+            read(&path, &d, layout).unwrap_err(),
+            TableError::Columns(m) if m == "`y` is named by `categorical`, and it is a label: categories of a label are its classes"
+        ));
+    }
+
+    #[test]
+    fn a_first_row_of_text_over_numbers_is_a_header_not_declared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "h.csv", "bill,island,y\n39.1,Dream,0\n");
+        assert_eq!(
+            read(&path, &dialect(Delimiter::Comma, false), LAST).unwrap_err(),
+            TableError::Line {
+                line: 1,
+                message: "the first row is text over numbers, as a header naming the columns is, and `header` is not set: add `header #true` (or, if it is a metadata line, skip it with `skip-rows 1`)".into()
+            }
+        );
+        // Rows of text alone are data.
+        let path = write(&dir, "t.csv", "red,small,yes\nblue,large,no\n");
+        let t = read(&path, &dialect(Delimiter::Comma, false), LAST).unwrap();
+        assert_eq!(t.categorical.len(), 2);
+        assert_eq!(t.rows(), 2);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::manifest::{
-    Column, DataFormat, DataSpec, FormatKind, InputSpec, ModelSpec, Node, Scale, Spanned,
+    Column, DataFormat, DataSpec, Encoding, FormatKind, InputSpec, ModelSpec, Node, Scale, Spanned,
 };
 use crate::reader::Reader;
 use crate::schema::{INPUT, INPUTS};
@@ -173,17 +173,22 @@ impl<'a> Reader<'a> {
         }
         let mut used = Vec::new();
         read(&model.nodes, &mut used);
-        for input in &data.extra_inputs {
-            if !used.contains(&input.name) {
+        let ids = data.categorical.iter().filter_map(|c| {
+            c.input_name()
+                .filter(|_| c.encoding == Encoding::Index)
+                .map(|n| (n, c.span))
+        });
+        let inputs = data.extra_inputs.iter().map(|i| (i.name.clone(), i.span));
+        for (name, span) in inputs.chain(ids) {
+            if !used.contains(&name) {
                 self.diags.push(
                     Diagnostic::warning(
                         "pipeline::data::unused_input",
-                        format!("the input `{}` is never read by the model", input.name),
+                        format!("the input `{name}` is never read by the model"),
                     )
-                    .label_opt(input.span, "defined here")
+                    .label_opt(span, "defined here")
                     .help(format!(
-                        "read it from a branch (`parallel {{ branch {{ … }} branch input=\"{}\" {{ … }} }}`), or remove it",
-                        input.name
+                        "read it from a branch (`parallel {{ branch {{ … }} branch input=\"{name}\" {{ … }} }}`), or remove it"
                     )),
                 );
             }

@@ -10,6 +10,7 @@
 //!   and what it does to an image (over `transforms::Pixels`, which core implements);
 //! - `images.rs` — the `data.images` block → the channels and the transforms;
 //! - `text.rs` — the `data.text` block → the text column and its tokenisation;
+//! - `categorical.rs` — `data`'s `categorical` nodes → columns read as categories;
 //! - `sweep.rs` — the `sweep` block → the keys `pipeline sweep` sweeps;
 //! - `model.rs` — the `model` block and `block` definitions → a tree of layers and
 //!   structures (`residual`, `repeat`, `parallel`), block uses expanded;
@@ -32,6 +33,7 @@
 mod choice;
 pub mod accelerator;
 pub mod callbacks;
+mod categorical;
 pub mod diagnostic;
 pub mod formats;
 mod images;

@@ -333,6 +333,7 @@ impl<'a> Reader<'a> {
         let seed = seed_f.int("value") as u64;
         let mut data = self.data(&data_f, sections.get("data").copied(), seed);
         data.extra_inputs = self.extra_inputs(sections.get("data").copied(), &data);
+        data.categorical = self.categorical(sections.get("data").copied(), &data);
         let blocks = self.blocks(&block_nodes);
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
@@ -734,6 +735,8 @@ impl<'a> Reader<'a> {
             images: self.images(node, f, format),
             padding_id: self.padding_id(f, format),
             extra_inputs: Vec::new(),
+            categorical: Vec::new(),
+            max_categories: f.int("max-categories").max(2) as u64,
             load: self.load(f, format),
             workers: f.opt_int("workers").map(|w| w.max(0) as u64),
             prefetch: f.int("prefetch").max(1) as u64,
@@ -1289,8 +1292,10 @@ mod tests {
                     Children::Transforms
                     | Children::Inputs
                     | Children::Swept
-                    | Children::Groups => {
-                        unreachable!("no layer holds transforms, inputs, swept keys or groups")
+                    | Children::Repeated(_) => {
+                        unreachable!(
+                            "no layer holds transforms, inputs, swept keys or repeated nodes"
+                        )
                     }
                 };
                 for name in names {

@@ -305,6 +305,14 @@ pub struct DataSpec {
     /// More model inputs, each from a file of its own (`data.inputs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extra_inputs: Vec<InputSpec>,
+    /// Feature columns declared categorical (`data.categorical`); a column of text is
+    /// categorical (one-hot) without being declared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub categorical: Vec<CategoricalSpec>,
+    /// The most distinct values a categorical column may hold. It only refuses: not in
+    /// the cache key.
+    #[serde(skip)]
+    pub max_categories: u64,
     /// How the features are held. Not in the cache key as written: the key holds what
     /// `auto` resolves to (`fingerprint.rs`).
     #[serde(skip)]
@@ -317,6 +325,32 @@ pub struct DataSpec {
     /// Batches assembled ahead. Speed only: not in the cache key.
     #[serde(skip)]
     pub prefetch: u64,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+choice! {
+    /// How a categorical column becomes model input (`data.categorical`'s `encoding`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum Encoding {
+        /// One feature per value seen in the training split, after the numeric features.
+        OneHot = "one-hot",
+        /// The value's id (1 … K; 0 for one not seen in training), a model input of its own.
+        Index = "index",
+    }
+}
+
+/// A `categorical` node of `data`: feature columns read as categories, and how they
+/// become model input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CategoricalSpec {
+    #[serde(serialize_with = "one_or_many")]
+    pub columns: Vec<Column>,
+    pub encoding: Encoding,
+    /// `index` of one column: the model input's name (`None`: the column's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }
@@ -358,12 +392,24 @@ impl DataSpec {
     }
 
     /// Every model input, by name, in the order a model receives them: the data file's,
-    /// then `data.inputs`' in the order written.
+    /// then `data.inputs`' in the order written, then the categorical columns encoded by
+    /// index.
     pub fn inputs(&self) -> Vec<String> {
         self.own_inputs()
             .iter()
             .map(|n| n.to_string())
             .chain(self.extra_inputs.iter().map(|i| i.name.clone()))
+            .chain(self.index_inputs())
+            .collect()
+    }
+
+    /// The inputs of the categorical columns encoded by index, in the order written
+    /// (lowering makes sure each names one column).
+    pub fn index_inputs(&self) -> Vec<String> {
+        self.categorical
+            .iter()
+            .filter(|c| c.encoding == Encoding::Index)
+            .filter_map(CategoricalSpec::input_name)
             .collect()
     }
 }
@@ -466,6 +512,18 @@ pub struct Dialect {
     /// Lines starting with this byte are skipped.
     #[serde(serialize_with = "as_char")]
     pub comment: Option<u8>,
+}
+
+impl CategoricalSpec {
+    /// The model input of an `index` encoding: `input`, else the one column's name
+    /// (`None` when it has neither: lowering refuses that).
+    pub fn input_name(&self) -> Option<String> {
+        match (&self.input, self.columns.as_slice()) {
+            (Some(name), _) => Some(name.clone()),
+            (None, [Column::Name(name)]) => Some(name.clone()),
+            _ => None,
+        }
+    }
 }
 
 impl DataSpec {

@@ -339,12 +339,13 @@ impl<'a> Reader<'a> {
             }
 
             if let Some(children) = node.children() {
-                // An `optimizer`'s `group` nodes are read on their own (`param_groups.rs`).
-                let keys_too = matches!(section.children, Children::Keys | Children::Groups);
+                // Repeated nodes (an `optimizer`'s `group`s, `data`'s `categorical`s) are
+                // read on their own (`param_groups.rs`, `categorical.rs`).
+                let keys_too = matches!(section.children, Children::Keys | Children::Repeated(_));
                 if keys_too {
                     for child in children.nodes() {
                         let name = child.name().value();
-                        if section.children == Children::Groups && name == "group" {
+                        if matches!(section.children, Children::Repeated(r) if r.name == name) {
                             continue;
                         }
                         let Some(key) = section.key(name) else {

@@ -13,8 +13,8 @@
 
 use crate::accelerator::Family;
 use crate::manifest::{
-    CommBackend, Delimiter, Join, Load, LossScale, Missing, Mode, PaddingSide, Projection,
-    SamplerName, Scale, ShardRemainder, StageKind,
+    CommBackend, Delimiter, Encoding, Join, Load, LossScale, Missing, Mode, PaddingSide,
+    Projection, SamplerName, Scale, ShardRemainder, StageKind,
 };
 
 /// A node of the manifest: a top-level section, a stage kind, or a model layer.
@@ -43,9 +43,19 @@ pub enum Children {
     /// Swept manifest keys (`sweep`'s `grid` and `random`), each node named by the key as
     /// `--set` writes it, its values after it.
     Swept,
-    /// Parameter groups (`optimizer`'s `group` nodes).
-    Groups,
+    /// Keys, and nodes of this section as often as written, each read on its own
+    /// (`optimizer`'s `group` nodes, `data`'s `categorical` nodes).
+    Repeated(&'static Section),
 }
+
+/// Sections are the statics of the schema: one is another when it is the same static.
+impl PartialEq for Section {
+    fn eq(&self, other: &Section) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Section {}
 
 /// One key of a [`Section`].
 #[derive(Debug, Clone, Copy)]
@@ -400,7 +410,9 @@ pub const SPLIT: Section = section(
 /// The `data.format` that goes by the file name's extension.
 pub const AUTO_FORMAT: &str = "auto";
 
-pub const DATA: Section = section(
+pub const DATA: Section = Section {
+    children: Children::Repeated(&CATEGORICAL),
+    ..section(
     "data",
     &["source"],
     &[
@@ -517,8 +529,44 @@ pub const DATA: Section = section(
             None,
             "Token ids stored as numbers (an integer `.npy`, say): the features are ids, and this one pads a sequence. The model then gets two inputs, `tokens` and `mask` (1 for a token, 0 for padding), as with `text`.",
         ),
+        key(
+            "max-categories",
+            int(2, MAX_CATEGORIES),
+            Some(Val::Int(50)),
+            "CSV and JSON: the most distinct values a categorical column may hold (a column of text, or one named by `categorical`); one with more (an id, a free-text name) is refused, naming the column and its count. Not in the cache key: it only refuses.",
+        ),
     ],
     "Where the samples come from and how they are prepared.",
+)
+};
+
+/// The most distinct values `data.max-categories` may allow.
+pub const MAX_CATEGORIES: i64 = 1 << 20;
+
+/// A `categorical` node inside `data`: feature columns read as categories.
+pub static CATEGORICAL: Section = section(
+    "categorical",
+    &["columns"],
+    &[
+        required(
+            "columns",
+            Ty::Columns,
+            "The feature columns, by name, index or range (`\"0..3\"`).",
+        ),
+        key(
+            "encoding",
+            Ty::Choice(Encoding::NAMES),
+            Some(Val::Text(Encoding::OneHot.as_str())),
+            "`one-hot`: one feature per value seen in the training split (sorted, so the same data gives the same features), after the numeric ones; a value not seen in training is a row of zeros. `index`: the value's id (1 … K in sorted order; 0 for a value not seen in training) as a model input of its own, named after the column (`input`), of one id per sample, for an `embedding` of at least K + 1 ids.",
+        ),
+        key(
+            "input",
+            Ty::Text,
+            None,
+            "`index` of one column: the model input's name (default: the column's name).",
+        ),
+    ],
+    "Feature columns read as categories (CSV and JSON): `categorical \"island\" encoding=\"index\"`. A column whose values are text is categorical without being named here (one-hot); name one to read a column of codes (`1`, `2`, `3`) as categories, or to encode it by index. The values are kept as written (trimmed); the missing markers are missing, and `data.missing` applies to them as to numbers (`mean` and `median` fill with the training split's most frequent value). `check` says which columns are categorical and how many values it sees; the checkpoint's metadata records each column's values.",
 );
 
 pub const INPUTS: Section = Section {

@@ -401,7 +401,7 @@ fn uneven_accumulation_is_a_warning_when_the_run_starts() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stderr);
     assert!(
-        log.contains("warning: stage `train`: 6 batches per epoch do not divide into steps of 4; the last step of each epoch sums 2\n  help: pick an `accumulate`"),
+        log.contains("warning[pipeline::accelerator::uneven_accumulation]: stage `train`: 6 batches per epoch do not divide into steps of 4; the last step of each epoch sums 2\n  help: pick an `accumulate`"),
         "{log}"
     );
     assert!(

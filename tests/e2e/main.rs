@@ -5,6 +5,7 @@ mod common;
 
 mod cache;
 mod cache_safety;
+mod categorical;
 mod check_robustness;
 mod cli;
 mod distributed;

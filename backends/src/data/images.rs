@@ -124,7 +124,7 @@ impl Dataset {
             Splits::new(n, &spec.split)
         };
         dataset.check_extra_masks(manifest)?;
-        dataset.ids_fit(manifest)?;
+        dataset.ids_fit(manifest, 0)?;
         dataset.scale_extra_inputs(manifest);
         Ok(dataset)
     }

@@ -26,9 +26,18 @@ fn read(manifest: &Manifest, input: &InputSpec, path: &Path) -> Result<Tensor, D
         pipeline_core::formats::table(input.format)
             .map_err(TableError::Io)
             .and_then(|code| code.read(path, &spec.dialect, layout))
-            .map(|t| {
-                let rows = t.rows() as i64;
-                Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64])
+            .and_then(|t| match t.categorical.first() {
+                // Categories are the data file's (`data.categorical`).
+                Some(c) => Err(TableError::Columns(format!(
+                    "column `{}` holds text (`{}`); an input's columns are numbers: read categories from the data file",
+                    c.name,
+                    c.values[0]
+                ))),
+                None => {
+                    let rows = t.rows() as i64;
+                    Ok(Tensor::from_slice(&t.features)
+                        .reshape([rows, t.feature_names.len() as i64]))
+                }
             })
             .map_err(|e| {
                 let message = match e {

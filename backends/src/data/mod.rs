@@ -13,6 +13,7 @@
 //! on the device, images as 8-bit pixels). Batches that are assembled on the host
 //! (streamed features, images) are assembled ahead of the math by `loader.rs`.
 
+mod categorical;
 mod images;
 mod inputs;
 mod loader;
@@ -27,6 +28,7 @@ pub use stream::NpyStream;
 use manifests::layers::{Embedding, Layer};
 use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale, TextSpec};
 use other::feature_columns;
+use pipeline_core::categorical::Vocabulary;
 use pipeline_core::fingerprint::SOURCE_ROLE;
 use pipeline_core::freshness::regular_input;
 use pipeline_core::network::{Input, Network, Op};
@@ -60,6 +62,22 @@ pub struct Dataset {
     pub extra: Vec<Tensor>,
     /// What scaling subtracted from and divided each scaled input by.
     pub extra_scaling: Vec<(String, Scaling)>,
+    /// The ids of the categorical columns encoded by index (`N × 1`, float32), in the
+    /// order of their inputs.
+    pub ids: Vec<Tensor>,
+    /// How many model inputs the data file gives itself (`DataSpec::own_inputs`).
+    own_inputs: usize,
+    /// The categorical columns as read, until they are encoded.
+    categories: Vec<pipeline_core::categorical::Categories>,
+    /// The categorical columns' values (the training split's) and encodings, in the
+    /// order of the feature columns: the one-hot ones' features follow the numeric ones.
+    pub categorical: Vec<Vocabulary>,
+    /// The features of a sample by name (the numeric columns, then `column=value` per
+    /// one-hot category), when some column is categorical.
+    pub input_columns: Option<Vec<String>>,
+    /// Per categorical column, how many samples outside the training split held a value
+    /// the training split does not (encoded as none).
+    pub unseen: Vec<(String, usize)>,
     /// Image data: the decoded images, transformed per batch.
     pub images: Option<ImageSet>,
     /// Streamed features (`data.load`): read per batch, not held.
@@ -185,6 +203,12 @@ impl Dataset {
             input_names: spec.inputs(),
             extra: Vec::new(),
             extra_scaling: Vec::new(),
+            ids: Vec::new(),
+            own_inputs: spec.own_inputs().len(),
+            categories: Vec::new(),
+            categorical: Vec::new(),
+            input_columns: None,
+            unseen: Vec::new(),
             images: None,
             stream: None,
             largest_streamed: None,
@@ -231,14 +255,23 @@ impl Dataset {
             labels,
             origin,
             mask,
+            categorical,
         } = read_source(&manifest.base_dir, spec, tokenizer.as_ref())?;
+        if let Some(d) = categorical
+            .iter()
+            .find_map(|c| pipeline_core::categorical::too_many(spec, &path, c, None))
+        {
+            return Err(d);
+        }
         let mask = match (mask, spec.padding_id) {
             (Some(mask), _) => Some(mask),
             (None, Some(id)) => Some(token_mask(spec, &path, &features, id)?),
             (None, None) => None,
         };
         let n = features.size().first().copied().unwrap_or(0);
-        if n == 0 || features.dim() < 2 || features.size()[1..].contains(&0) {
+        // (Every feature column may be categorical.)
+        let no_features = features.size()[1..].contains(&0) && categorical.is_empty();
+        if n == 0 || features.dim() < 2 || no_features {
             return Err(data_error(
                 "pipeline::data::bad_shape",
                 spec,
@@ -268,6 +301,7 @@ impl Dataset {
         }
         dataset.features = features;
         dataset.mask = mask;
+        dataset.categories = categorical;
         dataset.read_extra_inputs(manifest, n as usize)?;
         if let (Labels::Cells { names, .. }, true) = (&labels, spec.has_header()) {
             dataset.label_names = names.clone();
@@ -278,19 +312,41 @@ impl Dataset {
         if let Fit::Training { data, labelled } = fit {
             dataset.classes_of(data, labelled, spec)?;
         }
-        dataset.feature_columns = feature_columns(spec, &feature_names);
-        let missing = dataset.features.isnan().flatten(1, -1).any_dim(1, false);
+        // Every feature column's name, numeric then categorical (as messages count them).
+        let names: Vec<String> = feature_names
+            .iter()
+            .cloned()
+            .chain(dataset.categories.iter().map(|c| c.name.clone()))
+            .collect();
+        let columns = pipeline_core::categorical::columns(&feature_names, &dataset.categories);
+        dataset.feature_columns = feature_columns(spec, &columns);
+        let missing = dataset
+            .features
+            .isnan()
+            .flatten(1, -1)
+            .any_dim(1, false)
+            .logical_or(&dataset.categories_missing());
+        // The first feature sample `i` misses: a number's, else a category's.
+        let numeric = feature_names.len();
+        let column = move |d: &Dataset, i: usize| {
+            first_index(&d.features.get(i as i64).flatten(0, -1).isnan())
+                .or_else(|| {
+                    d.categories
+                        .iter()
+                        .position(|c| c.is_missing(i))
+                        .map(|k| numeric + k)
+                })
+                .unwrap_or(0)
+        };
         if let Fit::Training {
             labelled: false, ..
         } = fit
         {
-            dataset.nothing_missing(spec, &feature_names, &missing)?;
+            dataset.nothing_missing(spec, &names, &missing, column)?;
         }
-        dataset.missing_values(spec, &feature_names, &missing, |d, i| {
-            first_index(&d.features.get(i as i64).flatten(0, -1).isnan()).unwrap_or(0)
-        })?;
+        dataset.missing_values(spec, &names, &missing, column)?;
         dataset.every_sample_has_a_token(spec)?;
-        dataset.ids_fit(manifest)?;
+        dataset.ids_fit(manifest, 0)?;
         let n = dataset.rows.len();
         dataset.splits = match fit {
             // Another file is applied to whole: all of it is its `test` split.
@@ -310,6 +366,7 @@ impl Dataset {
             Fit::Own => dataset.fill(spec, &feature_names)?,
             Fit::Training { data, .. } => dataset.fill_as(data),
         }
+        dataset.fill_categories(spec, fit)?;
         // A finite sum means every feature is finite; only otherwise pay for a mask as
         // large as the data to find the first culprit (an f32 sum that merely overflows
         // finds none). Summing in f64 would first copy the data into f64.
@@ -342,6 +399,9 @@ impl Dataset {
                 dataset.scale_extra_inputs(manifest);
             }
             Fit::Training { data, .. } => dataset.scale_as(data),
+        }
+        if !dataset.categories.is_empty() {
+            dataset.encode_categories(manifest, &feature_names, fit)?;
         }
         Ok(dataset)
     }
@@ -507,6 +567,10 @@ impl Dataset {
                 for values in &mut self.extra {
                     *values = values.index_select(0, &index);
                 }
+                let rows: Vec<usize> = kept.iter().map(|&i| i as usize).collect();
+                for column in &mut self.categories {
+                    column.select(&rows);
+                }
                 let pick = |v: &[usize]| kept.iter().map(|&i| v[i as usize]).collect::<Vec<_>>();
                 self.rows = pick(&self.rows);
                 if let Origin::Lines(lines) = &self.origin {
@@ -553,9 +617,11 @@ impl Dataset {
 
     /// The largest value of model input `i` (`None`: images, transformed per batch).
     fn largest_value(&self, i: usize) -> Option<i64> {
-        let own = self.input_names.len() - self.extra.len();
+        let own = self.own_inputs;
         let values = match i.checked_sub(own) {
-            Some(k) => self.extra.get(k),
+            Some(k) if k < self.extra.len() => self.extra.get(k),
+            // The ids of a categorical column, once encoded.
+            Some(k) => self.ids.get(k - self.extra.len()),
             None if i == 0 && self.stream.is_some() => {
                 return self.largest_streamed.map(|v| v as i64)
             }
@@ -568,7 +634,9 @@ impl Dataset {
     /// Every `embedding` gets ids below its count from the input it reads (else it would
     /// fail in the middle of an epoch, on the first batch holding a larger one). A model
     /// whose shapes do not fit is left to the dry pass, which says where.
-    fn ids_fit(&self, manifest: &Manifest) -> Result<(), Diagnostic> {
+    /// Only the inputs from `from` on are looked at (the ids of categorical columns are
+    /// known once encoded).
+    fn ids_fit(&self, manifest: &Manifest, from: usize) -> Result<(), Diagnostic> {
         let Ok(network) = Network::compile(&manifest.model, &self.inputs()) else {
             return Ok(());
         };
@@ -591,7 +659,7 @@ impl Dataset {
             })
             .collect();
         for (k, &(embedding, input)) in steps.iter().enumerate() {
-            let Some(largest) = self.largest_value(input) else {
+            let Some(largest) = self.largest_value(input).filter(|_| input >= from) else {
                 continue;
             };
             if largest < embedding.count {
@@ -767,21 +835,23 @@ impl Dataset {
         self.features = self.features.to_device(device);
         self.labels = self.labels.to_device(device);
         self.mask = self.mask.as_ref().map(|m| m.to_device(device));
-        for values in &mut self.extra {
+        for values in self.extra.iter_mut().chain(&mut self.ids) {
             *values = values.to_device(device);
         }
     }
 
     /// The model inputs, with the shape of one sample each.
     pub fn inputs(&self) -> Vec<Input> {
-        let own = self.input_names.len() - self.extra.len();
+        let own = self.own_inputs;
         self.input_names
             .iter()
             .enumerate()
             .map(|(i, name)| Input {
                 name: name.clone(),
                 shape: match i.checked_sub(own) {
-                    Some(k) => self.extra[k].size()[1..].to_vec(),
+                    Some(k) if k < self.extra.len() => self.extra[k].size()[1..].to_vec(),
+                    // A categorical column's ids: one per sample.
+                    Some(_) => vec![1],
                     None => self.sample_shape.clone(),
                 },
             })
@@ -825,7 +895,7 @@ impl Dataset {
         if let Some(mask) = &self.mask {
             inputs.push(mask.f_index_select(0, indices)?);
         }
-        for values in &self.extra {
+        for values in self.extra.iter().chain(&self.ids) {
             inputs.push(values.f_index_select(0, indices)?);
         }
         Ok((inputs, labels))

@@ -48,6 +48,8 @@ impl Dataset {
             _ if headerless_features_only && !labelled => spec.features.clear(),
             _ => {}
         }
+        // The training's categorical columns are read as categories, whatever they hold.
+        spec.categorical = training.categorical_as_declared(spec.has_header());
         let features_only =
             !spec.format.is_table() || spec.has_header() || headerless_features_only;
         if !labelled && features_only {
@@ -98,7 +100,9 @@ impl Dataset {
         training: &Dataset,
         spec: &DataSpec,
     ) -> Result<(), Diagnostic> {
-        if self.sample_shape == training.sample_shape {
+        // Before the categorical columns are encoded: their one-hot features aside.
+        let read = training.read_shape();
+        if self.sample_shape == read {
             return Ok(());
         }
         let values = |shape: &[i64]| match shape {
@@ -112,7 +116,7 @@ impl Dataset {
                 "{}: its samples have {}, the training data's have {}",
                 self.path.display(),
                 values(&self.sample_shape),
-                values(&training.sample_shape)
+                values(&read)
             ),
             match spec.has_header() {
                 true => "give it the training's feature columns, by the same names",
@@ -187,6 +191,7 @@ impl Dataset {
         spec: &DataSpec,
         names: &[String],
         missing: &Tensor,
+        column: impl Fn(&Dataset, usize) -> usize,
     ) -> Result<(), Diagnostic> {
         if matches!(spec.missing, Missing::Mean | Missing::Median) {
             return Ok(());
@@ -194,7 +199,7 @@ impl Dataset {
         let Some(i) = first_index(missing) else {
             return Ok(());
         };
-        let column = first_index(&self.features.get(i as i64).flatten(0, -1).isnan()).unwrap_or(0);
+        let column = column(self, i);
         let name = names.get(column).map_or("?", String::as_str);
         Err(data_error(
             "pipeline::data::missing_value",

@@ -6,6 +6,7 @@
 use super::{data_error, Origin};
 use crate::arrays;
 use manifests::{DataFormat, DataSpec, Diagnostic, FormatKind};
+use pipeline_core::categorical::Categories;
 use pipeline_core::formats;
 use pipeline_core::shards::{self, Shard, ShardError};
 use pipeline_core::table::{self, Layout, Table, TableError};
@@ -47,6 +48,8 @@ pub(super) struct Source {
     pub origin: Origin,
     /// Texts: 1 for each token, 0 for padding (the tokenizer's attention mask).
     pub mask: Option<Tensor>,
+    /// A table's categorical feature columns, as read (`features` holds the others).
+    pub categorical: Vec<Categories>,
 }
 
 /// Reads the features (with their names) and, unless there is a labels file, the labels.
@@ -83,13 +86,14 @@ pub(super) fn read_source(
         labels,
         origin,
         mask: None,
+        categorical: Vec::new(),
     };
     Ok(match spec.format.kind() {
         FormatKind::Table { .. } if spec.text.is_some() => {
             read_text(path, spec, tokenizer.expect("text data has a tokenizer"))?
         }
         FormatKind::Table { .. } => {
-            let t = read_table(path, spec, spec.format, Layout::of(spec))?;
+            let mut t = read_table(path, spec, spec.format, Layout::of(spec))?;
             let rows = t.rows() as i64;
             let features =
                 Tensor::from_slice(&t.features).reshape([rows, t.feature_names.len() as i64]);
@@ -98,8 +102,12 @@ pub(super) fn read_source(
                 false => Origin::Indices,
             };
             let names = t.feature_names.clone();
+            let categorical = std::mem::take(&mut t.categorical);
             let labels = (!separate).then(|| cells(t, path, spec.format));
-            plain(features, names, labels, origin)
+            Source {
+                categorical,
+                ..plain(features, names, labels, origin)
+            }
         }
         FormatKind::Array => {
             let (features, shards) = read_npy_files(base, &spec.source.value)
@@ -248,6 +256,7 @@ fn read_text(
         labels,
         origin,
         mask: Some(mask),
+        categorical: Vec::new(),
     })
 }
 

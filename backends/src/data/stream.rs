@@ -746,7 +746,7 @@ impl Dataset {
         }
         let largest = dataset.rows.iter().map(|&r| scan.largest[r]);
         dataset.largest_streamed = Some(largest.fold(f32::NEG_INFINITY, f32::max) as f64);
-        dataset.ids_fit(manifest)?;
+        dataset.ids_fit(manifest, 0)?;
         dataset.splits = if spec.split.stratify && classification {
             let classes =
                 Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");

@@ -58,6 +58,10 @@ impl Context<'_> {
             self.session.data.feature_columns.clone(),
             self.session.data.label_names.clone(),
         );
+        let categorical = (
+            self.session.data.categorical.clone(),
+            self.session.data.input_columns.clone(),
+        );
         let trained = self.model_of(source, spec.from.value)?;
         let m = &trained.metrics;
         // The metrics of the weights exported (counts and positions aside).
@@ -110,6 +114,13 @@ impl Context<'_> {
             // those the outputs stand for, so that the model is used without its manifest.
             metadata["feature_columns"] = json!(features);
             metadata["label_columns"] = json!(labels);
+        }
+        if let (vocabularies @ [_, ..], Some(inputs)) = (&categorical.0[..], &categorical.1) {
+            // Each categorical column's values (the training split's, sorted) and how they
+            // were encoded; the input's features by name (the numeric columns, then a
+            // `column=value` per one-hot value).
+            metadata["categorical"] = json!(vocabularies);
+            metadata["input_columns"] = json!(inputs);
         }
         if let Some(filled) = filled {
             // What a missing feature was filled with (before scaling).

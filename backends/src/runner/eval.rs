@@ -7,6 +7,7 @@ use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::evaluate::{evaluate, evaluate_shared, Predicted};
 use crate::measure::Measure;
+use crate::observer::Observer;
 use manifests::{Diagnostic, EvalSpec, StageSpec, Target, WeightsFrom};
 use pipeline_core::metrics::Score;
 use pipeline_core::stages::predictions_output;
@@ -24,6 +25,7 @@ impl Context<'_> {
         spec: &EvalSpec,
         source: Option<usize>,
         scratch: &Path,
+        obs: &mut dyn Observer,
     ) -> Result<Produced, Diagnostic> {
         // Rank 0 alone validates, so it alone keeps best weights and evaluates them.
         if self.session.rank() != 0 && spec.from.value != WeightsFrom::Last {
@@ -35,7 +37,7 @@ impl Context<'_> {
         self.model_of(source, spec.from.value)?;
         // Another file, whole, or a split of the data.
         let other = match &spec.source {
-            Some(file) => Some(self.other_data(file, spec.skip_rows, true)?),
+            Some(file) => Some(self.other_data(file, spec.skip_rows, true, obs)?),
             None => None,
         };
         let (data, samples) = match &other {

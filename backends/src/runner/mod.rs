@@ -342,10 +342,26 @@ impl<'a> Context<'a> {
         let source = model_source(manifest, stage);
         match &stage.config {
             StageConfig::Train(spec) => self.train(state, spec, source, scratch, saved, obs),
-            StageConfig::Eval(spec) => self.eval(index, spec, source, scratch),
-            StageConfig::Predict(spec) => self.predict(state, spec, source, scratch),
+            StageConfig::Eval(spec) => self.eval(index, spec, source, scratch, obs),
+            StageConfig::Predict(spec) => self.predict(state, spec, source, scratch, obs),
             StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source, scratch),
         }
+    }
+}
+
+/// Warns of the samples of `data` (`where_`: which) whose category the training split
+/// does not hold: encoded as none (a row of zeros, or the id 0).
+fn unseen_categories(data: &crate::data::Dataset, where_: &str, obs: &mut dyn Observer) {
+    for (column, rows) in &data.unseen {
+        let d = Diagnostic::warning(
+            "pipeline::data::unseen_category",
+            format!(
+                "{rows} sample{} of {where_} had a value of `{column}` not seen in training",
+                if *rows == 1 { "" } else { "s" }
+            ),
+        )
+        .help("such a value is encoded as none of the training's (a row of zeros one-hot, the id 0 by index)");
+        obs.warning(&d);
     }
 }
 
@@ -615,6 +631,7 @@ fn open<'a>(
         }
         obs.warning(&d);
     }
+    unseen_categories(data, "the validation and test splits", obs);
     let (total, trainable) = session.parameters;
     obs.message(&format!(
         "{} samples ({} train, {} val, {} test) · model {} parameters ({} trainable) · device {}",

@@ -4,6 +4,7 @@
 use super::{append, Context, Produced};
 use crate::data::Dataset;
 use crate::error::torch_error;
+use crate::observer::Observer;
 use crate::predict;
 use manifests::{DataFormat, Diagnostic, PredictSpec, PredictionFormat, Spanned};
 use pipeline_core::freshness::StageState;
@@ -21,10 +22,16 @@ impl Context<'_> {
         file: &Spanned<PathBuf>,
         skip_rows: u64,
         labelled: bool,
+        obs: &mut dyn Observer,
     ) -> Result<Dataset, Diagnostic> {
         let session = &self.session;
         let mut data =
             Dataset::load_other(session.manifest, file, skip_rows, &session.data, labelled)?;
+        super::unseen_categories(
+            &data,
+            &session.manifest.resolve(&file.value).display().to_string(),
+            obs,
+        );
         if labelled && session.manifest.loss.kind.is_classification() {
             if let Err((i, label)) = data.check_classes(session.outputs) {
                 return Err(Diagnostic::error(
@@ -51,6 +58,7 @@ impl Context<'_> {
         spec: &PredictSpec,
         source: Option<usize>,
         scratch: &Path,
+        obs: &mut dyn Observer,
     ) -> Result<Produced, Diagnostic> {
         // Rank 0 alone writes files.
         if self.session.rank() != 0 {
@@ -59,7 +67,7 @@ impl Context<'_> {
         let source = source.expect("check ensures a predict stage needs a train stage");
         let manifest = self.session.manifest;
         let stage = &manifest.stages[state.index];
-        let data = self.other_data(&spec.source, spec.skip_rows, false)?;
+        let data = self.other_data(&spec.source, spec.skip_rows, false, obs)?;
         self.model_of(source, spec.from.value)?;
         let model = &self.trained[&(source, spec.from.value)].model;
         let session = &self.session;

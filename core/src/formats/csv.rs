@@ -31,7 +31,7 @@ impl TableFormat for Csv {
         path: &Path,
         dialect: &Dialect,
         layout: Layout<'_>,
-    ) -> Result<(), TableError> {
+    ) -> Result<Option<Table>, TableError> {
         table::glance_rows(path, dialect, layout)
     }
 }

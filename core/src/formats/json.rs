@@ -7,7 +7,7 @@
 //! 0-based index.
 
 use super::TableFormat;
-use crate::table::{self, Layout, Table, TableError};
+use crate::table::{self, Cell, FeatureCells, Hint, Layout, Table, TableError};
 use manifests::formats::{FormatDescription, JSON};
 use manifests::Dialect;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -36,7 +36,20 @@ impl TableFormat for Json {
             return None;
         }
         let records = records(path).ok()?;
-        Some(to_table(&records, layout).ok()?.feature_names.len())
+        to_table(&records, layout).ok()?.numeric_width(layout)
+    }
+
+    fn glance_rows(
+        &self,
+        path: &Path,
+        _: &Dialect,
+        layout: Layout<'_>,
+    ) -> Result<Option<Table>, TableError> {
+        // Read whole (keys may first appear late), up to the size `check` reads.
+        if std::fs::metadata(path).map_or(true, |m| m.len() > PEEK_BYTES) {
+            return Ok(None);
+        }
+        to_table(&records(path)?, layout).map(Some)
     }
 }
 
@@ -142,9 +155,19 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
     }
     let columns = table::resolve(layout, names.len(), Some(&names))?;
     let texts = matches!(layout, Layout::Texts);
+    let mut cells = FeatureCells::new(
+        columns.features.iter().map(|&c| names[c].clone()).collect(),
+        columns.features.clone(),
+        &columns.declared,
+        match layout {
+            Layout::Both { .. } => Hint::ByName,
+            _ => Hint::None,
+        },
+    );
     let mut t = Table {
-        feature_names: columns.features.iter().map(|&c| names[c].clone()).collect(),
-        features: Vec::with_capacity(records.len() * columns.features.len()),
+        feature_names: Vec::new(),
+        features: Vec::new(),
+        categorical: Vec::new(),
         label_names: columns.labels.iter().map(|&c| names[c].clone()).collect(),
         labels: vec![Vec::with_capacity(records.len()); columns.labels.len()],
         lines: (0..records.len()).collect(),
@@ -182,22 +205,33 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
             };
             t.labels[k].push(text);
         }
-        for &c in &columns.features {
+        for (k, &c) in columns.features.iter().enumerate() {
+            let written;
             let value = match cell(c)? {
-                None => f32::NAN,
-                Some(Value::Number(n)) => n.as_f64().map_or(f32::NAN, |v| v as f32),
-                Some(Value::Bool(b)) => f32::from(u8::from(*b)),
-                Some(Value::String(s)) if table::is_missing(s) => f32::NAN,
-                Some(v) => {
-                    return Err(TableError::Line {
-                        line: row,
-                        message: format!("feature `{}` is not a number: {v}", names[c]),
-                    })
+                None => Cell::Missing,
+                Some(Value::Number(n)) => {
+                    written = n.to_string();
+                    match n.as_f64() {
+                        Some(v) => Cell::Number(v, &written),
+                        None => Cell::Missing,
+                    }
+                }
+                Some(Value::Bool(b)) => {
+                    Cell::Number(f64::from(u8::from(*b)), if *b { "true" } else { "false" })
+                }
+                Some(Value::String(s)) if table::is_missing(s) => Cell::Missing,
+                Some(Value::String(s)) => Cell::Text(s),
+                Some(Value::Array(_) | Value::Object(_) | Value::Null) => {
+                    unreachable!("refused or missing above")
                 }
             };
-            t.features.push(value);
+            cells
+                .push(k, value)
+                .map_err(|message| TableError::Line { line: row, message })?;
         }
+        cells.end_row();
     }
+    (t.feature_names, t.features, t.categorical) = cells.finish();
     Ok(t)
 }
 
@@ -229,6 +263,7 @@ mod tests {
     const BOTH: Layout<'static> = Layout::Both {
         label: &[Column::Last],
         features: &[],
+        categorical: &[],
     };
 
     #[test]
@@ -268,6 +303,7 @@ mod tests {
             Layout::Both {
                 label: &[Column::Name("y".into())],
                 features: &[],
+                categorical: &[],
             },
         )
         .unwrap();
@@ -281,7 +317,8 @@ mod tests {
                 &DIALECT,
                 Layout::Both {
                     label: &[Column::Name("y".into())],
-                    features: &[]
+                    features: &[],
+                    categorical: &[],
                 }
             ),
             Some(2)
@@ -302,11 +339,19 @@ mod tests {
             text(read(&nested, BOTH).unwrap_err()),
             "1: `a` holds an array: a table's cell is a number, a text, true, false or null"
         );
-        let (_t, words) = write("t.json", r#"[{"a": "tall", "y": 0}]"#);
+        let (_t, words) = write("t.json", r#"[{"a": 1, "y": 0}, {"a": "tall", "y": 1}]"#);
         assert_eq!(
             text(read(&words, BOTH).unwrap_err()),
-            "0: feature `a` is not a number: \"tall\""
+            "1: feature `a` (column 0) is not a number: `tall`, and the rows above hold numbers in it; if the column holds categories, name it: `categorical \"a\"`"
         );
+        // A column of text is categorical; a number in it, the category written.
+        let (_c, kinds) = write(
+            "c.json",
+            r#"[{"a": "tall", "b": 2, "y": 0}, {"a": 3, "b": null, "y": 1}]"#,
+        );
+        let t = read(&kinds, BOTH).unwrap();
+        assert_eq!(t.feature_names, ["b"]);
+        assert_eq!(t.categorical[0].values, ["tall", "3"]);
         let (_b, broken) = write("b.json", r#"[{"a": 1, "y": 0}, {"a": 2,"#);
         assert!(text(read(&broken, BOTH).unwrap_err()).starts_with("1: not a record of a table: "),);
     }

@@ -43,16 +43,16 @@ pub trait TableFormat: Sync + 'static {
         Ok(())
     }
 
-    /// What the run would refuse in the first rows of the data file, read as the run
-    /// reads them (a column of text, a row of another width), for `check`; by default
-    /// nothing is read before the run.
+    /// The first rows of the data file (or all of them), read as the run reads them, for
+    /// `check`: what the run would refuse in them (a row of another width), or the
+    /// columns' kinds; by default nothing is read before the run (`None`).
     fn glance_rows(
         &self,
         _path: &Path,
         _dialect: &Dialect,
         _layout: Layout<'_>,
-    ) -> Result<(), TableError> {
-        Ok(())
+    ) -> Result<Option<Table>, TableError> {
+        Ok(None)
     }
 
     /// Its features decoded a group of columns at a time, for `load "stream"`: the code
@@ -192,8 +192,17 @@ pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
         &data.text,
         std::fs::metadata(&path).is_ok_and(|m| m.is_file()) && problems.is_empty(),
     ) {
-        if let Err(e) = code.glance_rows(&path, &data.dialect, Layout::of(data)) {
-            problems.push(crate::table::diagnostic(data, &path, e, data.format));
+        match code.glance_rows(&path, &data.dialect, Layout::of(data)) {
+            Err(e) => problems.push(crate::table::diagnostic(data, &path, e, data.format)),
+            Ok(Some(t)) => {
+                let rows = (t.rows() >= crate::table::GLANCE_ROWS).then_some(t.rows());
+                problems.extend(
+                    t.categorical
+                        .iter()
+                        .filter_map(|c| crate::categorical::too_many(data, &path, c, rows)),
+                );
+            }
+            Ok(None) => {}
         }
     }
     problems
@@ -384,6 +393,7 @@ mod tests {
         let layout = Layout::Both {
             label: &label,
             features: &[],
+            categorical: &[],
         };
         let t = super::table(format)
             .unwrap()

@@ -98,7 +98,7 @@ pub fn section() -> &'static Section {
             LR,
             WEIGHT_DECAY,
         ]),
-        children: Children::Groups,
+        children: Children::Repeated(&GROUP),
     })
 }
 
