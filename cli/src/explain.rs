@@ -124,9 +124,11 @@ fn section_text(section: &Section, path: &str) -> String {
             out += "\n\n";
             out += &section_text(&INPUT, &format!("{path}.NAME"));
         }
-        Children::Repeated(node) => {
-            out += "\n";
-            out += &section_text(node, &format!("{path}.{}", node.name));
+        Children::Repeated(nodes) => {
+            for node in nodes {
+                out += "\n";
+                out += &section_text(node, &format!("{path}.{}", node.name));
+            }
         }
         Children::Swept => {
             out += &wrapped(
@@ -192,7 +194,7 @@ fn resolve(what: &str) -> Result<Topic, (String, String)> {
             Children::Transforms => transform(part),
             // Any name is an input's: each is documented as `input`.
             Children::Inputs => Some(&INPUT),
-            Children::Repeated(node) => (part == node.name).then_some(node),
+            Children::Repeated(nodes) => nodes.iter().copied().find(|n| n.name == part),
             Children::Layers | Children::Keys | Children::Swept => None,
         };
         if let Some(child) = child {

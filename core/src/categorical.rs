@@ -225,16 +225,6 @@ impl Vocabulary {
     }
 }
 
-/// Every feature column's name in the order chosen: the numeric ones (`numeric`, in
-/// order) with the categorical ones in their places.
-pub fn columns(numeric: &[String], categorical: &[Categories]) -> Vec<String> {
-    let mut names = numeric.to_vec();
-    for c in categorical {
-        names.insert(c.feature.min(names.len()), c.name.clone());
-    }
-    names
-}
-
 /// A categorical column of `spec`'s data with more values than `data.max-categories`
 /// allows, located at the data file (and at the `categorical` node that names it);
 /// `rows`: how many rows were read (`None`: all of them).
@@ -280,12 +270,21 @@ pub fn too_many(
 }
 
 /// What the run will make of `table`'s feature columns (the first `rows` of the data, or
-/// all of it), for `check`: the numeric features and each categorical column, its
-/// encoding and how many values it holds; `None` when every feature is numeric.
+/// all of it), for `check`: the numeric features (the parts of dates among them), each
+/// column of dates and its parts, each categorical column, its encoding and how many
+/// values it holds; `None` when every column is numeric.
 pub fn describe(spec: &DataSpec, table: &Table, rows: Option<usize>) -> Option<String> {
-    if table.categorical.is_empty() {
+    if table.categorical.is_empty() && table.dates.is_empty() {
         return None;
     }
+    let dates: Vec<String> = table
+        .dates
+        .iter()
+        .map(|(column, parts)| {
+            let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+            format!("{column} ({})", parts.join(", "))
+        })
+        .collect();
     let columns: Vec<String> = table
         .categorical
         .iter()
@@ -303,10 +302,17 @@ pub fn describe(spec: &DataSpec, table: &Table, rows: Option<usize>) -> Option<S
         Some(rows) => format!(", as the first {rows} rows show"),
         None => String::new(),
     };
+    let mut kinds = Vec::new();
+    if !dates.is_empty() {
+        kinds.push(format!("dates: {}", dates.join(", ")));
+    }
+    if !columns.is_empty() {
+        kinds.push(format!("categorical: {}", columns.join(", ")));
+    }
     Some(format!(
-        "{numeric} numeric feature{}; categorical: {}{seen}",
+        "{numeric} numeric feature{}; {}{seen}",
         if numeric == 1 { "" } else { "s" },
-        columns.join(", ")
+        kinds.join("; ")
     ))
 }
 

@@ -31,6 +31,7 @@
 pub mod categorical;
 pub mod check;
 pub mod compat;
+pub mod dates;
 pub mod extend;
 pub mod finetune;
 pub mod fingerprint;

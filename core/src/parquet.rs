@@ -134,13 +134,14 @@ pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
 /// set is sized by, and a whole file read. Refused for columns named `categorical`.
 pub fn shape(path: &Path, layout: Layout<'_>) -> Result<(usize, usize), TableError> {
     if let Layout::Both {
-        categorical: [_, ..],
-        ..
+        categorical, dates, ..
     } = layout
     {
-        return Err(TableError::Columns(
-            "`categorical` columns are read from CSV and JSON tables; a Parquet file's columns of text are not read as categories yet: encode them before saving the file, or save it as CSV".into(),
-        ));
+        if !categorical.is_empty() || !dates.is_empty() {
+            return Err(TableError::Columns(
+                "`categorical` and `date` columns are read from CSV and JSON tables; a Parquet file's columns of text and dates are not read yet: encode them before saving the file, or save it as CSV".into(),
+            ));
+        }
     }
     let (reader, data) = open(path)?;
     let columns = resolve(layout, data.names.len(), Some(&data.names))?;
@@ -589,9 +590,11 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         )));
     }
     Ok(Table {
+        columns: read.names.clone(),
         feature_names: read.names,
         features,
         categorical: Vec::new(),
+        dates: Vec::new(),
         label_names,
         labels,
         lines: (0..read.rows).collect(),

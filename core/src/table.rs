@@ -10,8 +10,12 @@
 //! with it is the loader's choice.
 
 use crate::categorical::Categories;
+use chrono::NaiveDateTime;
 use flate2::read::MultiGzDecoder;
-use manifests::{CategoricalSpec, Column, DataFormat, DataSpec, Delimiter, Diagnostic, Dialect};
+use manifests::{
+    CategoricalSpec, Column, DataFormat, DataSpec, DatePart, DateSpec, Delimiter, Diagnostic,
+    Dialect, DEFAULT_DATE_PARTS,
+};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
@@ -38,6 +42,9 @@ pub enum Layout<'a> {
         /// Feature columns read as categories from the first row (`data.categorical`);
         /// a column whose first value is text is one without being named.
         categorical: &'a [CategoricalSpec],
+        /// Feature columns of dates (`data.date`); a column of text whose every value is
+        /// a date is one without being named.
+        dates: &'a [DateSpec],
     },
     /// Features only (the labels are in another file): `features`, empty for all.
     Features(&'a [Column]),
@@ -49,6 +56,14 @@ pub enum Layout<'a> {
 }
 
 impl<'a> Layout<'a> {
+    /// The `date` nodes of the data it reads.
+    pub fn dates(self) -> &'a [DateSpec] {
+        match self {
+            Layout::Both { dates, .. } => dates,
+            _ => &[],
+        }
+    }
+
     /// Which columns of a table `source` are labels (none with a labels file), which
     /// features, and which of those are declared categorical.
     pub fn of(spec: &'a manifests::DataSpec) -> Layout<'a> {
@@ -59,6 +74,7 @@ impl<'a> Layout<'a> {
             },
             features: &spec.features,
             categorical: &spec.categorical,
+            dates: &spec.dates,
         }
     }
 }
@@ -72,6 +88,12 @@ pub struct Table {
     pub features: Vec<f32>,
     /// The categorical feature columns, in the order of the features chosen.
     pub categorical: Vec<Categories>,
+    /// The columns of dates, each with the parts it gives (among the numeric features,
+    /// in its place).
+    pub dates: Vec<(String, Vec<DatePart>)>,
+    /// Every feature column chosen, by name, in order (a date column once): what another
+    /// file's columns are matched by.
+    pub columns: Vec<String>,
     pub label_names: Vec<String>,
     /// Per label column, one cell per row (trimmed, unquoted); `None` where missing.
     pub labels: Vec<Vec<Option<String>>>,
@@ -84,9 +106,12 @@ impl Table {
         self.lines.len()
     }
 
-    /// Every feature column's name, numeric and categorical, in the order chosen.
-    pub fn feature_columns(&self) -> Vec<String> {
-        crate::categorical::columns(&self.feature_names, &self.categorical)
+    pub(crate) fn set_features(&mut self, done: Finished) {
+        self.feature_names = done.names;
+        self.features = done.values;
+        self.categorical = done.categorical;
+        self.dates = done.dates;
+        self.columns = done.columns;
     }
 }
 
@@ -119,9 +144,28 @@ pub(crate) struct FeatureCells {
     /// Row-major over every feature column (NaN in a categorical one's place).
     values: Vec<f32>,
     texts: Vec<Option<Categories>>,
+    /// Per feature, the `date` node that names it.
+    dated: Vec<Option<usize>>,
     rows: usize,
     hint: Hint,
 }
+
+/// What a table's feature cells make, once every row is read.
+pub(crate) struct Finished {
+    /// The numeric features (a date column's parts among them, in its place).
+    pub names: Vec<String>,
+    pub values: Vec<f32>,
+    pub categorical: Vec<Categories>,
+    pub dates: Vec<(String, Vec<DatePart>)>,
+    pub columns: Vec<String>,
+}
+
+/// A column of dates: its parts, and each of its values as a date.
+type DateColumn = (Vec<DatePart>, Vec<Option<NaiveDateTime>>);
+
+/// A share of a column's values from which a column of text that are dates but for a
+/// few is refused (naming the first that is not one) rather than read as categories.
+const MOSTLY_DATES: f64 = 0.8;
 
 /// What a text further down a column of numbers is refused with: the `categorical` node
 /// that reads the column as categories (by its name, or its index without a header), or
@@ -140,13 +184,15 @@ impl FeatureCells {
         names: Vec<String>,
         columns: Vec<usize>,
         declared: &[Option<usize>],
+        dated: &[Option<usize>],
         hint: Hint,
     ) -> FeatureCells {
+        // Categories and dates are read as text from the first row.
         let texts: Vec<Option<Categories>> = (0..names.len())
             .map(|k| {
-                declared[k].map(|node| {
+                (declared[k].is_some() || dated[k].is_some()).then(|| {
                     let mut c = Categories::new(names[k].clone(), columns[k], k);
-                    c.declared = Some(node);
+                    c.declared = declared[k];
                     c
                 })
             })
@@ -166,6 +212,7 @@ impl FeatureCells {
             columns,
             values: Vec::new(),
             texts,
+            dated: dated.to_vec(),
             rows: 0,
             hint,
         }
@@ -227,22 +274,121 @@ impl FeatureCells {
         self.kinds[k] == Kind::Text
     }
 
-    /// The numeric columns' names and row-major values, and the categorical columns.
-    pub(crate) fn finish(self) -> (Vec<String>, Vec<f32>, Vec<Categories>) {
-        let numeric: Vec<usize> = (0..self.names.len())
-            .filter(|&k| self.kinds[k] != Kind::Text)
-            .collect();
-        let categorical: Vec<Categories> = self.texts.into_iter().flatten().collect();
-        if categorical.is_empty() {
-            return (self.names, self.values, categorical);
-        }
+    /// The numeric columns (a date column's parts among them) and the categorical ones;
+    /// `Err`: the row (0-based) and why a value of a column of dates is not one.
+    /// `dates`: the `date` nodes the columns were named by.
+    pub(crate) fn finish(self, dates: &[DateSpec]) -> Result<Finished, (usize, String)> {
         let width = self.names.len();
-        let mut values = Vec::with_capacity(self.rows * numeric.len());
-        for row in self.values.chunks_exact(width) {
-            values.extend(numeric.iter().map(|&k| row[k]));
+        // Each column of text's dates (a column of them: its parts, and each value's).
+        let mut parsed: Vec<Option<DateColumn>> = vec![None; width];
+        for (k, column) in self.texts.iter().enumerate() {
+            let Some(column) = column else { continue };
+            if column.declared.is_some() {
+                continue; // categorical, as named
+            }
+            let values: Vec<Option<NaiveDateTime>> = column
+                .values
+                .iter()
+                .map(|v| crate::dates::parse(v))
+                .collect();
+            let bad_row = || {
+                (0..column.rows()).find(|&i| {
+                    column.codes[i] != crate::categorical::MISSING
+                        && values[column.codes[i] as usize].is_none()
+                })
+            };
+            let not_a_date = |i: usize, what: &str| {
+                (
+                    i,
+                    format!(
+                        "feature `{}` (column {}) {what}: `{}` is not a date (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601)",
+                        column.name,
+                        self.columns[k],
+                        column.value(i).unwrap_or_default()
+                    ),
+                )
+            };
+            match self.dated[k] {
+                Some(node) => {
+                    if let Some(i) = bad_row() {
+                        return Err(not_a_date(i, "is named by `date`"));
+                    }
+                    parsed[k] = Some((dates[node].parts.clone(), values));
+                }
+                None => {
+                    let present = (0..column.rows())
+                        .filter(|&i| !column.is_missing(i))
+                        .count();
+                    let good = (0..column.rows())
+                        .filter(|&i| {
+                            !column.is_missing(i) && values[column.codes[i] as usize].is_some()
+                        })
+                        .count();
+                    if good == 0 {
+                        continue; // categories
+                    }
+                    if good < present {
+                        if (good as f64) < MOSTLY_DATES * present as f64 {
+                            continue; // categories, some of which look like dates
+                        }
+                        let i = bad_row().expect("a value that is not a date");
+                        return Err(not_a_date(i, "holds dates"));
+                    }
+                    parsed[k] = Some((DEFAULT_DATE_PARTS.to_vec(), values));
+                }
+            }
         }
-        let names = numeric.iter().map(|&k| self.names[k].clone()).collect();
-        (names, values, categorical)
+        let mut names = Vec::new();
+        let mut date_columns = Vec::new();
+        // Per feature, how it is laid out among the numbers.
+        for ((name, dates), kind) in self.names.iter().zip(&parsed).zip(&self.kinds) {
+            match (dates, kind) {
+                (Some((parts, _)), _) => {
+                    names.extend(crate::dates::names(name, parts));
+                    date_columns.push((name.clone(), parts.clone()));
+                }
+                (None, Kind::Text) => {}
+                (None, _) => names.push(name.clone()),
+            }
+        }
+        let plain =
+            parsed.iter().all(Option::is_none) && self.kinds.iter().all(|&kind| kind != Kind::Text);
+        let values = match plain {
+            true => self.values,
+            false => {
+                let mut values = Vec::with_capacity(self.rows * names.len());
+                for (i, row) in self.values.chunks_exact(width).enumerate() {
+                    for k in 0..width {
+                        match (&parsed[k], self.kinds[k]) {
+                            (Some((parts, dates)), _) => {
+                                let column = self.texts[k].as_ref().expect("a column of text");
+                                let code = column.codes[i];
+                                let date = dates.get(code as usize).copied().flatten();
+                                values.extend(parts.iter().map(|&p| {
+                                    date.map_or(f32::NAN, |t| crate::dates::part(&t, p))
+                                }));
+                            }
+                            (None, Kind::Text) => {}
+                            (None, _) => values.push(row[k]),
+                        }
+                    }
+                }
+                values
+            }
+        };
+        let categorical = self
+            .texts
+            .into_iter()
+            .zip(&parsed)
+            .filter_map(|(c, p)| c.filter(|_| p.is_none()))
+            .collect();
+        Ok(Finished {
+            names,
+            values,
+            categorical,
+            dates: date_columns,
+            columns: self.names,
+        })
     }
 }
 
@@ -422,6 +568,8 @@ pub(crate) struct Columns {
     pub features: Vec<usize>,
     /// Per feature, the `categorical` node that names it.
     pub declared: Vec<Option<usize>>,
+    /// Per feature, the `date` node that names it.
+    pub dated: Vec<Option<usize>>,
 }
 
 struct Reader<'a> {
@@ -526,6 +674,8 @@ impl<'a> Reader<'a> {
             feature_names: Vec::new(),
             features: Vec::new(),
             categorical: Vec::new(),
+            dates: Vec::new(),
+            columns: Vec::new(),
             label_names: Vec::new(),
             labels: Vec::new(),
             lines: Vec::new(),
@@ -616,7 +766,13 @@ impl<'a> Reader<'a> {
             }
         }
         if let Some(cells) = state.cells.take() {
-            (table.feature_names, table.features, table.categorical) = cells.finish();
+            let done = cells
+                .finish(self.layout.dates())
+                .map_err(|(row, message)| TableError::Line {
+                    line: table.lines[row],
+                    message,
+                })?;
+            table.set_features(done);
         }
         if table.lines.is_empty() {
             return Err(TableError::Io(if state.names.is_some() {
@@ -659,6 +815,7 @@ impl<'a> Reader<'a> {
                 names,
                 columns.features.clone(),
                 &columns.declared,
+                &columns.dated,
                 match (self.layout, &state.names) {
                     (Layout::Both { .. }, Some(_)) => Hint::ByName,
                     (Layout::Both { .. }, None) => Hint::ByIndex,
@@ -759,6 +916,7 @@ pub fn read_column(
         label: &[],
         features: &wanted,
         categorical: &[],
+        dates: &[],
     };
     let columns = resolve(layout, t.label_names.len(), names)?;
     Ok(std::mem::take(&mut t.labels[columns.features[0]]))
@@ -792,6 +950,7 @@ pub fn read_cells(
             label,
             features,
             categorical: &[],
+            dates: &[],
         },
         t.label_names.len(),
         names,
@@ -934,28 +1093,41 @@ pub(crate) fn resolve(
             )));
     }
     let mut declared = vec![None; features.len()];
-    if let Layout::Both { categorical, .. } = layout {
+    let mut dated = vec![None; features.len()];
+    if let Layout::Both {
+        categorical, dates, ..
+    } = layout
+    {
         let name = |i: usize| match names {
             Some(names) => format!("`{}`", names[i]),
             None => format!("column {i}"),
         };
-        for (node, spec) in categorical.iter().enumerate() {
-            for i in all(&spec.columns)? {
+        let nodes = categorical
+            .iter()
+            .map(|c| ("categorical", &c.columns[..]))
+            .enumerate()
+            .chain(dates.iter().map(|d| ("date", &d.columns[..])).enumerate());
+        for (node, (kind, columns)) in nodes {
+            for i in all(columns)? {
                 let Some(k) = features.iter().position(|&f| f == i) else {
                     return Err(TableError::Columns(format!(
-                        "{} is named by `categorical`, and it is {}",
+                        "{} is named by `{kind}`, and it is {}",
                         name(i),
                         match labels.contains(&i) {
-                            true => "a label: categories of a label are its classes",
+                            true => "a label",
                             false => "not among the features (`features`)",
                         }
                     )));
                 };
-                if declared[k].replace(node).is_some() {
+                if declared[k].is_some() || dated[k].is_some() {
                     return Err(TableError::Columns(format!(
-                        "{} is named by two `categorical` nodes",
+                        "{} is named by two `categorical` or `date` nodes",
                         name(i)
                     )));
+                }
+                match kind {
+                    "categorical" => declared[k] = Some(node),
+                    _ => dated[k] = Some(node),
                 }
             }
         }
@@ -964,6 +1136,7 @@ pub(crate) fn resolve(
         labels,
         features,
         declared,
+        dated,
     })
 }
 
@@ -1004,6 +1177,7 @@ mod tests {
         label: &[Column::Last],
         features: &[],
         categorical: &[],
+        dates: &[],
     };
 
     #[test]
@@ -1015,6 +1189,7 @@ mod tests {
             label: &label,
             features: &[],
             categorical: &[],
+            dates: &[],
         };
         let t = read(&path, &dialect(Delimiter::Auto, true), layout).unwrap();
         assert_eq!(t.features, vec![1.0, 2.0, 3.0, 4.0]);
@@ -1025,6 +1200,7 @@ mod tests {
             label: &[Column::First],
             features: &[],
             categorical: &[],
+            dates: &[],
         };
         let t = read(&path, &dialect(Delimiter::Comma, true), first).unwrap();
         assert_eq!(t.labels[0], vec![Some("1".into()), Some("3".into())]);
@@ -1080,6 +1256,7 @@ mod tests {
             label: &label,
             features: &features,
             categorical: &[],
+            dates: &[],
         };
         let t = read(&path, &dialect(Delimiter::Comma, true), layout).unwrap();
         assert_eq!(t.feature_names, ["a", "b", "c"]);
@@ -1125,6 +1302,7 @@ mod tests {
             label: &named,
             features: &[],
             categorical: &[],
+            dates: &[],
         };
         assert!(matches!(
             read(&path, &dialect(Delimiter::Comma, true), layout).unwrap_err(),
@@ -1139,6 +1317,7 @@ mod tests {
             label: &far,
             features: &[],
             categorical: &[],
+            dates: &[],
         };
         assert!(matches!(
             read(&path, &d, layout).unwrap_err(),
@@ -1251,7 +1430,7 @@ mod tests {
         );
         assert_eq!(island.values, ["Torgersen", "Biscoe"]);
         assert!(island.is_missing(1));
-        assert_eq!(t.feature_columns(), ["bill", "island", "code"]);
+        assert_eq!(t.columns, ["bill", "island", "code"]);
         // `code` named: its numbers are categories as written.
         let declared = [CategoricalSpec {
             columns: vec![Column::Name("code".into())],
@@ -1263,6 +1442,7 @@ mod tests {
             label: &[Column::Last],
             features: &[],
             categorical: &declared,
+            dates: &[],
         };
         let t = read(&path, &d, layout).unwrap();
         assert_eq!(t.feature_names, ["bill"]);
@@ -1278,10 +1458,11 @@ mod tests {
             label: &[Column::Last],
             features: &[],
             categorical: &label,
+            dates: &[],
         };
         assert!(matches!(
             read(&path, &d, layout).unwrap_err(),
-            TableError::Columns(m) if m == "`y` is named by `categorical`, and it is a label: categories of a label are its classes"
+            TableError::Columns(m) if m == "`y` is named by `categorical`, and it is a label"
         ));
     }
 
@@ -1301,5 +1482,68 @@ mod tests {
         let t = read(&path, &dialect(Delimiter::Comma, false), LAST).unwrap();
         assert_eq!(t.categorical.len(), 2);
         assert_eq!(t.rows(), 2);
+    }
+
+    #[test]
+    fn a_column_of_dates_gives_its_parts_and_one_bad_date_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dialect(Delimiter::Comma, true);
+        let path = write(
+            &dir,
+            "d.csv",
+            "x,when,y\n1,2024-03-01,0\n2,,1\n3,2024/12/31 06:00:00,0\n",
+        );
+        let t = read(&path, &d, LAST).unwrap();
+        assert_eq!(
+            t.feature_names,
+            ["x", "when.year", "when.month", "when.day-of-year"]
+        );
+        let shown: Vec<String> = t.features.iter().map(|v| v.to_string()).collect();
+        assert_eq!(
+            shown,
+            ["1", "2024", "3", "61", "2", "NaN", "NaN", "NaN", "3", "2024", "12", "366"]
+        );
+        assert!(t.categorical.is_empty());
+        assert_eq!(t.columns, ["x", "when"]);
+        // Named, with its parts.
+        let dates = [DateSpec {
+            columns: vec![Column::Name("when".into())],
+            parts: vec![DatePart::DayOfWeek, DatePart::Hour],
+            span: None,
+        }];
+        let layout = Layout::Both {
+            label: &[Column::Last],
+            features: &[],
+            categorical: &[],
+            dates: &dates,
+        };
+        let t = read(&path, &d, layout).unwrap();
+        assert_eq!(t.feature_names, ["x", "when.day-of-week", "when.hour"]);
+        assert_eq!(&t.features[..3], [1., 4., 0.]);
+        assert_eq!(&t.features[6..], [3., 1., 6.]);
+        // Dates but one: its line is named.
+        let mut text = String::from("x,when,y\n");
+        for i in 0..9 {
+            text += &format!("{i},2024-01-0{},0\n", i + 1);
+        }
+        text += "9,2024-01-32,1\n";
+        let path = write(&dir, "bad.csv", &text);
+        assert_eq!(
+            read(&path, &d, LAST).unwrap_err(),
+            TableError::Line {
+                line: 11,
+                message: "feature `when` (column 1) holds dates: `2024-01-32` is not a date (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601)".into()
+            }
+        );
+        // Text that is not dates stays categories.
+        let path = write(
+            &dir,
+            "c.csv",
+            "x,when,y\n1,2024-03-01,0\n2,soon,1\n3,later,0\n",
+        );
+        assert_eq!(
+            read(&path, &d, LAST).unwrap().categorical[0].values,
+            ["2024-03-01", "soon", "later"]
+        );
     }
 }

@@ -1,11 +1,14 @@
-//! The `categorical` nodes inside `data` → [`CategoricalSpec`]s: feature columns read
-//! as categories, one-hot or by index. Which values a column holds is known once the
-//! data is read (`pipeline_core::categorical`).
+//! The `categorical` and `date` nodes inside `data` → [`CategoricalSpec`]s and
+//! [`DateSpec`]s: feature columns read as categories (one-hot or by index), or as dates
+//! (a feature per part). What a column holds is known once the data is read
+//! (`pipeline_core::categorical`, `pipeline_core::table`).
 
 use crate::diagnostic::Diagnostic;
-use crate::manifest::{CategoricalSpec, Column, DataSpec, Encoding, FormatKind};
+use crate::manifest::{
+    CategoricalSpec, Column, DataSpec, DatePart, DateSpec, Encoding, FormatKind, DEFAULT_DATE_PARTS,
+};
 use crate::reader::Reader;
-use crate::schema::CATEGORICAL;
+use crate::schema::{CATEGORICAL, DATE};
 use kdl::KdlNode;
 
 impl<'a> Reader<'a> {
@@ -106,6 +109,76 @@ impl<'a> Reader<'a> {
                 }
             }
             out.push(spec);
+        }
+        out
+    }
+
+    /// The `date` nodes of the `data` node: for tables (not texts to tokenise), each
+    /// part named once.
+    pub(crate) fn dates(&mut self, data_node: Option<&KdlNode>, data: &DataSpec) -> Vec<DateSpec> {
+        let mut out = Vec::new();
+        let nodes = data_node
+            .and_then(KdlNode::children)
+            .map_or(&[][..], |c| c.nodes())
+            .iter()
+            .filter(|n| n.name().value() == DATE.name);
+        for (i, child) in nodes.enumerate() {
+            let path = ["data".to_string(), format!("date {i}")];
+            let f = self.read(Some(child), &DATE, &path, "data.date");
+            let span = Some(child.name().span());
+            let table = matches!(data.format.kind(), FormatKind::Table { .. });
+            if !table || data.text.is_some() || data.padding_id.is_some() {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::data::key_not_for_format",
+                        "`data.date` reads columns of a table of numbers and text".to_string(),
+                    )
+                    .label_opt(span, "not for this data")
+                    .help("date columns are columns of a CSV or JSON table; remove `date`"),
+                );
+                continue;
+            }
+            let written = f.texts("parts");
+            let mut parts: Vec<DatePart> = Vec::new();
+            let mut bad = false;
+            for part in &written {
+                // The default is one text of names.
+                for name in part.value.split_whitespace() {
+                    match DatePart::parse(name) {
+                        Some(p) if !parts.contains(&p) => parts.push(p),
+                        found => {
+                            bad = true;
+                            let why = match found {
+                                Some(_) => format!("`{name}` is named twice"),
+                                None => format!("`{name}` is not a part of a date"),
+                            };
+                            self.diags.push(
+                                Diagnostic::error("pipeline::data::bad_date_part", why)
+                                    .label_opt(part.span.or(span), "parts")
+                                    .help(format!(
+                                        "name each once, among {}",
+                                        DatePart::NAMES
+                                            .iter()
+                                            .map(|n| format!("`{n}`"))
+                                            .collect::<Vec<_>>()
+                                            .join(", ")
+                                    )),
+                            );
+                        }
+                    }
+                }
+            }
+            if bad {
+                continue;
+            }
+            if parts.is_empty() {
+                parts = DEFAULT_DATE_PARTS.to_vec();
+            }
+            out.push(DateSpec {
+                columns: f.columns("columns").into_iter().map(|c| c.value).collect(),
+                parts,
+                span,
+            });
         }
         out
     }

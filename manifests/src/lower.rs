@@ -334,6 +334,7 @@ impl<'a> Reader<'a> {
         let mut data = self.data(&data_f, sections.get("data").copied(), seed);
         data.extra_inputs = self.extra_inputs(sections.get("data").copied(), &data);
         data.categorical = self.categorical(sections.get("data").copied(), &data);
+        data.dates = self.dates(sections.get("data").copied(), &data);
         let blocks = self.blocks(&block_nodes);
         let model = self.model(sections.get("model").copied(), &blocks, base_dir);
         self.unused_blocks(&blocks);
@@ -736,6 +737,7 @@ impl<'a> Reader<'a> {
             padding_id: self.padding_id(f, format),
             extra_inputs: Vec::new(),
             categorical: Vec::new(),
+            dates: Vec::new(),
             max_categories: f.int("max-categories").max(2) as u64,
             load: self.load(f, format),
             workers: f.opt_int("workers").map(|w| w.max(0) as u64),

@@ -309,6 +309,10 @@ pub struct DataSpec {
     /// categorical (one-hot) without being declared.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub categorical: Vec<CategoricalSpec>,
+    /// Feature columns declared dates (`data.date`); a column of dates is one without
+    /// being declared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dates: Vec<DateSpec>,
     /// The most distinct values a categorical column may hold. It only refuses: not in
     /// the cache key.
     #[serde(skip)]
@@ -339,6 +343,40 @@ choice! {
         /// The value's id (1 … K; 0 for one not seen in training), a model input of its own.
         Index = "index",
     }
+}
+
+choice! {
+    /// What a date gives as a feature (`data.date`'s `parts`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum DatePart {
+        Year = "year",
+        /// 1 … 12.
+        Month = "month",
+        /// Of the month, 1 … 31.
+        Day = "day",
+        /// 1 … 366.
+        DayOfYear = "day-of-year",
+        /// 0 for Monday … 6 for Sunday (pandas' `dayofweek`).
+        DayOfWeek = "day-of-week",
+        Hour = "hour",
+        Minute = "minute",
+        /// Days since 1970-01-01, the time of day as a fraction.
+        Days = "days",
+    }
+}
+
+/// The parts a date column gives when no `date` node says.
+pub const DEFAULT_DATE_PARTS: &[DatePart] = &[DatePart::Year, DatePart::Month, DatePart::DayOfYear];
+
+/// A `date` node of `data`: feature columns of dates, and the parts each gives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DateSpec {
+    #[serde(serialize_with = "one_or_many")]
+    pub columns: Vec<Column>,
+    pub parts: Vec<DatePart>,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
 }
 
 /// A `categorical` node of `data`: feature columns read as categories, and how they

@@ -345,7 +345,8 @@ impl<'a> Reader<'a> {
                 if keys_too {
                     for child in children.nodes() {
                         let name = child.name().value();
-                        if matches!(section.children, Children::Repeated(r) if r.name == name) {
+                        if matches!(section.children, Children::Repeated(r) if r.iter().any(|r| r.name == name))
+                        {
                             continue;
                         }
                         let Some(key) = section.key(name) else {

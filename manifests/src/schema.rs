@@ -43,9 +43,9 @@ pub enum Children {
     /// Swept manifest keys (`sweep`'s `grid` and `random`), each node named by the key as
     /// `--set` writes it, its values after it.
     Swept,
-    /// Keys, and nodes of this section as often as written, each read on its own
-    /// (`optimizer`'s `group` nodes, `data`'s `categorical` nodes).
-    Repeated(&'static Section),
+    /// Keys, and nodes of these sections as often as written, each read on its own
+    /// (`optimizer`'s `group` nodes, `data`'s `categorical` and `date` nodes).
+    Repeated(&'static [&'static Section]),
 }
 
 /// Sections are the statics of the schema: one is another when it is the same static.
@@ -411,7 +411,7 @@ pub const SPLIT: Section = section(
 pub const AUTO_FORMAT: &str = "auto";
 
 pub const DATA: Section = Section {
-    children: Children::Repeated(&CATEGORICAL),
+    children: Children::Repeated(&[&CATEGORICAL, &DATE]),
     ..section(
     "data",
     &["source"],
@@ -539,6 +539,26 @@ pub const DATA: Section = Section {
     "Where the samples come from and how they are prepared.",
 )
 };
+
+/// A `date` node inside `data`: columns of dates read as numbers.
+pub static DATE: Section = section(
+    "date",
+    &["columns"],
+    &[
+        required(
+            "columns",
+            Ty::Columns,
+            "The feature columns, by name, index or range.",
+        ),
+        key(
+            "parts",
+            Ty::Texts,
+            Some(Val::Text("year month day-of-year")),
+            "What each date gives, a feature each, in this order: `year`, `month` (1–12), `day` (of the month), `day-of-year` (1–366), `day-of-week` (0 for Monday … 6, as pandas' `dayofweek`), `hour`, `minute`, `days` (since 1970-01-01, with the time of day as a fraction).",
+        ),
+    ],
+    "Feature columns of dates (CSV and JSON): `date \"when\" parts=\"year month day-of-week\"` (or `date \"when\" { parts \"year\" \"month\" \"day-of-week\"; }`). A column whose every value is a date or a date-time (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601 `2024-03-01T12:30:00Z`) is one without being named here, with the year, the month and the day of the year; name one to choose its parts, or to have a bad value refused. A column of dates with a few values that are not dates is refused, naming the first. A missing date is missing in every part (`data.missing`).",
+);
 
 /// The most distinct values `data.max-categories` may allow.
 pub const MAX_CATEGORIES: i64 = 1 << 20;

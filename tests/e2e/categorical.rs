@@ -344,3 +344,178 @@ train epochs=1
         &refused(d, &["check", "t.kdl"], 1),
     );
 }
+
+/// A weather table as people keep it: a date, a station's name, two measurements (one
+/// with gaps) and whether it rained; `days` days from 2023-01-01, `stations` drawn from.
+fn weather(path: &Path, days: usize, seed: u64, stations: &[&str]) {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let mut out = String::from("date,station,temp,humidity,rain\n");
+    for day in 0..days {
+        // Days of 2023 and on (every month has 28 days or more).
+        let (mut month, mut d, mut year) = (1, day + 1, 2023);
+        let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+        while d > lengths[month - 1] {
+            d -= lengths[month - 1];
+            month += 1;
+            if month > 12 {
+                month = 1;
+                year += 1;
+            }
+        }
+        let station = stations[(next() * stations.len() as f64) as usize % stations.len()];
+        let humidity = 40.0 + 50.0 * next();
+        let temp =
+            10.0 + 12.0 * ((month as f64 - 1.0) / 11.0 * std::f64::consts::PI).sin() + 4.0 * next();
+        let temp = if next() < 0.04 {
+            "NA".to_string()
+        } else {
+            format!("{temp:.1}")
+        };
+        let rain = if humidity > 70.0 || (month <= 3 && humidity > 55.0) {
+            "yes"
+        } else {
+            "no"
+        };
+        let date = if day % 2 == 0 {
+            format!("{year}-{month:02}-{d:02}")
+        } else {
+            format!("{year}/{month:02}/{d:02} 06:30:00")
+        };
+        out += &format!("{date},{station},{temp},{humidity:.1},{rain}\n");
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+const WEATHER: &str = r#"pipeline "weather"
+seed 3
+data "weather.csv" {
+    header #true
+    label "rain"
+    missing "median"
+    scale "standard"
+    split train=0.7 test=0.3 stratify=#true
+}
+model {
+    linear 16
+    relu
+    linear 2
+}
+loss "cross-entropy"
+optimizer "adam" lr=1e-2
+train epochs=40 batch-size=32
+eval "score" {
+    needs "train"
+    split "test"
+}
+checkpoint "export" {
+    needs "train"
+}
+predict "new" {
+    needs "train"
+    source "new.csv"
+    output "new-predictions.csv"
+}
+"#;
+
+#[test]
+fn a_column_of_dates_gives_the_parts_python_reads_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    weather(&d.join("weather.csv"), 365, 1, &["north", "east", "south"]);
+    weather(&d.join("new.csv"), 60, 2, &["north", "east", "south"]);
+    std::fs::write(d.join("weather.kdl"), WEATHER).unwrap();
+    let out = pipeline(d, &["check", "weather.kdl"]);
+    assert_eq!(
+        text(&out.stderr),
+        "ok: weather.kdl (4 stages)\n  data: 5 numeric features; dates: date (year, month, day-of-year); categorical: station (one-hot, 3 values), as the first 100 rows show\n"
+    );
+    let (report, _) = run(d, "weather.kdl");
+    let accuracy = report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.8, "{accuracy}");
+    let meta = checkpoint_metadata(d, &report, 2);
+    assert_eq!(
+        meta["dates"],
+        serde_json::json!([{"column": "date", "parts": ["year", "month", "day-of-year"]}])
+    );
+    // Python's datetime gives the parts; scikit-learn fills, scales and encodes as the
+    // run did; the exported model on them gives the run's predictions.
+    let export = report["stages"][2]["outputs"][0].as_str().unwrap();
+    let metadata = report["stages"][2]["outputs"][1].as_str().unwrap();
+    let split = format!("{}/split.json", report["run_dir"].as_str().unwrap());
+    let worst = py(
+        d,
+        &format!(
+            r#"
+import csv, json, numpy as np, torch
+from datetime import datetime
+from safetensors.torch import load_file
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+def when(text):
+    for form in ("%Y-%m-%d", "%Y/%m/%d %H:%M:%S"):
+        try:
+            return datetime.strptime(text, form)
+        except ValueError:
+            pass
+def table(path):
+    rows = list(csv.DictReader(open(path)))
+    X = np.array([[when(r["date"]).year, when(r["date"]).month, when(r["date"]).timetuple().tm_yday,
+                   float("nan") if r["temp"] == "NA" else float(r["temp"]), float(r["humidity"])] for r in rows])
+    return np.concatenate([X.astype(object), np.array([[r["station"]] for r in rows], dtype=object)], axis=1)
+meta = json.load(open({metadata:?}))
+assert meta["input_columns"][:5] == ["date.year", "date.month", "date.day-of-year", "temp", "humidity"], meta["input_columns"]
+train = json.load(open({split:?}))["train"]
+encode = ColumnTransformer([
+    ("numbers", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), [0, 1, 2, 3, 4]),
+    ("categories", OneHotEncoder(handle_unknown="ignore"), [5]),
+])
+encode.fit(table("weather.csv")[train])
+sd = load_file({export:?})
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+model.load_state_dict({{"0.weight": sd["0.weight"], "0.bias": sd["0.bias"], "2.weight": sd["2.weight"], "2.bias": sd["2.bias"]}})
+x = torch.tensor(np.asarray(encode.transform(table("new.csv")), dtype=np.float32))
+with torch.no_grad():
+    probs = torch.softmax(model(x), 1).numpy()
+rows = list(csv.DictReader(open("new-predictions.csv")))
+ours = np.array([[float(r["prob_" + c]) for c in meta["classes"]] for r in rows])
+print(float(np.abs(ours - probs).max()))
+"#
+        ),
+    );
+    let worst: f64 = worst.trim().parse().unwrap();
+    eprintln!("test accuracy {accuracy}; predictions against Python's dates: {worst:e}");
+    assert!(worst < 1e-5, "{worst}");
+
+    // Named parts; a part that is none, and a column of dates with a bad one, refused.
+    std::fs::write(
+        d.join("weather.kdl"),
+        WEATHER.replace(
+            "    label \"rain\"\n",
+            "    label \"rain\"\n    date \"date\" parts=\"day-of-week weekday\"\n",
+        ),
+    )
+    .unwrap();
+    assert_fixture(
+        "date-bad-part.check.stderr",
+        &refused(d, &["check", "weather.kdl"], 1),
+    );
+    std::fs::write(d.join("weather.kdl"), WEATHER).unwrap();
+    let table = std::fs::read_to_string(d.join("weather.csv")).unwrap();
+    std::fs::write(
+        d.join("weather.csv"),
+        table.replacen("2023-01-05", "2023-01-35", 1),
+    )
+    .unwrap();
+    assert_fixture(
+        "date-not-a-date.check.stderr",
+        &refused(d, &["check", "weather.kdl"], 1),
+    );
+}

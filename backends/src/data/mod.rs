@@ -75,6 +75,8 @@ pub struct Dataset {
     /// The features of a sample by name (the numeric columns, then `column=value` per
     /// one-hot category), when some column is categorical.
     pub input_columns: Option<Vec<String>>,
+    /// The columns of dates, each with the parts it gives as features.
+    pub dates: Vec<(String, Vec<manifests::DatePart>)>,
     /// Per categorical column, how many samples outside the training split held a value
     /// the training split does not (encoded as none).
     pub unseen: Vec<(String, usize)>,
@@ -208,6 +210,7 @@ impl Dataset {
             categories: Vec::new(),
             categorical: Vec::new(),
             input_columns: None,
+            dates: Vec::new(),
             unseen: Vec::new(),
             images: None,
             stream: None,
@@ -256,6 +259,8 @@ impl Dataset {
             origin,
             mask,
             categorical,
+            columns,
+            dates,
         } = read_source(&manifest.base_dir, spec, tokenizer.as_ref())?;
         if let Some(d) = categorical
             .iter()
@@ -318,8 +323,12 @@ impl Dataset {
             .cloned()
             .chain(dataset.categories.iter().map(|c| c.name.clone()))
             .collect();
-        let columns = pipeline_core::categorical::columns(&feature_names, &dataset.categories);
         dataset.feature_columns = feature_columns(spec, &columns);
+        if !dates.is_empty() {
+            // The parts of the dates among the features (one-hot ones may follow).
+            dataset.input_columns = Some(feature_names.clone());
+        }
+        dataset.dates = dates;
         let missing = dataset
             .features
             .isnan()

@@ -50,6 +50,11 @@ pub(super) struct Source {
     pub mask: Option<Tensor>,
     /// A table's categorical feature columns, as read (`features` holds the others).
     pub categorical: Vec<Categories>,
+    /// A table's feature columns by name, as chosen (a date column once, its parts among
+    /// `names`; a categorical one too).
+    pub columns: Vec<String>,
+    /// A table's columns of dates, each with the parts it gives.
+    pub dates: Vec<(String, Vec<manifests::DatePart>)>,
 }
 
 /// Reads the features (with their names) and, unless there is a labels file, the labels.
@@ -80,13 +85,15 @@ pub(super) fn read_source(
         let per_sample: i64 = t.size().get(1..).unwrap_or(&[]).iter().product();
         (0..per_sample).map(|j| format!("feature {j}")).collect()
     };
-    let plain = |features: Tensor, names, labels, origin| Source {
+    let plain = |features: Tensor, names: Vec<String>, labels, origin| Source {
         features,
+        columns: names.clone(),
         names,
         labels,
         origin,
         mask: None,
         categorical: Vec::new(),
+        dates: Vec::new(),
     };
     Ok(match spec.format.kind() {
         FormatKind::Table { .. } if spec.text.is_some() => {
@@ -103,9 +110,13 @@ pub(super) fn read_source(
             };
             let names = t.feature_names.clone();
             let categorical = std::mem::take(&mut t.categorical);
+            let columns = std::mem::take(&mut t.columns);
+            let dates = std::mem::take(&mut t.dates);
             let labels = (!separate).then(|| cells(t, path, spec.format));
             Source {
                 categorical,
+                columns,
+                dates,
                 ..plain(features, names, labels, origin)
             }
         }
@@ -252,11 +263,13 @@ fn read_text(
     });
     Ok(Source {
         features,
+        columns: names.clone(),
         names,
         labels,
         origin,
         mask: Some(mask),
         categorical: Vec::new(),
+        dates: Vec::new(),
     })
 }
 

@@ -62,6 +62,13 @@ impl Context<'_> {
             self.session.data.categorical.clone(),
             self.session.data.input_columns.clone(),
         );
+        let dates: Vec<serde_json::Value> = self
+            .session
+            .data
+            .dates
+            .iter()
+            .map(|(column, parts)| json!({"column": column, "parts": parts}))
+            .collect();
         let trained = self.model_of(source, spec.from.value)?;
         let m = &trained.metrics;
         // The metrics of the weights exported (counts and positions aside).
@@ -115,12 +122,19 @@ impl Context<'_> {
             metadata["feature_columns"] = json!(features);
             metadata["label_columns"] = json!(labels);
         }
-        if let (vocabularies @ [_, ..], Some(inputs)) = (&categorical.0[..], &categorical.1) {
-            // Each categorical column's values (the training split's, sorted) and how they
-            // were encoded; the input's features by name (the numeric columns, then a
-            // `column=value` per one-hot value).
-            metadata["categorical"] = json!(vocabularies);
+        if let Some(inputs) = &categorical.1 {
+            // The input's features by name: the numeric columns (a date column's parts,
+            // `when.year`, in its place), then a `column=value` per one-hot value.
             metadata["input_columns"] = json!(inputs);
+        }
+        if !categorical.0.is_empty() {
+            // Each categorical column's values (the training split's, sorted) and how they
+            // were encoded.
+            metadata["categorical"] = json!(categorical.0);
+        }
+        if !dates.is_empty() {
+            // Each column of dates and the parts it gives, in order.
+            metadata["dates"] = json!(dates);
         }
         if let Some(filled) = filled {
             // What a missing feature was filled with (before scaling).

@@ -159,6 +159,7 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
         columns.features.iter().map(|&c| names[c].clone()).collect(),
         columns.features.clone(),
         &columns.declared,
+        &columns.dated,
         match layout {
             Layout::Both { .. } => Hint::ByName,
             _ => Hint::None,
@@ -168,6 +169,8 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
         feature_names: Vec::new(),
         features: Vec::new(),
         categorical: Vec::new(),
+        dates: Vec::new(),
+        columns: Vec::new(),
         label_names: columns.labels.iter().map(|&c| names[c].clone()).collect(),
         labels: vec![Vec::with_capacity(records.len()); columns.labels.len()],
         lines: (0..records.len()).collect(),
@@ -231,7 +234,10 @@ fn to_table(records: &[Record], layout: Layout<'_>) -> Result<Table, TableError>
         }
         cells.end_row();
     }
-    (t.feature_names, t.features, t.categorical) = cells.finish();
+    let done = cells
+        .finish(layout.dates())
+        .map_err(|(row, message)| TableError::Line { line: row, message })?;
+    t.set_features(done);
     Ok(t)
 }
 
@@ -264,6 +270,7 @@ mod tests {
         label: &[Column::Last],
         features: &[],
         categorical: &[],
+        dates: &[],
     };
 
     #[test]
@@ -304,6 +311,7 @@ mod tests {
                 label: &[Column::Name("y".into())],
                 features: &[],
                 categorical: &[],
+                dates: &[],
             },
         )
         .unwrap();
@@ -319,6 +327,7 @@ mod tests {
                     label: &[Column::Name("y".into())],
                     features: &[],
                     categorical: &[],
+                    dates: &[],
                 }
             ),
             Some(2)

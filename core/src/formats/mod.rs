@@ -394,6 +394,7 @@ mod tests {
             label: &label,
             features: &[],
             categorical: &[],
+            dates: &[],
         };
         let t = super::table(format)
             .unwrap()

@@ -98,9 +98,12 @@ pub fn section() -> &'static Section {
             LR,
             WEIGHT_DECAY,
         ]),
-        children: Children::Repeated(&GROUP),
+        children: Children::Repeated(GROUPS),
     })
 }
+
+/// The nodes an `optimizer` repeats: its `group`s.
+static GROUPS: &[&Section] = &[&GROUP];
 
 static COMMON: [Key; 2] = [LR, WEIGHT_DECAY];
 static COMMON_KEYS: &[&Key] = &[&COMMON[0], &COMMON[1]];
