@@ -16,8 +16,6 @@ pub struct Categories {
     pub name: String,
     /// The column in the file (0-based), for messages and to read another file alike.
     pub column: usize,
-    /// The column's place among the feature columns chosen (0-based).
-    pub feature: usize,
     pub values: Vec<String>,
     pub codes: Vec<u32>,
     /// The `data.categorical` node that names it (`None`: found to hold text).
@@ -30,11 +28,10 @@ pub struct Categories {
 pub const MISSING: u32 = u32::MAX;
 
 impl Categories {
-    pub fn new(name: String, column: usize, feature: usize) -> Categories {
+    pub fn new(name: String, column: usize) -> Categories {
         Categories {
             name,
             column,
-            feature,
             values: Vec::new(),
             codes: Vec::new(),
             declared: None,
@@ -141,6 +138,9 @@ impl Categories {
 pub struct Vocabulary {
     /// The column's name (the header's, or `column N`).
     pub column: String,
+    /// Its place in the file (0-based): where a file without a header has it.
+    #[serde(skip)]
+    pub index: usize,
     pub encoding: Encoding,
     /// `index`: the model input the ids are.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -167,6 +167,7 @@ impl Vocabulary {
         values.sort();
         Vocabulary {
             column: column.name.clone(),
+            index: column.column,
             encoding,
             input: None,
             values,
@@ -340,7 +341,7 @@ mod tests {
     use super::*;
 
     fn column(cells: &[Option<&str>]) -> Categories {
-        let mut c = Categories::new("island".into(), 2, 1);
+        let mut c = Categories::new("island".into(), 2);
         for cell in cells {
             c.push(*cell);
         }

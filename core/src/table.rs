@@ -191,7 +191,7 @@ impl FeatureCells {
         let texts: Vec<Option<Categories>> = (0..names.len())
             .map(|k| {
                 (declared[k].is_some() || dated[k].is_some()).then(|| {
-                    let mut c = Categories::new(names[k].clone(), columns[k], k);
+                    let mut c = Categories::new(names[k].clone(), columns[k]);
                     c.declared = declared[k];
                     c
                 })
@@ -252,7 +252,7 @@ impl FeatureCells {
             }
             (Kind::Unknown, Cell::Text(_)) => {
                 // The rows above were all missing in it.
-                let mut column = Categories::new(self.names[k].clone(), self.columns[k], k);
+                let mut column = Categories::new(self.names[k].clone(), self.columns[k]);
                 for _ in 0..self.rows {
                     column.push(None);
                 }
@@ -1424,10 +1424,7 @@ mod tests {
         let [island] = &t.categorical[..] else {
             panic!("{:?}", t.categorical)
         };
-        assert_eq!(
-            (island.name.as_str(), island.column, island.feature),
-            ("island", 1, 1)
-        );
+        assert_eq!((island.name.as_str(), island.column), ("island", 1));
         assert_eq!(island.values, ["Torgersen", "Biscoe"]);
         assert!(island.is_missing(1));
         assert_eq!(t.columns, ["bill", "island", "code"]);

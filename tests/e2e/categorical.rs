@@ -1,5 +1,6 @@
-//! End-to-end tests of tables with columns of text, with the real binary: a column of
-//! text is categorical without being declared (one-hot, its values the training split's),
+//! End-to-end tests of tables with columns of text and of dates, with the real binary: a
+//! column of dates gives its parts as numbers (compared with Python's `datetime`); a column
+//! of text is categorical without being declared (one-hot, its values the training split's),
 //! a column of codes is one when named, by index as an input of its own; missing values
 //! and values not seen in training; `check` saying what the run will do; and the whole
 //! encoding compared with scikit-learn's (`SimpleImputer`, `StandardScaler`,
@@ -10,19 +11,25 @@ use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, 
 use serde_json::Value;
 use std::path::Path;
 
-/// A species table of `rows` rows as people keep them: the label first, two columns of
-/// text (`island`, `sex`, which has `NA`s), four measurements (one with gaps); `islands`
-/// names the islands drawn from.
-fn penguins(path: &Path, rows: usize, seed: u64, islands: &[&str]) {
+/// Numbers in [0, 1) drawn from `seed` (a linear congruential generator: the same data on
+/// every machine, without a crate for it).
+fn draws(seed: u64) -> impl FnMut() -> f64 {
     let mut state = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
-    let mut next = move || {
+    move || {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    }
+}
+
+/// A species table of `rows` rows as people keep them: the label first, two columns of
+/// text (`island`, `sex`, which has `NA`s), four measurements (one with gaps); `islands`
+/// names the islands drawn from.
+fn penguins(path: &Path, rows: usize, seed: u64, islands: &[&str]) {
+    let mut next = draws(seed);
     let mut out = String::from("species,island,bill_length,bill_depth,flipper,body_mass,sex\n");
     for i in 0..rows {
         let s = i % 3;
@@ -348,13 +355,7 @@ train epochs=1
 /// A weather table as people keep it: a date, a station's name, two measurements (one
 /// with gaps) and whether it rained; `days` days from 2023-01-01, `stations` drawn from.
 fn weather(path: &Path, days: usize, seed: u64, stations: &[&str]) {
-    let mut state = seed;
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    let mut next = draws(seed);
     let mut out = String::from("date,station,temp,humidity,rain\n");
     for day in 0..days {
         // Days of 2023 and on (every month has 28 days or more).

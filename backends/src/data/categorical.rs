@@ -181,12 +181,7 @@ impl Dataset {
             .map(|v| manifests::CategoricalSpec {
                 columns: vec![match header {
                     true => Column::Name(v.column.clone()),
-                    false => Column::Index(
-                        v.column
-                            .strip_prefix("column ")
-                            .and_then(|i| i.parse().ok())
-                            .unwrap_or_default(),
-                    ),
+                    false => Column::Index(v.index),
                 }],
                 encoding: v.encoding,
                 input: v.input.clone(),

@@ -317,43 +317,13 @@ impl Dataset {
         if let Fit::Training { data, labelled } = fit {
             dataset.classes_of(data, labelled, spec)?;
         }
-        // Every feature column's name, numeric then categorical (as messages count them).
-        let names: Vec<String> = feature_names
-            .iter()
-            .cloned()
-            .chain(dataset.categories.iter().map(|c| c.name.clone()))
-            .collect();
         dataset.feature_columns = feature_columns(spec, &columns);
         if !dates.is_empty() {
             // The parts of the dates among the features (one-hot ones may follow).
             dataset.input_columns = Some(feature_names.clone());
         }
         dataset.dates = dates;
-        let missing = dataset
-            .features
-            .isnan()
-            .flatten(1, -1)
-            .any_dim(1, false)
-            .logical_or(&dataset.categories_missing());
-        // The first feature sample `i` misses: a number's, else a category's.
-        let numeric = feature_names.len();
-        let column = move |d: &Dataset, i: usize| {
-            first_index(&d.features.get(i as i64).flatten(0, -1).isnan())
-                .or_else(|| {
-                    d.categories
-                        .iter()
-                        .position(|c| c.is_missing(i))
-                        .map(|k| numeric + k)
-                })
-                .unwrap_or(0)
-        };
-        if let Fit::Training {
-            labelled: false, ..
-        } = fit
-        {
-            dataset.nothing_missing(spec, &names, &missing, column)?;
-        }
-        dataset.missing_values(spec, &names, &missing, column)?;
+        dataset.missing_features(spec, &feature_names, fit)?;
         dataset.every_sample_has_a_token(spec)?;
         dataset.ids_fit(manifest, 0)?;
         let n = dataset.rows.len();
@@ -413,6 +383,48 @@ impl Dataset {
             dataset.encode_categories(manifest, &feature_names, fit)?;
         }
         Ok(dataset)
+    }
+
+    /// `data.missing` applied to the samples missing a feature, numeric or categorical
+    /// (`numeric`: the numeric ones' names): none may be missing from a prediction
+    /// unless the training fills them.
+    fn missing_features(
+        &mut self,
+        spec: &DataSpec,
+        numeric: &[String],
+        fit: Fit<'_>,
+    ) -> Result<(), Diagnostic> {
+        // Every feature column's name, numeric then categorical (as messages count them).
+        let names: Vec<String> = numeric
+            .iter()
+            .cloned()
+            .chain(self.categories.iter().map(|c| c.name.clone()))
+            .collect();
+        let missing = self
+            .features
+            .isnan()
+            .flatten(1, -1)
+            .any_dim(1, false)
+            .logical_or(&self.categories_missing());
+        // The first feature sample `i` misses: a number's, else a category's.
+        let numeric = numeric.len();
+        let column = move |d: &Dataset, i: usize| {
+            first_index(&d.features.get(i as i64).flatten(0, -1).isnan())
+                .or_else(|| {
+                    d.categories
+                        .iter()
+                        .position(|c| c.is_missing(i))
+                        .map(|k| numeric + k)
+                })
+                .unwrap_or(0)
+        };
+        if let Fit::Training {
+            labelled: false, ..
+        } = fit
+        {
+            self.nothing_missing(spec, &names, &missing, column)?;
+        }
+        self.missing_values(spec, &names, &missing, column)
     }
 
     /// The labels as class indices (text labels mapped to their sorted names' indices)
