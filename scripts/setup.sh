@@ -23,6 +23,8 @@
 #     unpacked into $cache/gloo-$GLOO_DEB_VERSION (no root needed, nothing installed).
 #   - the sequence examples' data: examples/data/order.csv, written by
 #     scripts/make-order-data.py (seeded);
+#   - the table example's data: examples/data/rentals.csv (dates, words, gaps), written by
+#     scripts/make-rentals-data.py (seeded);
 #   - the TorchScript example's module: examples/data/digits-cnn.pt, scripted by
 #     scripts/make-torchscript-model.py (seeded);
 #   - scikit-learn's data sets as shipped (`sklearn/datasets/data/`: digits, wine, breast
@@ -174,6 +176,15 @@ if [ ! -f "$order" ]; then
   say "writing the sequence examples' data (examples/data/order.csv)"
   mkdir -p "$root/examples/data"
   "$venv/bin/python" "$root/scripts/make-order-data.py" "$order"
+fi
+
+# --- the table example's data -----------------------------------------------------------
+# Two years of bike rentals with dates, words and gaps (scripts/make-rentals-data.py).
+rentals="$root/examples/data/rentals.csv"
+if [ ! -f "$rentals" ]; then
+  say "writing the table example's data (examples/data/rentals.csv)"
+  mkdir -p "$root/examples/data"
+  "$venv/bin/python" "$root/scripts/make-rentals-data.py" "$rentals"
 fi
 
 # --- the TorchScript example's module ---------------------------------------------------

@@ -48,7 +48,6 @@ pub fn evaluate(
     collect: bool,
 ) -> Result<(Scores, Option<Predicted>), TchError> {
     let target = objective.target();
-    let classification = target == Target::Classes;
     let n = samples.len() as i64;
     std::thread::scope(|scope| {
         tch::no_grad(|| {
@@ -87,7 +86,7 @@ pub fn evaluate(
                 let _ = loss_sum.f_add_(&batch_loss)?;
                 let _ = weight_sum.f_add_(&batch_weight)?;
                 if let Some(predicted) = &mut predicted {
-                    predicted.push(&out, &yb, classification, objective)?;
+                    predicted.push(&out, &yb, data, objective)?;
                 }
                 if let Some((hits, count)) = loss::correct(target, &out, &yb)? {
                     let _ = hits_sum.f_add_(&hits)?;
@@ -253,24 +252,34 @@ pub struct Predicted {
 }
 
 impl Predicted {
-    /// Adds a batch: the model's outputs `out` and the labels or targets `yb`.
+    /// Adds a batch of `data`: the model's outputs `out` and the labels or targets `yb`
+    /// (a regression's both in the labels' units).
     fn push(
         &mut self,
         out: &Tensor,
         yb: &Tensor,
-        classification: bool,
+        data: &Dataset,
         objective: &Loss,
     ) -> Result<(), TchError> {
         // Probabilities (of the classes, of each label), or the regression's outputs.
-        let out = objective.scores(out)?;
+        let mut out = objective.scores(out)?;
         self.width = out.size()[1] as usize;
         let host = |t: &Tensor| t.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1);
+        let targets = match objective.target() {
+            Target::Classes => {
+                self.classes.extend(Vec::<i64>::try_from(&host(yb)?)?);
+                None
+            }
+            Target::Labels => Some(yb.shallow_clone()),
+            Target::Values => {
+                out = data.in_label_units(&out)?;
+                Some(data.in_label_units(yb)?)
+            }
+        };
         self.outputs.extend(Vec::<f64>::try_from(&host(&out)?)?);
-        match classification {
-            true => self.classes.extend(Vec::<i64>::try_from(&host(yb)?)?),
-            false => self
-                .targets
-                .extend(Vec::<f64>::try_from(&host(&yb.f_to_kind(Kind::Double)?)?)?),
+        if let Some(targets) = targets {
+            let targets = host(&targets.f_to_kind(Kind::Double)?)?;
+            self.targets.extend(Vec::<f64>::try_from(&targets)?);
         }
         Ok(())
     }

@@ -46,7 +46,10 @@ pub fn predict(
             for _ in 0..count {
                 let (xb, _) = loader.next_batch()?;
                 let out = numerics.autocast(|| model.forward(&xb, false))?;
-                let out = loss.scores(&out)?;
+                let mut out = loss.scores(&out)?;
+                if loss.target() == Target::Values {
+                    out = data.in_label_units(&out)?;
+                }
                 predictions.width = out.size()[1] as usize;
                 let host = out.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?;
                 predictions.values.extend(Vec::<f64>::try_from(&host)?);

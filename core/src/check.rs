@@ -303,6 +303,24 @@ fn labels_and_loss(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             .help("remove `stratify=#true`, or use `cross-entropy` or `nll`"),
         );
     }
+    let scale_label = &m.data.scale_label;
+    if !scale_label.is_unscaled() && !m.loss.kind.is_regression() {
+        diags.push(
+            Diagnostic::error(
+                "pipeline::data::scale_label_without_values",
+                format!(
+                    "`scale-label` scales the values a regression approaches, but `{loss}` trains on {}",
+                    match classification {
+                        true => "class indices",
+                        false => "0/1 labels",
+                    }
+                ),
+            )
+            .label_opt(scale_label.span, "scales the labels")
+            .label_opt(m.loss.span, "not a regression loss")
+            .help("remove `scale-label`, or use a regression loss (`mse`, `l1`, `huber`)"),
+        );
+    }
 }
 
 fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {

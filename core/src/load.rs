@@ -19,7 +19,11 @@ pub fn streams(manifest: &Manifest) -> bool {
         Load::Memory => false,
         Load::Stream => true,
         Load::Auto => {
-            if data.missing == Missing::Median || data.padding_id.is_some() || data.text.is_some() {
+            if data.missing == Missing::Median
+                || data.padding_id.is_some()
+                || data.text.is_some()
+                || data.window.is_some()
+            {
                 return false;
             }
             let values = match data.format.kind() {

@@ -43,10 +43,15 @@ impl Input {
     /// The inputs `data` gives for samples of shape `first` (the data file's first
     /// input's; a `mask` has the shape of the tokens it marks), `extra` (the shapes of
     /// `data.inputs`', in order) and the ids of its categorical columns encoded by index.
+    /// With `data.window`, every input is a window of rows: `length` rows first.
     pub fn of_data(data: &DataSpec, first: &[i64], extra: &[Shape]) -> Vec<Input> {
+        let windowed = |row: &[i64]| match &data.window {
+            Some(w) => [&[w.length as i64], row].concat(),
+            None => row.to_vec(),
+        };
         let own = data.own_inputs().iter().map(|name| Input {
             name: name.to_string(),
-            shape: first.to_vec(),
+            shape: windowed(first),
         });
         let extra = data
             .extra_inputs
@@ -54,12 +59,12 @@ impl Input {
             .zip(extra)
             .map(|(spec, shape)| Input {
                 name: spec.name.clone(),
-                shape: shape.clone(),
+                shape: windowed(shape),
             });
         // A categorical column encoded by index: one id per sample.
         let ids = data.index_inputs().into_iter().map(|name| Input {
             name,
-            shape: vec![1],
+            shape: windowed(&[1]),
         });
         own.chain(extra).chain(ids).collect()
     }

@@ -45,6 +45,9 @@ pub enum Layout<'a> {
         /// Feature columns of dates (`data.date`); a column of text whose every value is
         /// a date is one without being named.
         dates: &'a [DateSpec],
+        /// A label column may be a feature too: windows of a series read the label's
+        /// past values to predict a later one (`data.window` with a horizon).
+        labels_are_features: bool,
     },
     /// Features only (the labels are in another file): `features`, empty for all.
     Features(&'a [Column]),
@@ -68,6 +71,7 @@ impl<'a> Layout<'a> {
     /// features, and which of those are declared categorical.
     pub fn of(spec: &'a manifests::DataSpec) -> Layout<'a> {
         Layout::Both {
+            labels_are_features: spec.window.as_ref().is_some_and(|w| w.horizon > 0),
             label: match spec.labels_file {
                 Some(_) => &[],
                 None => &spec.label,
@@ -913,6 +917,7 @@ pub fn read_column(
         .then_some(t.label_names.as_slice());
     let wanted = [Column::Name(name.to_string())];
     let layout = Layout::Both {
+        labels_are_features: false,
         label: &[],
         features: &wanted,
         categorical: &[],
@@ -947,6 +952,7 @@ pub fn read_cells(
     let features = column;
     let columns = resolve(
         Layout::Both {
+            labels_are_features: false,
             label,
             features,
             categorical: &[],
@@ -1072,14 +1078,18 @@ pub(crate) fn resolve(
         Layout::Features([]) => (Vec::new(), (0..width).collect()),
         Layout::Features(features) => (Vec::new(), all(features)?),
         Layout::Both {
-            label, features, ..
+            label,
+            features,
+            labels_are_features,
+            ..
         } => {
             let labels = all(label)?;
             let features: Vec<usize> = match features {
                 [] => (0..width).filter(|i| !labels.contains(i)).collect(),
                 some => all(some)?,
             };
-            if let Some(both) = features.iter().find(|i| labels.contains(i)) {
+            let both = features.iter().find(|i| labels.contains(i));
+            if let (Some(both), false) = (both, labels_are_features) {
                 return Err(TableError::Columns(format!(
                     "column {both} is both a label and a feature"
                 )));
@@ -1174,6 +1184,7 @@ mod tests {
     }
 
     const LAST: Layout<'static> = Layout::Both {
+        labels_are_features: false,
         label: &[Column::Last],
         features: &[],
         categorical: &[],
@@ -1186,6 +1197,7 @@ mod tests {
         let path = write(&dir, "ok.csv", "a,b,y\n1,2,0\n3,4,1\n");
         let label = [Column::Name("y".into())];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &label,
             features: &[],
             categorical: &[],
@@ -1197,6 +1209,7 @@ mod tests {
         assert_eq!(t.feature_names, ["a", "b"]);
         assert_eq!(t.lines, vec![2, 3]);
         let first = Layout::Both {
+            labels_are_features: false,
             label: &[Column::First],
             features: &[],
             categorical: &[],
@@ -1253,6 +1266,7 @@ mod tests {
         let label = [Column::Name("y1".into()), Column::Index(5)];
         let features = [Column::Range { start: 1, end: 3 }, Column::Name("c".into())];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &label,
             features: &features,
             categorical: &[],
@@ -1299,6 +1313,7 @@ mod tests {
         let path = write(&dir, "y.csv", "a,b\n1,2\n");
         let named = [Column::Name("y".into())];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &named,
             features: &[],
             categorical: &[],
@@ -1314,6 +1329,7 @@ mod tests {
         ));
         let far = [Column::Index(9)];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &far,
             features: &[],
             categorical: &[],
@@ -1436,6 +1452,7 @@ mod tests {
             span: None,
         }];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &[Column::Last],
             features: &[],
             categorical: &declared,
@@ -1452,6 +1469,7 @@ mod tests {
             ..declared[0].clone()
         }];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &[Column::Last],
             features: &[],
             categorical: &label,
@@ -1509,6 +1527,7 @@ mod tests {
             span: None,
         }];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &[Column::Last],
             features: &[],
             categorical: &[],

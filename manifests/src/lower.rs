@@ -610,7 +610,9 @@ impl<'a> Reader<'a> {
             seed: split_f
                 .and_then(|s| s.opt_int("seed"))
                 .map_or(seed, |s| s as u64),
-            shuffle: split_f.is_none_or(|s| s.bool("shuffle")),
+            // Windows are split in time order.
+            shuffle: f.section_fields("window").is_none()
+                && split_f.is_none_or(|s| s.bool("shuffle")),
             stratify: split_f.is_some_and(|s| s.bool("stratify")),
         };
         let sum = split.train + split.val + split.test;
@@ -731,7 +733,13 @@ impl<'a> Reader<'a> {
             // Not reached: `missing` and `scale` have defaults.
             missing: Missing::parse(&f.text("missing")).unwrap_or(Missing::Error),
             scale: Scale::parse(&f.text("scale")).unwrap_or(Scale::None),
+            scale_label: Spanned {
+                // Not reached: `scale-label` has a default.
+                value: Scale::parse(&f.text("scale-label")).unwrap_or(Scale::None),
+                span: f.span("scale-label"),
+            },
             split,
+            window: self.window(f, format),
             text: self.text(f, format),
             images: self.images(node, f, format),
             padding_id: self.padding_id(f, format),
@@ -744,6 +752,77 @@ impl<'a> Reader<'a> {
             prefetch: f.int("prefetch").max(1) as u64,
             span: f.span,
         }
+    }
+
+    /// `data.window`: rows of numbers held in memory, in their order: not images, texts,
+    /// token ids or streamed rows, not rows left out or shuffled.
+    fn window(&mut self, f: &Fields, format: DataFormat) -> Option<WindowSpec> {
+        let w = f.section_fields("window")?;
+        let split = f.section_fields("split");
+        let refuse = |why: String, other: Option<miette::SourceSpan>, help: &str| {
+            Diagnostic::error("pipeline::data::window_not_rows", why)
+                .label_opt(w.span, "windows of rows")
+                .label_opt(other, "this")
+                .help(help.to_string())
+        };
+        let what = if format.is_images() {
+            Some((
+                "images are not rows of a series",
+                f.span("source"),
+                "remove `window`",
+            ))
+        } else if let Some(text) = f.section_fields("text") {
+            Some((
+                "a text column is tokenised into a sequence already",
+                text.span,
+                "remove `window`",
+            ))
+        } else if f.value("padding-id").is_some() {
+            Some((
+                "token ids are a sequence already",
+                f.span("padding-id"),
+                "remove `window`",
+            ))
+        } else if f.text("load") == Load::Stream.as_str() {
+            Some((
+                "windows are cut from rows held in memory, not streamed",
+                f.span("load"),
+                "remove `load`",
+            ))
+        } else if f.text("missing") == Missing::DropRow.as_str() {
+            Some((
+                "leaving a row out would join the rows around it into one window",
+                f.span("missing"),
+                "fill missing values instead: `missing \"mean\"` or `\"median\"`",
+            ))
+        } else if split.is_some_and(|s| s.bool("stratify")) {
+            Some((
+                "windows are split in time order, not by class",
+                split.and_then(|s| s.span),
+                "remove `stratify`",
+            ))
+        } else if split.is_some_and(|s| s.value("shuffle").is_some() && s.bool("shuffle")) {
+            Some((
+                "windows are split in time order: shuffling would train on the future",
+                split.and_then(|s| s.span),
+                "remove `shuffle`",
+            ))
+        } else {
+            None
+        };
+        if let Some((why, span, help)) = what {
+            self.diags.push(refuse(
+                format!("`window` makes samples of consecutive rows, but {why}"),
+                span,
+                help,
+            ));
+        }
+        Some(WindowSpec {
+            length: w.int("length").max(1) as u64,
+            horizon: w.int("horizon").max(0) as u64,
+            stride: w.int("stride").max(1) as u64,
+            span: w.span,
+        })
     }
 
     /// `data.load`: `stream` reads `.npy` and Parquet features and images only, and not
@@ -1184,6 +1263,7 @@ mod tests {
                 true => SamplerName::Bucketed.as_str(),
             },
             ("data", "load") => |m| m.data.load.value.as_str(),
+            ("data", "scale-label") => |m| m.data.scale_label.value.as_str(),
             ("sweep", "mode") => |m| {
                 m.sweep
                     .as_ref()
@@ -1269,7 +1349,7 @@ mod tests {
                 keys += 1;
             }
         }
-        assert_eq!(keys, 19, "every choice key was tried");
+        assert_eq!(keys, 20, "every choice key was tried");
     }
     /// The same for the choice keys of layers and structures (which `--set` cannot
     /// reach): each name, written in a model, is the value the lowered node holds.

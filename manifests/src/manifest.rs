@@ -20,6 +20,13 @@ pub struct Spanned<T> {
     pub span: Option<SourceSpan>,
 }
 
+impl Spanned<Scale> {
+    /// No scaling (`scale-label "none"`, the default).
+    pub fn is_unscaled(&self) -> bool {
+        self.value == Scale::None
+    }
+}
+
 /// What a run records besides `metrics.jsonl` (`logging { … }`); in no cache key.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoggingSpec {
@@ -291,7 +298,15 @@ pub struct DataSpec {
     pub labels_file: Option<Spanned<PathBuf>>,
     pub missing: Missing,
     pub scale: Scale,
+    /// Regression: the labels' scaling, fitted on the training split; losses train on
+    /// the scaled labels, metrics and predictions are in the labels' units. Keyed only
+    /// when set (older keys stay as they were).
+    #[serde(skip_serializing_if = "Spanned::is_unscaled")]
+    pub scale_label: Spanned<Scale>,
     pub split: SplitSpec,
+    /// Time-series windows: a sample is some consecutive rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSpec>,
     /// A text column tokenised into the features (CSV, Parquet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<TextSpec>,
@@ -368,6 +383,34 @@ choice! {
 
 /// The parts a date column gives when no `date` node says.
 pub const DEFAULT_DATE_PARTS: &[DatePart] = &[DatePart::Year, DatePart::Month, DatePart::DayOfYear];
+
+/// `data.window`: each sample is `length` consecutive rows, labelled with the label
+/// `horizon` rows after its last one; a window starts every `stride` rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowSpec {
+    pub length: u64,
+    pub horizon: u64,
+    pub stride: u64,
+    #[serde(skip)]
+    pub span: Option<SourceSpan>,
+}
+
+impl WindowSpec {
+    /// The first row of each window over `rows` rows: those whose label row lies in the
+    /// file when `labelled`, else every complete window.
+    pub fn starts(&self, rows: usize, labelled: bool) -> Vec<usize> {
+        let (length, horizon) = (self.length as usize, self.horizon as usize);
+        let needed = length + if labelled { horizon } else { 0 };
+        (0..(rows + 1).saturating_sub(needed))
+            .step_by(self.stride as usize)
+            .collect()
+    }
+
+    /// The row of the label of the window starting at `start`.
+    pub fn label_row(&self, start: usize) -> usize {
+        start + self.length as usize - 1 + self.horizon as usize
+    }
+}
 
 /// A `date` node of `data`: feature columns of dates, and the parts each gives.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -407,6 +407,34 @@ pub const SPLIT: Section = section(
     "How the samples are shuffled and split into train / val / test.",
 );
 
+/// The longest window (`data.window`'s `length`), horizon and stride.
+pub const MAX_WINDOW: i64 = 1 << 20;
+
+pub const WINDOW: Section = section(
+    "window",
+    &[],
+    &[
+        required(
+            "length",
+            int(1, MAX_WINDOW),
+            "Rows per sample: a sample is `length` consecutive rows of the features, a (length × features) sequence.",
+        ),
+        key(
+            "horizon",
+            int(0, MAX_WINDOW),
+            Some(Val::Int(1)),
+            "How many rows after the window's last row its label is read: 1, the next row's; 0, the last row's own.",
+        ),
+        key(
+            "stride",
+            int(1, MAX_WINDOW),
+            Some(Val::Int(1)),
+            "Rows from one window's start to the next's.",
+        ),
+    ],
+    "Time-series windows (tables and `.npy` rows): `window length=24 horizon=1 stride=1` turns the rows, in the file's order, into samples of `length` consecutive rows, each labelled with the label column `horizon` rows after its last row. The split is in time order (the windows cut train first, then val, then test, by where their labels lie), so no split gives a window whose label lies in an earlier one; `shuffle` does not apply. Filling and scaling are fitted on the training windows' rows. `data.inputs` and columns encoded by index are windowed alike. A prediction is made for every complete window of the file predicted (its `row`: the window's last row).",
+);
+
 /// The `data.format` that goes by the file name's extension.
 pub const AUTO_FORMAT: &str = "auto";
 
@@ -482,10 +510,22 @@ pub const DATA: Section = Section {
             "Feature scaling, fitted on the training split only.",
         ),
         key(
+            "scale-label",
+            Ty::Choice(Scale::NAMES),
+            Some(Val::Text(Scale::None.as_str())),
+            "Regression only: the labels' scaling (each label column on its own), fitted on the training split. The loss trains on the scaled labels (`loss` and `val.loss` are in scaled units); every other metric (`mse`, `mae`, `rmse`, `r2`), each prediction and the checkpoint's `label_scaling` speak in the labels' own units.",
+        ),
+        key(
             "split",
             Ty::Section(&SPLIT),
             None,
             "The train / val / test split.",
+        ),
+        key(
+            "window",
+            Ty::Section(&WINDOW),
+            None,
+            "Time-series windows: each sample is some consecutive rows (`pipeline explain data.window`).",
         ),
         key(
             "text",

@@ -140,6 +140,28 @@ fn diabetes_trains_from_space_separated_features_and_a_target_file_and_sklearn_a
     );
 }
 
+/// The table example reads words, dates and gaps as the file has them, and its metrics
+/// are in rentals, not in the scaled units the loss trains on.
+#[test]
+fn the_rentals_example_reads_words_dates_and_gaps_as_shipped() {
+    let dir = example("rentals", &["rentals.csv"]);
+    let out = pipeline(dir.path(), &["check", "rentals.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "ok: rentals.kdl (3 stages)\n  data: 6 numeric features; dates: date (month, day-of-week, days); categorical: weather (one-hot, 4 values), holiday (one-hot, 2 values), as the first 100 rows show\n"
+    );
+    let report = run(dir.path(), "rentals.kdl");
+    let metrics = &report["stages"][1]["metrics"];
+    let (r2, mae) = (
+        metrics["r2"].as_f64().unwrap(),
+        metrics["mae"].as_f64().unwrap(),
+    );
+    // Daily rentals of about 1,000 to 7,000, with a noise of 250.
+    assert!(r2 > 0.85, "{metrics}");
+    assert!((200.0..700.0).contains(&mae), "{metrics}");
+}
+
 /// A project with `data.csv` holding `csv` and `t.kdl` training on it with `data`'s body.
 fn project(csv: &str, data: &str, loss: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

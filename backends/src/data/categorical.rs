@@ -158,7 +158,8 @@ impl Dataset {
         self.ids_fit(manifest, from)
     }
 
-    /// A sample's shape as read, before the one-hot features of its categorical columns.
+    /// A row's shape as read, before the one-hot features of its categorical columns (a
+    /// window holds several rows).
     pub(super) fn read_shape(&self) -> Vec<i64> {
         let one_hot: usize = self
             .categorical
@@ -166,8 +167,10 @@ impl Dataset {
             .filter(|v| v.encoding == Encoding::OneHot)
             .map(Vocabulary::width)
             .sum();
-        match (one_hot, self.sample_shape.as_slice()) {
-            (0, _) => self.sample_shape.clone(),
+        // A window's rows.
+        let row = &self.sample_shape[self.window_length.is_some() as usize..];
+        match (one_hot, row) {
+            (0, _) => row.to_vec(),
             (_, [width]) => vec![width - one_hot as i64],
             (_, other) => other.to_vec(),
         }

@@ -20,6 +20,7 @@ mod loader;
 mod other;
 mod read;
 mod stream;
+mod windows;
 
 pub use images::ImageSet;
 pub use loader::Loader;
@@ -37,6 +38,7 @@ use pipeline_core::text::{TextTokenizer, TokenizerError};
 use read::{read_labels_file, read_source, Labels, Source};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, TchError, Tensor};
+use windows::Windows;
 
 /// How a sample is named in messages: its CSV line, its index in an array file, or its
 /// shard and index there.
@@ -80,6 +82,8 @@ pub struct Dataset {
     /// Per categorical column, how many samples outside the training split held a value
     /// the training split does not (encoded as none).
     pub unseen: Vec<(String, usize)>,
+    /// Windows of a series (`data.window`): the rows a sample holds.
+    pub window_length: Option<i64>,
     /// Image data: the decoded images, transformed per batch.
     pub images: Option<ImageSet>,
     /// Streamed features (`data.load`): read per batch, not held.
@@ -99,6 +103,8 @@ pub struct Dataset {
     /// What scaling subtracted from and divided the features by (per feature), so that
     /// checkpoints can record it for whoever applies the model later.
     pub scaling: Option<Scaling>,
+    /// What `scale-label` subtracted from and divided each label column by (regression).
+    pub label_scaling: Option<Scaling>,
     /// The class names of text labels, in the order of their indices (sorted).
     pub classes: Option<Vec<String>>,
     /// Tables with a header: the feature columns' names, by which another file's columns
@@ -192,6 +198,10 @@ impl Dataset {
             dataset.pool = Some(pool);
         }
         dataset.prefetch = manifest.data.prefetch.max(1) as usize;
+        // Regression targets (check refuses `scale-label` for classes), with the training
+        // split's statistics.
+        let scale_label = manifest.data.scale_label.value;
+        dataset.label_scaling = scale_on(&mut dataset.labels, &dataset.splits.train, scale_label);
         Ok(dataset)
     }
 
@@ -212,6 +222,7 @@ impl Dataset {
             input_columns: None,
             dates: Vec::new(),
             unseen: Vec::new(),
+            window_length: None,
             images: None,
             stream: None,
             largest_streamed: None,
@@ -222,6 +233,7 @@ impl Dataset {
             splits: Splits::new(0, &spec.split),
             path: manifest.resolve(&spec.source.value),
             scaling: None,
+            label_scaling: None,
             classes: None,
             feature_columns: None,
             label_names: Vec::new(),
@@ -327,19 +339,33 @@ impl Dataset {
         dataset.every_sample_has_a_token(spec)?;
         dataset.ids_fit(manifest, 0)?;
         let n = dataset.rows.len();
-        dataset.splits = match fit {
+        let labelled = !matches!(
+            fit,
+            Fit::Training {
+                labelled: false,
+                ..
+            }
+        );
+        let own_split = matches!(fit, Fit::Own).then_some(&spec.split);
+        let windows = match &spec.window {
+            Some(w) => Some(Windows::of(spec, w, n, labelled, own_split, &path)?),
+            None => None,
+        };
+        dataset.splits = match (fit, &windows) {
+            // Windows: the rows each split's windows read, for filling and scaling.
+            (_, Some(windows)) => windows.rows.clone(),
             // Another file is applied to whole: all of it is its `test` split.
-            Fit::Training { .. } => Splits {
+            (Fit::Training { .. }, None) => Splits {
                 train: Vec::new(),
                 val: Vec::new(),
                 test: (0..n).collect(),
             },
-            Fit::Own if spec.split.stratify && classification => {
+            (Fit::Own, None) if spec.split.stratify && classification => {
                 let classes = Vec::<i64>::try_from(&dataset.labels)
                     .expect("class labels are an int64 vector");
                 Splits::stratified(&classes, &spec.split)
             }
-            Fit::Own => Splits::new(n, &spec.split),
+            (Fit::Own, None) => Splits::new(n, &spec.split),
         };
         match fit {
             Fit::Own => dataset.fill(spec, &feature_names)?,
@@ -377,10 +403,13 @@ impl Dataset {
                 dataset.scale(spec.scale);
                 dataset.scale_extra_inputs(manifest);
             }
-            Fit::Training { data, .. } => dataset.scale_as(data),
+            Fit::Training { data, labelled } => dataset.scale_as(data, labelled),
         }
         if !dataset.categories.is_empty() {
             dataset.encode_categories(manifest, &feature_names, fit)?;
+        }
+        if let Some(windows) = windows {
+            dataset.cut_windows(windows, labelled);
         }
         Ok(dataset)
     }
@@ -871,8 +900,12 @@ impl Dataset {
                 name: name.clone(),
                 shape: match i.checked_sub(own) {
                     Some(k) if k < self.extra.len() => self.extra[k].size()[1..].to_vec(),
-                    // A categorical column's ids: one per sample.
-                    Some(_) => vec![1],
+                    // A categorical column's ids: one per sample (per row of a window;
+                    // one per row before they are encoded).
+                    Some(k) => self
+                        .ids
+                        .get(k - self.extra.len())
+                        .map_or(vec![1], |ids| ids.size()[1..].to_vec()),
                     None => self.sample_shape.clone(),
                 },
             })

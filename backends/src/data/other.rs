@@ -9,7 +9,7 @@ use super::{data_error, first_index, Dataset, Fit};
 use manifests::{Column, DataFormat, DataSpec, Diagnostic, Manifest, Missing, Spanned};
 use pipeline_core::table::{peek_features, Layout};
 use std::path::PathBuf;
-use tch::{Kind, Tensor};
+use tch::{Kind, TchError, Tensor};
 
 impl Dataset {
     /// The samples of `source` (below its first `skip_rows` lines) for a model trained on
@@ -224,16 +224,38 @@ impl Dataset {
         self.filled = training.filled.clone();
     }
 
-    /// Scales the features as the training's were.
-    pub(super) fn scale_as(&mut self, training: &Dataset) {
-        let Some((shift, divide)) = &training.scaling else {
-            return;
-        };
-        let shape = self.features.size();
+    /// Scales the features, and the labels when there are (`labelled`), as the
+    /// training's were.
+    pub(super) fn scale_as(&mut self, training: &Dataset, labelled: bool) {
         let as_row = |v: &[f64]| Tensor::from_slice(v).to_kind(Kind::Float).unsqueeze(0);
-        let scaled = (self.features.flatten(1, -1) - as_row(shift)) / as_row(divide);
-        self.features = scaled.reshape(shape);
-        self.scaling = training.scaling.clone();
+        if let Some((shift, divide)) = &training.scaling {
+            let shape = self.features.size();
+            let scaled = (self.features.flatten(1, -1) - as_row(shift)) / as_row(divide);
+            self.features = scaled.reshape(shape);
+            self.scaling = training.scaling.clone();
+        }
+        if let Some((shift, divide)) = &training.label_scaling {
+            if labelled {
+                self.labels = (&self.labels - as_row(shift)) / as_row(divide);
+            }
+            self.label_scaling = training.label_scaling.clone();
+        }
+    }
+
+    /// Regression outputs or targets (samples × labels) in the labels' own units: what
+    /// `scale-label` subtracted added back, what it divided by multiplied (as they are
+    /// without it).
+    pub(crate) fn in_label_units(&self, values: &Tensor) -> Result<Tensor, TchError> {
+        let Some((shift, divide)) = &self.label_scaling else {
+            return Ok(values.shallow_clone());
+        };
+        let as_row = |v: &[f64]| {
+            Tensor::f_from_slice(v)?
+                .f_to_kind(values.kind())?
+                .f_to_device(values.device())?
+                .f_unsqueeze(0)
+        };
+        values.f_mul(&as_row(divide)?)?.f_add(&as_row(shift)?)
     }
 
     /// The label columns' names for the predictions' header: the table's, else `class`

@@ -39,6 +39,10 @@ impl Context<'_> {
         let path = scratch.join(CHECKPOINT_OUTPUT);
         let (sample_shape, scaling) = (&self.session.data.sample_shape, &self.session.data.scaling);
         let scaling = scaling.as_ref().map(|(shift, divide)| json!({"kind": manifest.data.scale, "subtract": shift, "divide": divide}));
+        // The model's outputs are scaled labels: output × multiply + add is the label.
+        let label_scaling = self.session.data.label_scaling.as_ref().map(|(shift, divide)| {
+            json!({"kind": manifest.data.scale_label.value, "multiply": divide, "add": shift})
+        });
         let sample_shape = sample_shape.clone();
         let input_names = self.session.data.input_names.clone();
         let input_scaling: BTreeMap<String, serde_json::Value> = self
@@ -135,6 +139,9 @@ impl Context<'_> {
         if !dates.is_empty() {
             // Each column of dates and the parts it gives, in order.
             metadata["dates"] = json!(dates);
+        }
+        if let Some(label_scaling) = label_scaling {
+            metadata["label_scaling"] = label_scaling;
         }
         if let Some(filled) = filled {
             // What a missing feature was filled with (before scaling).

@@ -267,6 +267,7 @@ mod tests {
     }
 
     const BOTH: Layout<'static> = Layout::Both {
+        labels_are_features: false,
         label: &[Column::Last],
         features: &[],
         categorical: &[],
@@ -308,6 +309,7 @@ mod tests {
         let t = read(
             &path,
             Layout::Both {
+                labels_are_features: false,
                 label: &[Column::Name("y".into())],
                 features: &[],
                 categorical: &[],
@@ -324,6 +326,7 @@ mod tests {
                 &path,
                 &DIALECT,
                 Layout::Both {
+                    labels_are_features: false,
                     label: &[Column::Name("y".into())],
                     features: &[],
                     categorical: &[],

@@ -391,6 +391,7 @@ mod tests {
         assert_eq!(format.as_str(), "spaced");
         let label = [manifests::Column::Last];
         let layout = Layout::Both {
+            labels_are_features: false,
             label: &label,
             features: &[],
             categorical: &[],

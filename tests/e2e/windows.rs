@@ -1,0 +1,194 @@
+//! End-to-end tests of time-series windows (`data.window`), with the real binary: a
+//! series trains a GRU on windows of its rows, split in time order; the test metrics and
+//! the predictions (one per complete window of a new series, named by its last row's id)
+//! are recomputed in PyTorch from the exported weights (the GRU twin of `docs/models.md`),
+//! windows cut with numpy and scaled with scikit-learn on the training windows' rows; what
+//! cannot be windowed is refused where it is written.
+
+use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, root, text};
+use serde_json::Value;
+use std::path::Path;
+
+/// A daily series of `days` rows: an electricity load with a weekly and a yearly cycle,
+/// driven by the temperature, and some noise; `day` names the row.
+fn series(path: &Path, days: usize, seed: u64) {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(7);
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let mut out = String::from("day,load,temp\n");
+    let mut load: f64 = 100.0;
+    for t in 0..days {
+        let year = (t as f64 * std::f64::consts::TAU / 365.0).sin();
+        let week = (t as f64 * std::f64::consts::TAU / 7.0).sin();
+        let temp = 12.0 - 10.0 * year + 3.0 * (next() - 0.5);
+        load = 0.6 * load + 0.4 * (100.0 + 2.5 * (12.0 - temp) + 8.0 * week) + 2.0 * (next() - 0.5);
+        out += &format!("d{t},{load:.3},{temp:.2}\n");
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+const MANIFEST: &str = r#"pipeline "load"
+seed 4
+data "load.csv" {
+    header #true
+    features "load" "temp"
+    label "load"
+    scale "standard"
+    scale-label "standard"
+    window length=14 horizon=2 stride=1
+    split train=0.7 val=0.15 test=0.15
+}
+model {
+    gru 24 output="last"
+    linear 1
+}
+loss "mse"
+optimizer "adam" lr=1e-2
+train epochs=25 batch-size=32
+eval "score" {
+    needs "train"
+    split "test"
+    metrics "mse" "r2"
+}
+checkpoint "export" {
+    needs "train"
+}
+predict "next" {
+    needs "train"
+    source "recent.csv"
+    output "forecast.csv"
+    id "day"
+}
+"#;
+
+#[test]
+fn windows_split_in_time_order_train_a_gru_and_predict_every_complete_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    series(&d.join("load.csv"), 500, 1);
+    series(&d.join("recent.csv"), 40, 2);
+    std::fs::write(d.join("load.kdl"), MANIFEST).unwrap();
+
+    let out = pipeline(d, &["check", "load.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = pipeline(d, &["run", "load.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let metrics = &report["stages"][1]["metrics"];
+    assert!(metrics["r2"].as_f64().unwrap() > 0.7, "{metrics}");
+    let meta = checkpoint_metadata(d, &report, 2);
+    assert_eq!(meta["input_shape"], serde_json::json!([14, 2]));
+
+    // 500 rows make 500 − 14 − 2 + 1 = 485 windows: 340 train, 73 val, 72 test, each
+    // named by its last row, in time order.
+    let split: Value = serde_json::from_slice(
+        &std::fs::read(
+            d.join(report["run_dir"].as_str().unwrap())
+                .join("split.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let rows = |s: &str| -> Vec<u64> {
+        split[s]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_u64().unwrap())
+            .collect()
+    };
+    let (train, val, test) = (rows("train"), rows("val"), rows("test"));
+    assert_eq!((train.len(), val.len(), test.len()), (340, 73, 72));
+    assert_eq!(train, (13..353).collect::<Vec<u64>>());
+    assert_eq!(val, (353..426).collect::<Vec<u64>>());
+    assert_eq!(test, (426..498).collect::<Vec<u64>>());
+
+    let export = report["stages"][2]["outputs"][0].as_str().unwrap();
+    let metadata = report["stages"][2]["outputs"][1].as_str().unwrap();
+    let docs = root().join("docs/models.md");
+    let out = py(
+        d,
+        &format!(
+            r#"
+import csv, json, re, numpy as np, torch
+from torch import nn
+from safetensors.torch import load_file
+from sklearn.metrics import mean_squared_error, r2_score
+from sklearn.preprocessing import StandardScaler
+space = {{"nn": nn, "torch": torch}}
+exec(re.search(r"```python\n(# twins.*?)```", open({docs:?}).read(), re.S).group(1), space)
+model = nn.Sequential(space["GRU"](2, 24, output="last"), nn.Linear(24, 1))
+model.load_state_dict(load_file({export:?}), strict=True)
+model.eval()
+meta = json.load(open({metadata:?}))
+def table(path):
+    rows = list(csv.DictReader(open(path)))
+    return np.array([[float(r["load"]), float(r["temp"])] for r in rows]), [r["day"] for r in rows]
+X, _ = table("load.csv")
+L, H = 14, 2
+# The training windows start at 0 … 339 and read rows 0 … 352.
+features = StandardScaler().fit(X[:353])
+labels = StandardScaler().fit(X[L - 1 + H:340 + L - 1 + H, :1])
+assert np.allclose(meta["label_scaling"]["add"], labels.mean_, rtol=1e-6)
+def predict(x, starts):
+    windows = np.stack([features.transform(x)[s:s + L] for s in starts])
+    with torch.no_grad():
+        out = model(torch.tensor(windows, dtype=torch.float32)).double().numpy()
+    return labels.inverse_transform(out)[:, 0]
+test = range(340 + 73, 485)
+truth = np.array([X[s + L - 1 + H, 0] for s in test])
+ours = predict(X, test)
+print(json.dumps({{"mse": mean_squared_error(truth, ours), "r2": r2_score(truth, ours)}}))
+Xn, days = table("recent.csv")
+starts = range(len(Xn) - L + 1)
+written = list(csv.DictReader(open("forecast.csv")))
+assert [r["day"] for r in written] == [days[s + L - 1] for s in starts], [r["day"] for r in written]
+ours = np.array([float(r["load"]) for r in written])
+print(float(np.abs(ours / predict(Xn, starts) - 1).max()))
+"#
+        ),
+    );
+    let mut lines = out.lines();
+    let torch: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let worst: f64 = lines.next().unwrap().trim().parse().unwrap();
+    for name in ["mse", "r2"] {
+        let (ours, theirs) = (
+            metrics[name].as_f64().unwrap(),
+            torch[name].as_f64().unwrap(),
+        );
+        assert!(
+            (ours - theirs).abs() <= 1e-5 * theirs.abs().max(1.0),
+            "{name}: pipeline {ours}, PyTorch {theirs}"
+        );
+    }
+    eprintln!("test metrics {metrics}; forecasts against PyTorch's, relative: {worst:e}");
+    assert!(worst < 1e-5, "{worst}");
+}
+
+#[test]
+fn what_is_not_a_series_of_rows_is_refused_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    series(&d.join("load.csv"), 15, 1);
+    let shuffled = MANIFEST.replace(
+        "split train=0.7 val=0.15 test=0.15",
+        "missing \"drop-row\"\n    split train=0.7 val=0.15 test=0.15",
+    );
+    std::fs::write(d.join("load.kdl"), shuffled).unwrap();
+    let stderr = refused(d, &["check", "load.kdl"], 1);
+    assert_fixture("window-drop-row.check.stderr", &stderr);
+
+    // 15 rows hold no window of 14 rows with a label 2 rows after it.
+    std::fs::write(d.join("load.kdl"), MANIFEST).unwrap();
+    series(&d.join("recent.csv"), 20, 2);
+    let stderr = refused(d, &["run", "load.kdl"], 1);
+    assert!(
+        stderr.contains("load.csv: 15 rows make no window of 14 rows and a label 2 rows after it"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pipeline::data::no_window"), "{stderr}");
+}
