@@ -901,6 +901,45 @@ pub struct Cells {
     pub lines: Vec<usize>,
 }
 
+/// The order of the rows of the table `path` in `format` by the column `name` (by the
+/// header's names), whose values are numbers or dates and times (`data.window.time`): a
+/// stable sort, so rows of the same time keep the file's order. `Err` names the first
+/// row (1-based, among the data rows) whose value is missing or neither.
+pub fn time_order(
+    path: &Path,
+    format: manifests::DataFormat,
+    dialect: &Dialect,
+    name: &str,
+) -> Result<Vec<usize>, TableError> {
+    let cells = read_column(path, format, dialect, name)?;
+    let mut keys = Vec::with_capacity(cells.len());
+    for (i, cell) in cells.iter().enumerate() {
+        let key = cell.as_deref().and_then(|c| {
+            c.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .or_else(|| crate::dates::parse(c).map(|t| t.and_utc().timestamp_micros() as f64))
+        });
+        match key {
+            Some(key) => keys.push(key),
+            None => {
+                return Err(TableError::Columns(format!(
+                    "data row {}: the time `{name}` is {}, not a number or a date",
+                    i + 1,
+                    match cell {
+                        Some(c) => format!("`{}`", c.escape_debug()),
+                        None => "missing".into(),
+                    }
+                )))
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
+    Ok(order)
+}
+
 /// The cells of the column `name` (by the header's names) of the table `path` in
 /// `format`, one per data row in file order (`None` where missing): what a `predict`
 /// stage's `id` copies.

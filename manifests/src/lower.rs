@@ -795,6 +795,12 @@ impl<'a> Reader<'a> {
                 f.span("missing"),
                 "fill missing values instead: `missing \"mean\"` or `\"median\"`",
             ))
+        } else if w.value("time").is_some() && !format.is_table() {
+            Some((
+                "`time` names a column, and this data is not a table",
+                w.span("time"),
+                "order the rows in the file, and remove `time`",
+            ))
         } else if split.is_some_and(|s| s.bool("stratify")) {
             Some((
                 "windows are split in time order, not by class",
@@ -821,6 +827,10 @@ impl<'a> Reader<'a> {
             length: w.int("length").max(1) as u64,
             horizon: w.int("horizon").max(0) as u64,
             stride: w.int("stride").max(1) as u64,
+            time: w.opt_text("time").map(|value| Spanned {
+                value,
+                span: w.span("time"),
+            }),
             span: w.span,
         })
     }

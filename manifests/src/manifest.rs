@@ -391,6 +391,9 @@ pub struct WindowSpec {
     pub length: u64,
     pub horizon: u64,
     pub stride: u64,
+    /// The column whose values order the rows (`None`: the file's order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<Spanned<String>>,
     #[serde(skip)]
     pub span: Option<SourceSpan>,
 }

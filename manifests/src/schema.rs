@@ -431,8 +431,14 @@ pub const WINDOW: Section = section(
             Some(Val::Int(1)),
             "Rows from one window's start to the next's.",
         ),
+        key(
+            "time",
+            Ty::Text,
+            None,
+            "A column (by the header's name) whose values, numbers or dates and times, order the rows before they are windowed (rows of the same time keep the file's order); a missing or unreadable value is an error naming its row. It stays a feature if `features` reads it (a date's parts); list `features` to leave it out. Default: the file's order.",
+        ),
     ],
-    "Time-series windows (tables and `.npy` rows): `window length=24 horizon=1 stride=1` turns the rows, in the file's order, into samples of `length` consecutive rows, each labelled with the label column `horizon` rows after its last row. The split is in time order (the windows cut train first, then val, then test, by where their labels lie), so no split gives a window whose label lies in an earlier one; `shuffle` does not apply. Filling and scaling are fitted on the training windows' rows. `data.inputs` and columns encoded by index are windowed alike. A prediction is made for every complete window of the file predicted (its `row`: the window's last row).",
+    "Time-series windows (tables and `.npy` rows): `window length=24 horizon=1 stride=1` turns the rows, in the file's order (or `time`'s), into samples of `length` consecutive rows, each labelled with the label column `horizon` rows after its last row. The split is in time order (the windows cut train first, then val, then test, by where their labels lie), so no split gives a window whose label lies in an earlier one; `shuffle` does not apply. Filling and scaling are fitted on the training windows' rows. `data.inputs` and columns encoded by index are windowed alike. A prediction is made for every complete window of the file predicted (its `row`: the window's last row).",
 );
 
 /// The `data.format` that goes by the file name's extension.

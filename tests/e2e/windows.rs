@@ -192,3 +192,106 @@ fn what_is_not_a_series_of_rows_is_refused_where_it_is_written() {
     );
     assert!(stderr.contains("pipeline::data::no_window"), "{stderr}");
 }
+
+/// The rows of the series `file` with a date for `day`, in the file's order or shuffled.
+fn dated(file: &Path, shuffled: bool) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let header = lines.remove(0);
+    let first = 19_723; // 2024-01-01, in days since 1970
+    for (t, line) in lines.iter_mut().enumerate() {
+        let (_, rest) = line.split_once(',').unwrap();
+        let date = days_to_date(first + t as i64);
+        *line = format!("{date},{rest}");
+    }
+    if shuffled {
+        // A fixed shuffle: every 7th row first, then the rest backwards.
+        let (sevens, rest): (Vec<_>, Vec<_>) =
+            lines.into_iter().enumerate().partition(|(i, _)| i % 7 == 0);
+        lines = sevens
+            .into_iter()
+            .chain(rest.into_iter().rev())
+            .map(|(_, l)| l)
+            .collect();
+    }
+    format!("{header}\n{}\n", lines.join("\n"))
+}
+
+/// `YYYY-MM-DD` of a day counted from 1970-01-01 (civil from days, H. Hinnant's).
+fn days_to_date(z: i64) -> String {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[test]
+fn a_time_column_orders_shuffled_rows_as_the_sorted_file_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    series(&d.join("load.csv"), 300, 3);
+    series(&d.join("recent.csv"), 20, 4);
+    std::fs::write(d.join("recent.csv"), dated(&d.join("recent.csv"), true)).unwrap();
+    let manifest = MANIFEST
+        .replace("stride=1", "stride=1 time=\"day\"")
+        .replace("    id \"day\"\n", "");
+    let mut reports = Vec::new();
+    for shuffled in [false, true] {
+        let file = dated(&d.join("load.csv"), shuffled);
+        std::fs::write(d.join("dated.csv"), &file).unwrap();
+        std::fs::write(
+            d.join("load.kdl"),
+            manifest.replace("\"load.csv\"", "\"dated.csv\""),
+        )
+        .unwrap();
+        let out = pipeline(d, &["run", "load.kdl", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        // Each split's windows, by the date of their last row.
+        let dates: Vec<&str> = file.lines().skip(1).map(|l| &l[..10]).collect();
+        let split: Value = serde_json::from_slice(
+            &std::fs::read(
+                d.join(report["run_dir"].as_str().unwrap())
+                    .join("split.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let of = |s: &str| -> Vec<String> {
+            let rows = split[s].as_array().unwrap();
+            rows.iter()
+                .map(|r| dates[r.as_u64().unwrap() as usize].to_string())
+                .collect()
+        };
+        let (train, val, test) = (of("train"), of("val"), of("test"));
+        assert!(train.last() < val.first() && val.last() < test.first());
+        assert!(train.windows(2).all(|w| w[0] < w[1]), "in time order");
+        reports.push((report["stages"][1]["metrics"].clone(), train, val, test));
+    }
+    let (sorted, shuffled) = (&reports[0], &reports[1]);
+    assert_eq!(
+        (&sorted.1, &sorted.2, &sorted.3),
+        (&shuffled.1, &shuffled.2, &shuffled.3)
+    );
+    // The same windows; the statistics summed in another order may differ in the last bits.
+    let (a, b) = (
+        sorted.0["mse"].as_f64().unwrap(),
+        shuffled.0["mse"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() <= 1e-3 * a, "{a} against {b}");
+
+    // A date missing from a row is named.
+    let file = dated(&d.join("load.csv"), true);
+    let mut lines: Vec<&str> = file.lines().collect();
+    let second = format!(",{}", lines[2].split_once(',').unwrap().1);
+    lines[2] = &second;
+    std::fs::write(d.join("dated.csv"), lines.join("\n")).unwrap();
+    let stderr = refused(d, &["run", "load.kdl"], 1);
+    assert_fixture("window-bad-time.run.stderr", &stderr);
+}

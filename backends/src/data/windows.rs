@@ -7,12 +7,15 @@
 use super::{data_error, Dataset, Origin};
 use manifests::{DataSpec, Diagnostic, SplitSpec, WindowSpec};
 use pipeline_core::split::Splits;
+use pipeline_core::table::TableError;
 use tch::Tensor;
 
 /// Where the windows of a data set start, and how they and their rows are split.
 pub(super) struct Windows {
     spec: WindowSpec,
-    /// Each window's first row, in order.
+    /// The rows in time order (`window.time`), when that is not the file's.
+    order: Option<Vec<usize>>,
+    /// Each window's first row (its place in time order), in order.
     starts: Vec<usize>,
     /// The windows of each split: the training's first, then val's, then test's.
     pub(super) splits: Splits,
@@ -21,9 +24,10 @@ pub(super) struct Windows {
 }
 
 impl Windows {
-    /// The windows over `rows` rows of `spec`'s data: split as `split` says (`None`:
-    /// another file applied whole, all of it `test`); `labelled` asks that each window's
-    /// label lies in the file (a prediction needs only complete windows).
+    /// The windows over `rows` rows of `spec`'s data, in the order of `window.time`:
+    /// split as `split` says (`None`: another file applied whole, all of it `test`);
+    /// `labelled` asks that each window's label lies in the file (a prediction needs only
+    /// complete windows).
     pub(super) fn of(
         spec: &DataSpec,
         window: &WindowSpec,
@@ -32,6 +36,10 @@ impl Windows {
         split: Option<&SplitSpec>,
         file: &std::path::Path,
     ) -> Result<Windows, Diagnostic> {
+        let order = match &window.time {
+            Some(time) => Some(time_order(spec, file, time)?),
+            None => None,
+        };
         let starts = window.starts(rows, labelled);
         if starts.is_empty() {
             let label = match labelled {
@@ -58,11 +66,15 @@ impl Windows {
                 test: (0..starts.len()).collect(),
             },
         };
+        // The rows read, as indices into the file's rows.
+        let in_file = |p: usize| order.as_ref().map_or(p, |o| o[p]);
         let read = |windows: &[usize]| {
             let mut read: Vec<usize> = Vec::new();
+            let mut next = 0;
             for &w in windows {
-                let first = starts[w].max(read.last().map_or(0, |&r| r + 1));
-                read.extend(first..starts[w] + window.length as usize);
+                let first = starts[w].max(next);
+                next = starts[w] + window.length as usize;
+                read.extend((first..next).map(in_file));
             }
             read
         };
@@ -73,16 +85,27 @@ impl Windows {
         };
         Ok(Windows {
             spec: window.clone(),
+            order,
             starts,
             splits,
             rows,
         })
     }
 
-    /// `values` (rows first) as windows: `windows × length × the row's shape`, a view.
+    /// The file's row at place `p` in time order.
+    fn in_file(&self, p: usize) -> usize {
+        self.order.as_ref().map_or(p, |o| o[p])
+    }
+
+    /// `values` (rows first) as windows: `windows × length × the row's shape`, a view
+    /// (of the rows, or of a copy of them in time order).
     fn cut(&self, values: &Tensor) -> Tensor {
         let (length, stride) = (self.spec.length as i64, self.spec.stride as i64);
-        values
+        let ordered = match &self.order {
+            Some(order) => values.index_select(0, &super::index_tensor(order)),
+            None => values.shallow_clone(),
+        };
+        ordered
             .unfold(0, length, stride)
             .narrow(0, 0, self.starts.len() as i64)
             .movedim(&[-1][..], &[1][..])
@@ -103,7 +126,7 @@ impl Dataset {
             let label_rows: Vec<usize> = windows
                 .starts
                 .iter()
-                .map(|&s| windows.spec.label_row(s))
+                .map(|&s| windows.in_file(windows.spec.label_row(s)))
                 .collect();
             self.labels = self
                 .labels
@@ -111,11 +134,31 @@ impl Dataset {
         } else {
             self.labels = self.labels.narrow(0, 0, windows.starts.len() as i64);
         }
-        let last = |s: usize| s + windows.spec.length as usize - 1;
+        let last = |s: usize| windows.in_file(s + windows.spec.length as usize - 1);
         if let Origin::Lines(lines) = &self.origin {
             self.origin = Origin::Lines(windows.starts.iter().map(|&s| lines[last(s)]).collect());
         }
         self.rows = windows.starts.iter().map(|&s| self.rows[last(s)]).collect();
         self.splits = windows.splits;
     }
+}
+
+/// The order of the rows of `spec`'s table `file` by the column `time`.
+fn time_order(
+    spec: &DataSpec,
+    file: &std::path::Path,
+    time: &manifests::Spanned<String>,
+) -> Result<Vec<usize>, Diagnostic> {
+    pipeline_core::table::time_order(file, spec.format, &spec.dialect, &time.value).map_err(|e| {
+        let why = match e {
+            TableError::Io(m) | TableError::Columns(m) => m,
+            TableError::Line { line, message } => format!("line {line}: {message}"),
+        };
+        Diagnostic::error(
+            "pipeline::data::bad_time",
+            format!("{}: cannot order the rows by `{}`: {why}", file.display(), time.value),
+        )
+        .label_opt(time.span, "orders the rows")
+        .help("`time` names a column of numbers or dates by its header's name, with a value in every row")
+    })
 }
