@@ -200,14 +200,28 @@ impl Vocabulary {
     /// 1 … K of the value (0 for one not seen or missing); and how many rows held a value
     /// not seen in training.
     pub fn encode(&self, column: &Categories) -> (Vec<f32>, usize) {
+        let width = self.width();
+        let mut out = vec![0f32; column.rows() * width];
+        let unseen = self.encode_into(column, &mut out, width, 0);
+        (out, unseen)
+    }
+
+    /// [`Vocabulary::encode`] into the rows of `out`, each `row_width` values, at
+    /// `offset` in each (whose `width()` values must be zeros): so that one-hot blocks
+    /// are written straight into the features they join, not into a block each first.
+    pub fn encode_into(
+        &self,
+        column: &Categories,
+        out: &mut [f32],
+        row_width: usize,
+        offset: usize,
+    ) -> usize {
         // Each read value's place in the vocabulary.
         let place: Vec<Option<usize>> = column
             .values
             .iter()
             .map(|v| self.values.binary_search(v).ok())
             .collect();
-        let width = self.width();
-        let mut out = vec![0f32; column.rows() * width];
         let mut unseen = 0;
         for (i, &code) in column.codes.iter().enumerate() {
             if code == MISSING {
@@ -217,12 +231,13 @@ impl Vocabulary {
                 unseen += 1;
                 continue;
             };
+            let at = i * row_width + offset;
             match self.encoding {
-                Encoding::OneHot => out[i * width + k] = 1.0,
-                Encoding::Index => out[i] = (k + 1) as f32,
+                Encoding::OneHot => out[at + k] = 1.0,
+                Encoding::Index => out[at] = (k + 1) as f32,
             }
         }
-        (out, unseen)
+        unseen
     }
 }
 

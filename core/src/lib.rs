@@ -61,6 +61,7 @@ pub mod shards;
 pub mod split;
 pub mod stages;
 pub mod stale;
+pub mod stats;
 pub mod sweep;
 pub mod table;
 pub mod text;

@@ -6,7 +6,7 @@
 use super::{data_error, Dataset, Fit};
 use manifests::{Column, DataSpec, Diagnostic, Encoding, Manifest, Missing};
 use pipeline_core::categorical::Vocabulary;
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 impl Dataset {
     /// Which samples miss a categorical value (a boolean vector).
@@ -108,34 +108,54 @@ impl Dataset {
         }
         // The training split holds every one of its own values: a value it lacks is in
         // the other splits (or another file).
-        let mut one_hot = Vec::new();
         let mut ids: Vec<(String, Tensor)> = Vec::new();
         let n = self.rows.len() as i64;
-        let device = self.features.device();
-        for (column, vocabulary) in categories.iter().zip(&vocabularies) {
-            let (values, unseen) = vocabulary.encode(column);
+        let mut unseen = vec![0; categories.len()];
+        for ((column, vocabulary), unseen) in categories.iter().zip(&vocabularies).zip(&mut unseen)
+        {
+            if vocabulary.encoding == Encoding::Index {
+                let (values, count) = vocabulary.encode(column);
+                *unseen = count;
+                let input = vocabulary
+                    .input
+                    .clone()
+                    .unwrap_or_else(|| column.name.clone());
+                ids.push((input, Tensor::from_slice(&values).reshape([n, 1])));
+            }
+        }
+        // The one-hot blocks are written into the features they follow, one tensor
+        // allocated once (not a block each, then their concatenation).
+        let numbers = self.features.flatten(1, -1);
+        let first = numbers.size()[1] as usize;
+        let one_hot: usize = vocabularies
+            .iter()
+            .filter(|v| v.encoding == Encoding::OneHot)
+            .map(Vocabulary::width)
+            .sum();
+        if one_hot > 0 {
+            let width = first + one_hot;
+            let features = Tensor::zeros([n, width as i64], (Kind::Float, Device::Cpu));
+            features.narrow(1, 0, first as i64).copy_(&numbers);
+            // SAFETY: a new, contiguous float32 CPU tensor owns exactly `n × width` values
+            // at data_ptr, nothing else refers to it while `out` lives, and every float bit
+            // pattern is a valid f32.
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(features.data_ptr() as *mut f32, n as usize * width)
+            };
+            let mut offset = first;
+            for ((column, v), unseen) in categories.iter().zip(&vocabularies).zip(&mut unseen) {
+                if v.encoding == Encoding::OneHot {
+                    *unseen = v.encode_into(column, out, width, offset);
+                    offset += v.width();
+                }
+            }
+            self.features = features;
+            self.sample_shape = self.features.size()[1..].to_vec();
+        }
+        for (column, unseen) in categories.iter().zip(unseen) {
             if unseen > 0 {
                 self.unseen.push((column.name.clone(), unseen));
             }
-            let values = Tensor::from_slice(&values)
-                .reshape([n, vocabulary.width() as i64])
-                .to_device(device);
-            match vocabulary.encoding {
-                Encoding::OneHot => one_hot.push(values),
-                Encoding::Index => {
-                    let input = vocabulary
-                        .input
-                        .clone()
-                        .unwrap_or_else(|| column.name.clone());
-                    ids.push((input, values));
-                }
-            }
-        }
-        if !one_hot.is_empty() {
-            let mut parts = vec![self.features.flatten(1, -1)];
-            parts.extend(one_hot);
-            self.features = Tensor::cat(&parts, 1);
-            self.sample_shape = self.features.size()[1..].to_vec();
         }
         // The ids in the order of the model's inputs.
         let from = self.input_names.len() - ids.len();
