@@ -360,10 +360,32 @@ fn empty_eval_splits(m: &Manifest, diags: &mut Vec<Diagnostic>) {
 /// file for an `eval`). An `eval` with a `source` evaluates all of it, not a split.
 fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
     for stage in &m.stages {
-        let (source, labelled) = match &stage.config {
+        let (source, labelled, inputs) = match &stage.config {
+            StageConfig::Eval(EvalSpec {
+                source: None,
+                inputs,
+                ..
+            }) => {
+                if let Some(input) = inputs.first() {
+                    diags.push(
+                        Diagnostic::error(
+                            "pipeline::stage::unknown_input",
+                            format!(
+                                "eval stage `{}` gives a file of the input `{}`, but it evaluates a split of the data, whose inputs are the data's",
+                                stage.name(),
+                                input.name.value
+                            ),
+                        )
+                        .label_opt(input.name.span, "for another file's samples")
+                        .help("remove the `input` node, or evaluate another file: `source \"new.csv\"`"),
+                    );
+                }
+                continue;
+            }
             StageConfig::Eval(EvalSpec {
                 source: Some(source),
                 split,
+                inputs,
                 ..
             }) => {
                 if split.span.is_some() {
@@ -380,11 +402,11 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                         .help("keep `source` to evaluate another file, or `split` to evaluate part of the data file"),
                     );
                 }
-                (source, true)
+                (source, true, inputs)
             }
             // Without a `source` (reported as a missing key) there is nothing to check.
             StageConfig::Predict(p) if p.source.value.as_os_str().is_empty() => continue,
-            StageConfig::Predict(p) => (&p.source, false),
+            StageConfig::Predict(p) => (&p.source, false, &p.inputs),
             _ => continue,
         };
         let kind = stage.kind().as_str();
@@ -402,13 +424,58 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             ));
             continue;
         }
-        if !m.data.extra_inputs.is_empty() {
+        // Each of `data.inputs` from a file for these samples: the training's files
+        // hold the training's.
+        let missing: Vec<&str> = m
+            .data
+            .extra_inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .filter(|name| !inputs.iter().any(|i| i.name.value == *name))
+            .collect();
+        if let Some(first) = missing.first() {
+            let listed: Vec<String> = missing.iter().map(|n| format!("`{n}`")).collect();
             diags.push(refuse(
                 "pipeline::stage::source_and_inputs",
-                "the model takes `data.inputs` from files of their own, which a `source` cannot give".into(),
-                "one file of samples",
-                "evaluate a split of the data, or give the model its inputs from the data file",
+                format!(
+                    "the model also reads {} (`data.inputs`), and no file of {} is given for these samples",
+                    listed.join(", "),
+                    if missing.len() == 1 { "it" } else { "them" }
+                ),
+                "samples of the data file's kind only",
+                &format!("give each input its file for these samples, one row per sample: `input \"{first}\" \"new-{first}.csv\"`"),
             ));
+        }
+        let unknown = inputs
+            .iter()
+            .find(|i| !m.data.extra_inputs.iter().any(|d| d.name == i.name.value));
+        if let Some(input) = unknown
+            .iter()
+            .find(|i| !m.data.extra_inputs.iter().any(|d| d.name == i.name.value))
+        {
+            let known: Vec<String> = m
+                .data
+                .extra_inputs
+                .iter()
+                .map(|i| format!("`{}`", i.name))
+                .collect();
+            diags.push(
+                Diagnostic::error(
+                    "pipeline::stage::unknown_input",
+                    format!(
+                        "{kind} stage `{}` gives a file of the input `{}`, which `data.inputs` does not name",
+                        stage.name(),
+                        input.name.value
+                    ),
+                )
+                .label_opt(input.name.span, "not an input of the model")
+                .help(match known.is_empty() {
+                    true => "the model reads the data file alone: remove the `input` node".to_string(),
+                    false => format!("the inputs of `data.inputs` are {}", known.join(", ")),
+                }),
+            );
+        }
+        if !missing.is_empty() || unknown.is_some() {
             continue;
         }
         let format = DataFormat::of_name(&source.value);

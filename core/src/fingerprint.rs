@@ -135,6 +135,12 @@ pub fn input_role(name: &str) -> String {
     format!("input {name}")
 }
 
+/// The role of the file of input `name` (`data.inputs`) for a stage's own `source`
+/// (`input "NAME" "FILE"` of an `eval` or `predict` stage).
+pub fn source_input_role(name: &str) -> String {
+    format!("source input {name}")
+}
+
 /// The role of a stage's own `source` among its inputs (an `eval` on another file, a
 /// `predict`).
 pub const SOURCE_ROLE: &str = "source";

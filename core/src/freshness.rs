@@ -343,6 +343,7 @@ pub fn input_key(role: &str) -> &'static str {
         "loss" => "loss.torchscript",
         "tokenizer" => "data.text.tokenizer",
         SOURCE_ROLE => "source",
+        _ if role.starts_with("source input ") => "input",
         _ if role.starts_with("metric ") => "metric.torchscript",
         _ if role.starts_with("input ") => "data.inputs",
         _ => "data.source",
@@ -542,6 +543,16 @@ pub fn missing_input(
         .help(format!(
             "{relative}; a Hugging Face tokenizer is saved with `tokenizer.save(\"tokenizer.json\")`"
         )),
+        _ if role.starts_with("source input ") => Diagnostic::error(
+            "pipeline::data::missing_file",
+            format!(
+                "the file of the input `{}` for the source, {}, does not exist",
+                &role["source input ".len()..],
+                path.display()
+            ),
+        )
+        .label_opt(init_span, "the stage's source")
+        .help(relative),
         _ if role.starts_with("input ") => Diagnostic::error(
             "pipeline::data::missing_file",
             format!(

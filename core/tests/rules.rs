@@ -159,7 +159,7 @@ fn a_stage_source_is_refused_where_the_data_could_not_give_it() {
     let inputs = "data {\n    source \"d.csv\"\n    inputs {\n        meta \"m.csv\" features=\"a\"\n    }\n}\nmodel { linear 10 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\npredict \"p\" needs=\"train\" source=\"new.csv\"\n";
     assert!(check_all(inputs).contains(&(
         "pipeline::stage::source_and_inputs",
-        "predict stage `p`: the model takes `data.inputs` from files of their own, which a `source` cannot give".into()
+        "predict stage `p`: the model also reads `meta` (`data.inputs`), and no file of it is given for these samples".into()
     )));
 }
 

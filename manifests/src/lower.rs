@@ -443,7 +443,15 @@ impl<'a> Reader<'a> {
                 &[format!("#stage{i}")],
                 &stage_names[i],
             );
-            stages.push(self.stage(&f, *kind));
+            let mut stage = self.stage(&f, *kind);
+            let inputs = self.stage_inputs(node, &stage_names[i]);
+            match &mut stage.config {
+                StageConfig::Eval(e) => e.inputs = inputs,
+                StageConfig::Predict(p) => p.inputs = inputs,
+                // Their sections have no `input` node.
+                StageConfig::Train(_) | StageConfig::Checkpoint(_) => {}
+            }
+            stages.push(stage);
         }
 
         for p in &self.pending {

@@ -1346,6 +1346,19 @@ pub struct EvalSpec {
     /// out of the serialised form when empty, so that keys from before it stay valid.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<Spanned<String>>,
+    /// With `source`: the files of `data.inputs` for its samples.
+    #[serde(skip)]
+    pub inputs: Vec<InputFile>,
+}
+
+/// An `input "NAME" "FILE"` node of an `eval` with a `source`, or of a `predict` stage:
+/// the file of `data.inputs`' input `NAME` for the samples of that source, one row per
+/// sample in its order. Its path is not in the cache key (its content is, as a stage
+/// input).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputFile {
+    pub name: Spanned<String>,
+    pub source: Spanned<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1384,6 +1397,9 @@ pub struct PredictSpec {
     #[serde(skip_serializing_if = "WeightsFrom::is_last")]
     pub from: Spanned<WeightsFrom>,
     pub batch_size: u64,
+    /// The files of `data.inputs` for the source's samples.
+    #[serde(skip)]
+    pub inputs: Vec<InputFile>,
 }
 
 choice! {

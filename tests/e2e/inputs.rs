@@ -4,7 +4,7 @@
 //! and not without); a TorchScript module takes the inputs by its `forward`'s argument
 //! names; and every way of naming an input wrongly is a located diagnostic.
 
-use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, text};
+use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, text};
 use serde_json::Value;
 use std::path::Path;
 
@@ -236,6 +236,71 @@ fn an_input_from_a_file_of_its_own_joins_the_model_by_name() {
         status.contains("input meta file meta.csv changed"),
         "{status}"
     );
+}
+
+/// A `predict` stage reads each of `data.inputs` from the file it names for its own
+/// samples, scaled as the training's: predicting the test rows from files of their own
+/// gives the test split's evaluation; without a file for an input, or with one for an
+/// input the model does not have, `check` refuses it where it is written.
+#[test]
+fn a_prediction_reads_each_input_from_its_own_file() {
+    let dir = two_files();
+    let d = dir.path();
+    let out = pipeline(d, &["run", "two.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let accuracy = report["stages"][1]["metrics"]["accuracy"].as_f64().unwrap();
+    // The test rows, as new files: the features, and the input `meta` (its header kept).
+    let split = d
+        .join(report["run_dir"].as_str().unwrap())
+        .join("split.json");
+    py(
+        d,
+        &format!(
+            "import json, numpy as np\n\
+             test = json.load(open({split:?}))['test']\n\
+             np.save('new-x.npy', np.load('x.npy')[test])\n\
+             np.save('new-y.npy', np.load('y.npy')[test])\n\
+             lines = open('meta.csv').read().splitlines()\n\
+             open('new-meta.csv', 'w').write('\\n'.join([lines[0]] + [lines[1 + i] for i in test]) + '\\n')\n"
+        ),
+    );
+    let manifest = std::fs::read_to_string(d.join("two.kdl")).unwrap();
+    let predict = "predict \"new\" {\n    needs \"train\"\n    source \"new-x.npy\"\n    output \"new.csv\"\n    input \"meta\" \"new-meta.csv\"\n}\n";
+    std::fs::write(d.join("two.kdl"), format!("{manifest}{predict}")).unwrap();
+    let out = pipeline(d, &["run", "two.kdl", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let hits = py(
+        d,
+        "import csv, numpy as np\n\
+         rows = list(csv.DictReader(open('new.csv')))\n\
+         y = np.load('new-y.npy')\n\
+         print(np.mean([int(r['class']) == t for r, t in zip(rows, y)]))\n",
+    );
+    let predicted: f64 = hits.trim().parse().unwrap();
+    assert!(
+        (predicted - accuracy).abs() < 1e-12,
+        "the test split's accuracy {accuracy}, the predictions' {predicted}"
+    );
+
+    // Another file for the input is another prediction: in the stage's key.
+    let meta = d.join("new-meta.csv");
+    let rows = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, rows.replacen(",", ",1", 2)).unwrap();
+    let status = text(&pipeline(d, &["status", "two.kdl"]).stdout);
+    assert!(status.contains("new-meta.csv changed"), "{status}");
+
+    // No file for `meta`; a file for an input the model does not read.
+    std::fs::write(
+        d.join("two.kdl"),
+        format!(
+            "{manifest}{}",
+            predict.replace("input \"meta\"", "input \"metadata\"")
+        ),
+    )
+    .unwrap();
+    let stderr = refused(d, &["check", "two.kdl"], 1);
+    assert_fixture("predict-input-missing.check.stderr", &stderr);
 }
 
 #[test]

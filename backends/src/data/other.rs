@@ -6,7 +6,7 @@
 //! labels become the training's class indices.
 
 use super::{data_error, first_index, Dataset, Fit};
-use manifests::{Column, DataFormat, DataSpec, Diagnostic, Manifest, Missing, Spanned};
+use manifests::{Column, DataFormat, DataSpec, Diagnostic, InputFile, Manifest, Missing, Spanned};
 use pipeline_core::table::{peek_features, Layout};
 use std::path::PathBuf;
 use tch::{Kind, TchError, Tensor};
@@ -20,12 +20,30 @@ impl Dataset {
         manifest: &Manifest,
         source: &Spanned<PathBuf>,
         skip_rows: u64,
+        inputs: &[InputFile],
         training: &Dataset,
         labelled: bool,
     ) -> Result<Dataset, Diagnostic> {
         let mut other = manifest.clone();
         let spec = &mut other.data;
         spec.source = source.clone();
+        // `data.inputs` from the stage's files for these samples (`check` makes sure each
+        // has one): never the training's, which hold the training's samples.
+        for input in &mut spec.extra_inputs {
+            let Some(file) = inputs.iter().find(|i| i.name.value == input.name) else {
+                return Err(data_error(
+                    "pipeline::stage::source_and_inputs",
+                    &manifest.data,
+                    format!(
+                        "no file of the input `{}` is given for {}",
+                        input.name,
+                        source.value.display()
+                    ),
+                    "give the stage an `input` node for it",
+                ));
+            };
+            input.source = file.source.clone();
+        }
         spec.dialect.skip_rows = skip_rows;
         spec.format = DataFormat::of_name(&source.value).unwrap_or(spec.format);
         // Held whole: a file to evaluate or predict is read once.
@@ -234,6 +252,19 @@ impl Dataset {
             self.features = scaled.reshape(shape);
             self.scaling = training.scaling.clone();
         }
+        // `data.inputs` as the training's were scaled (`extra` follows their order).
+        for (name, (shift, divide)) in &training.extra_scaling {
+            let Some(k) = self.input_names[self.own_inputs..]
+                .iter()
+                .position(|n| n == name)
+            else {
+                continue;
+            };
+            let values = &self.extra[k];
+            let scaled = (values.flatten(1, -1) - as_row(shift)) / as_row(divide);
+            self.extra[k] = scaled.reshape(values.size());
+        }
+        self.extra_scaling = training.extra_scaling.clone();
         if let Some((shift, divide)) = &training.label_scaling {
             if labelled {
                 self.labels = (&self.labels - as_row(shift)) / as_row(divide);

@@ -37,7 +37,7 @@ impl Context<'_> {
         self.model_of(source, spec.from.value)?;
         // Another file, whole, or a split of the data.
         let other = match &spec.source {
-            Some(file) => Some(self.other_data(file, spec.skip_rows, true, obs)?),
+            Some(file) => Some(self.other_data(file, spec.skip_rows, &spec.inputs, true, obs)?),
             None => None,
         };
         let (data, samples) = match &other {

@@ -6,7 +6,7 @@ use crate::data::Dataset;
 use crate::error::torch_error;
 use crate::observer::Observer;
 use crate::predict;
-use manifests::{DataFormat, Diagnostic, PredictSpec, PredictionFormat, Spanned};
+use manifests::{DataFormat, Diagnostic, InputFile, PredictSpec, PredictionFormat, Spanned};
 use pipeline_core::freshness::StageState;
 use pipeline_core::stages::predictions_output;
 use pipeline_core::table::TableError;
@@ -21,12 +21,19 @@ impl Context<'_> {
         &self,
         file: &Spanned<PathBuf>,
         skip_rows: u64,
+        inputs: &[InputFile],
         labelled: bool,
         obs: &mut dyn Observer,
     ) -> Result<Dataset, Diagnostic> {
         let session = &self.session;
-        let mut data =
-            Dataset::load_other(session.manifest, file, skip_rows, &session.data, labelled)?;
+        let mut data = Dataset::load_other(
+            session.manifest,
+            file,
+            skip_rows,
+            inputs,
+            &session.data,
+            labelled,
+        )?;
         super::unseen_categories(
             &data,
             &session.manifest.resolve(&file.value).display().to_string(),
@@ -67,7 +74,7 @@ impl Context<'_> {
         let source = source.expect("check ensures a predict stage needs a train stage");
         let manifest = self.session.manifest;
         let stage = &manifest.stages[state.index];
-        let data = self.other_data(&spec.source, spec.skip_rows, false, obs)?;
+        let data = self.other_data(&spec.source, spec.skip_rows, &spec.inputs, false, obs)?;
         self.model_of(source, spec.from.value)?;
         let model = &self.trained[&(source, spec.from.value)].model;
         let session = &self.session;

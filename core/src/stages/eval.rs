@@ -5,7 +5,7 @@ use super::{
     data_files, format_of_key, loss_script, predictions_required, tokenizer, Delivery, KeyParts,
     Kind, OwnInput, StageMember,
 };
-use crate::fingerprint::SOURCE_ROLE;
+use crate::fingerprint::{source_input_role, SOURCE_ROLE};
 use manifests::{EvalSpec, Manifest, StageKind};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -43,6 +43,12 @@ impl StageMember for EvalSpec {
             // labels file or other inputs beside it).
             Some(source) => {
                 files.insert(SOURCE_ROLE.into(), manifest.resolve(&source.value));
+                for input in &self.inputs {
+                    files.insert(
+                        source_input_role(&input.name.value),
+                        manifest.resolve(&input.source.value),
+                    );
+                }
             }
             // The scores depend on the labels as much as on the features.
             None => data_files(manifest, files),

@@ -4,7 +4,7 @@ use super::{
     format_of_key, predictions_output, predictions_required, tokenizer, Delivery, KeyParts, Kind,
     OwnInput, StageMember,
 };
-use crate::fingerprint::SOURCE_ROLE;
+use crate::fingerprint::{source_input_role, SOURCE_ROLE};
 use manifests::{Manifest, PredictSpec, StageKind};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -35,6 +35,12 @@ impl StageMember for PredictSpec {
 
     fn key_inputs(&self, manifest: &Manifest, files: &mut BTreeMap<String, PathBuf>) {
         files.insert(SOURCE_ROLE.into(), manifest.resolve(&self.source.value));
+        for input in &self.inputs {
+            files.insert(
+                source_input_role(&input.name.value),
+                manifest.resolve(&input.source.value),
+            );
+        }
         tokenizer(manifest, files);
     }
 

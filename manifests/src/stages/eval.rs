@@ -3,10 +3,12 @@
 use super::{FROM_DOC, NEEDS_DOC};
 use crate::lower::path;
 use crate::reader::{Fields, Reader};
-use crate::schema::{int, key, section, Section, Ty, Val, MAX_BATCH, MAX_SKIP_ROWS};
+use crate::schema::{int, key, section, Children, Section, Ty, Val, MAX_BATCH, MAX_SKIP_ROWS};
 use crate::{EvalSpec, Spanned, SplitName};
 
-pub const SECTION: Section = section(
+pub const SECTION: Section = Section {
+    children: Children::Repeated(&[&super::INPUT_FILE]),
+    ..section(
     "eval",
     &["name"],
     &[
@@ -55,8 +57,9 @@ pub const SECTION: Section = section(
         ),
         key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
-    "A stage that measures a trained model's loss and accuracy, and any `metrics`.",
-);
+    "A stage that measures a trained model's loss and accuracy, and any `metrics`. With a `source` and `data.inputs`, an `input \"NAME\" \"FILE\"` node per input gives its file for the source's samples.",
+)
+};
 
 impl Reader<'_> {
     pub(crate) fn eval(&mut self, f: &Fields) -> EvalSpec {
@@ -73,6 +76,8 @@ impl Reader<'_> {
             batch_size: f.int("batch-size") as u64,
             metrics: f.texts("metrics"),
             from: self.weights_from(f),
+            // Read from the stage's `input` nodes (`Reader::stage_inputs`).
+            inputs: Vec::new(),
         }
     }
 }

@@ -9,14 +9,73 @@ pub(crate) mod predict;
 pub(crate) mod train;
 
 use crate::reader::{Fields, Reader};
-use crate::{Diagnostic, PredictionFormat, Spanned, StageConfig, StageKind, WeightsFrom};
+use crate::schema::{required, section, Section, Ty};
+use crate::{
+    Diagnostic, InputFile, PredictionFormat, Spanned, StageConfig, StageKind, WeightsFrom,
+};
+use kdl::KdlNode;
 use std::path::PathBuf;
 
 pub(crate) const NEEDS_DOC: &str = "The stages that must finish first; an `eval`, `checkpoint` or `predict` stage takes its model from the `train` stage it needs.";
 
 pub(crate) const FROM_DOC: &str = "Which weights of the `train` stage it needs: `last` (those training ended with), or `best`, `best-2`, … (the best its `keep-best` kept, the best first).";
 
+/// An `input` node of an `eval` or `predict` stage: a file of `data.inputs` for the
+/// stage's own samples.
+pub const INPUT_FILE: Section = section(
+    "input",
+    &["name", "source"],
+    &[
+        required(
+            "name",
+            Ty::Text,
+            "The input, as `data.inputs` names it.",
+        ),
+        required(
+            "source",
+            Ty::Path,
+            "Its file for the stage's `source`: one row per sample, in the source's order, read as the data's input file is (its format by its name, the same columns). Its content is in the cache key.",
+        ),
+    ],
+    "The file of one of `data.inputs` for the samples of the stage's `source`: `input \"meta\" \"new-meta.csv\"`. Every input of `data.inputs` needs one; the training's files hold the training's samples.",
+);
+
 impl Reader<'_> {
+    /// The `input` nodes of the stage `node`.
+    pub(crate) fn stage_inputs(&mut self, node: &KdlNode, stage: &str) -> Vec<InputFile> {
+        let nodes = node
+            .children()
+            .map_or(&[][..], |c| c.nodes())
+            .iter()
+            .filter(|n| n.name().value() == INPUT_FILE.name);
+        let mut out: Vec<InputFile> = Vec::new();
+        for (i, child) in nodes.enumerate() {
+            // `--set` cannot reach one: the path has a space.
+            let path = [stage.to_string(), format!("input {i}")];
+            let f = self.read(Some(child), &INPUT_FILE, &path, &format!("{stage}.input"));
+            let name = Spanned {
+                value: f.text("name"),
+                span: f.span("name"),
+            };
+            if let Some(first) = out.iter().find(|i| i.name.value == name.value) {
+                self.diags.push(
+                    Diagnostic::error(
+                        "pipeline::stage::unknown_input",
+                        format!("the input `{}` is given two files", name.value),
+                    )
+                    .label_opt(first.name.span, "first")
+                    .label_opt(name.span, "again")
+                    .help("give each input one file"),
+                );
+                continue;
+            }
+            if let Some(source) = crate::lower::path(&f, "source") {
+                out.push(InputFile { name, source });
+            }
+        }
+        out
+    }
+
     /// The settings of a stage of `kind`, lowered by its member.
     pub(crate) fn stage_config(&mut self, f: &Fields, kind: StageKind) -> StageConfig {
         match kind {

@@ -3,11 +3,15 @@
 use super::{FROM_DOC, NEEDS_DOC};
 use crate::lower::path;
 use crate::reader::{Fields, Reader};
-use crate::schema::{int, key, required, section, Section, Ty, Val, MAX_BATCH, MAX_SKIP_ROWS};
+use crate::schema::{
+    int, key, required, section, Children, Section, Ty, Val, MAX_BATCH, MAX_SKIP_ROWS,
+};
 use crate::{DataFormat, Diagnostic, PredictSpec, PredictionFormat, Spanned};
 use std::path::PathBuf;
 
-pub const SECTION: Section = section(
+pub const SECTION: Section = Section {
+    children: Children::Repeated(&[&super::INPUT_FILE]),
+    ..section(
     "predict",
     &["name"],
     &[
@@ -49,8 +53,9 @@ pub const SECTION: Section = section(
         ),
         key("from", Ty::Text, Some(Val::Text("last")), FROM_DOC),
     ],
-    "A stage that applies a trained model to new samples, as training saw them (scaling, filling, class names, precision), and writes the predictions.",
-);
+    "A stage that applies a trained model to new samples, as training saw them (scaling, filling, class names, precision), and writes the predictions. With `data.inputs`, an `input \"NAME\" \"FILE\"` node per input gives its file for these samples.",
+)
+};
 
 impl Reader<'_> {
     pub(crate) fn predict(&mut self, f: &Fields) -> PredictSpec {
@@ -79,6 +84,8 @@ impl Reader<'_> {
             skip_rows: f.int("skip-rows") as u64,
             from: self.weights_from(f),
             batch_size: f.int("batch-size") as u64,
+            // Read from the stage's `input` nodes (`Reader::stage_inputs`).
+            inputs: Vec::new(),
         }
     }
 
