@@ -7,23 +7,9 @@
 //! `OneHotEncoder(handle_unknown="ignore")` fitted on the same training rows) through
 //! the exported model's predictions.
 
-use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, text};
+use crate::common::{assert_fixture, checkpoint_metadata, draws, pipeline, py, refused, text};
 use serde_json::Value;
 use std::path::Path;
-
-/// Numbers in [0, 1) drawn from `seed` (a linear congruential generator: the same data on
-/// every machine, without a crate for it).
-fn draws(seed: u64) -> impl FnMut() -> f64 {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    }
-}
 
 /// A species table of `rows` rows as people keep them: the label first, two columns of
 /// text (`island`, `sex`, which has `NA`s), four measurements (one with gaps); `islands`

@@ -5,20 +5,14 @@
 //! the labels' units (recomputed in PyTorch from the exported weights and the recorded
 //! scaling); a classification loss refuses it.
 
-use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, text};
+use crate::common::{assert_fixture, checkpoint_metadata, draws, pipeline, py, refused, text};
 use serde_json::Value;
 use std::path::Path;
 
 /// Houses: three features and two targets of very different sizes (a price around
 /// 300,000 and a yearly cost in thousandths of it), from a fixed generator.
 fn houses(path: &Path, rows: usize, seed: u64) {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    let mut next = draws(seed);
     let mut out = String::from("area,rooms,age,price,cost\n");
     for _ in 0..rows {
         let (area, rooms, age) = (

@@ -5,20 +5,16 @@
 //! windows cut with numpy and scaled with scikit-learn on the training windows' rows; what
 //! cannot be windowed is refused where it is written.
 
-use crate::common::{assert_fixture, checkpoint_metadata, pipeline, py, refused, root, text};
+use crate::common::{
+    assert_fixture, checkpoint_metadata, draws, pipeline, py, refused, root, split_json, text,
+};
 use serde_json::Value;
 use std::path::Path;
 
 /// A daily series of `days` rows: an electricity load with a weekly and a yearly cycle,
 /// driven by the temperature, and some noise; `day` names the row.
 fn series(path: &Path, days: usize, seed: u64) {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(7);
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    let mut next = draws(seed);
     let mut out = String::from("day,load,temp\n");
     let mut load: f64 = 100.0;
     for t in 0..days {
@@ -85,14 +81,7 @@ fn windows_split_in_time_order_train_a_gru_and_predict_every_complete_window() {
 
     // 500 rows make 500 − 14 − 2 + 1 = 485 windows: 340 train, 73 val, 72 test, each
     // named by its last row, in time order.
-    let split: Value = serde_json::from_slice(
-        &std::fs::read(
-            d.join(report["run_dir"].as_str().unwrap())
-                .join("split.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let split = split_json(d, &report);
     let rows = |s: &str| -> Vec<u64> {
         split[s]
             .as_array()
@@ -255,14 +244,7 @@ fn a_time_column_orders_shuffled_rows_as_the_sorted_file_has_them() {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         // Each split's windows, by the date of their last row.
         let dates: Vec<&str> = file.lines().skip(1).map(|l| &l[..10]).collect();
-        let split: Value = serde_json::from_slice(
-            &std::fs::read(
-                d.join(report["run_dir"].as_str().unwrap())
-                    .join("split.json"),
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let split = split_json(d, &report);
         let of = |s: &str| -> Vec<String> {
             let rows = split[s].as_array().unwrap();
             rows.iter()

@@ -292,3 +292,27 @@ pub fn npy_header(dtype: &str, shape: &[usize]) -> Vec<u8> {
     bytes.extend(header.as_bytes());
     bytes
 }
+
+/// Numbers in [0, 1) drawn from `seed` (a linear congruential generator: the same data on
+/// every machine, without a crate for it).
+pub fn draws(seed: u64) -> impl FnMut() -> f64 {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    }
+}
+
+/// The run's `split.json` (the data rows of each split), from its `--json` report.
+pub fn split_json(dir: &Path, report: &serde_json::Value) -> serde_json::Value {
+    let run_dir = dir.join(
+        report["run_dir"]
+            .as_str()
+            .expect("the report names its run"),
+    );
+    serde_json::from_slice(&std::fs::read(run_dir.join("split.json")).unwrap()).unwrap()
+}
