@@ -14,7 +14,9 @@
 //! unsigned ones as unsigned, booleans as 0 and 1, float16). Labels are read by the row
 //! reader, as text (class names) or numbers.
 
-use crate::table::{resolve, twice_named, Layout, Table, TableError};
+use crate::categorical::Categories;
+use crate::table::{is_missing, resolve, twice_named, Layout, Table, TableError};
+use manifests::Column;
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
@@ -24,6 +26,9 @@ use parquet::schema::types::Type;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
+
+/// What [`Numeric::of`] says a column of text holds.
+const TEXT: &str = "text";
 
 /// The values of a chunk of rows read at once (all feature columns together).
 const CHUNK_VALUES: usize = 1 << 20;
@@ -123,28 +128,73 @@ pub fn footer_problem(path: &Path) -> Result<(), TableError> {
     Ok(())
 }
 
-/// How many features a sample has, from the schema alone.
+/// How many features a sample has, from the schema alone: `None` when a column of text
+/// (or one named by `categorical`) is one-hot, whose width its values decide.
 pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
-    let (_, data) = open(path).ok()?;
+    let (reader, data) = open(path).ok()?;
     let columns = resolve(layout, data.names.len(), Some(&data.names)).ok()?;
-    Some(columns.features.len())
+    let split = Split::of(&reader, &data, &columns, layout);
+    let declared = match layout {
+        Layout::Both { categorical, .. } => categorical,
+        _ => &[],
+    };
+    let one_hot = split.categorical.iter().any(|&k| {
+        columns.declared[k]
+            .is_none_or(|node| declared[node].encoding == manifests::Encoding::OneHot)
+    });
+    (!one_hot).then_some(split.numeric.len())
+}
+
+/// The feature columns of a file split by what they hold: numbers, or categories (a
+/// column of text, or one a `categorical` node names), as indices among the features.
+struct Split {
+    numeric: Vec<usize>,
+    categorical: Vec<usize>,
+}
+
+impl Split {
+    fn of(
+        reader: &SerializedFileReader<File>,
+        data: &Columns,
+        columns: &crate::table::Columns,
+        layout: Layout<'_>,
+    ) -> Split {
+        let schema = reader.metadata().file_metadata().schema_descr();
+        let mut split = Split {
+            numeric: Vec::new(),
+            categorical: Vec::new(),
+        };
+        for (k, &c) in columns.features.iter().enumerate() {
+            let text = matches!(
+                Numeric::of(&schema.column(data.positions[c])),
+                Err(what) if what == TEXT
+            );
+            // A labels file's or another file's features alone are read as they are.
+            let declared = matches!(layout, Layout::Both { .. }) && columns.declared[k].is_some();
+            match (text && matches!(layout, Layout::Both { .. })) || declared {
+                true => split.categorical.push(k),
+                false => split.numeric.push(k),
+            }
+        }
+        split
+    }
 }
 
 /// The rows and feature columns of a file, from its footer alone: what a streamed data
-/// set is sized by, and a whole file read. Refused for columns named `categorical`.
+/// set is sized by. Refused for columns of text and dates, which are read into memory.
 pub fn shape(path: &Path, layout: Layout<'_>) -> Result<(usize, usize), TableError> {
-    if let Layout::Both {
-        categorical, dates, ..
-    } = layout
-    {
-        if !categorical.is_empty() || !dates.is_empty() {
-            return Err(TableError::Columns(
-                "`categorical` and `date` columns are read from CSV and JSON tables; a Parquet file's columns of text and dates are not read yet: encode them before saving the file, or save it as CSV".into(),
-            ));
-        }
-    }
     let (reader, data) = open(path)?;
     let columns = resolve(layout, data.names.len(), Some(&data.names))?;
+    let dated = matches!(layout, Layout::Both { dates, .. } if !dates.is_empty());
+    if dated
+        || !Split::of(&reader, &data, &columns, layout)
+            .categorical
+            .is_empty()
+    {
+        return Err(TableError::Columns(
+            "a Parquet file's columns of text (categories) and dates are read into memory, not streamed: `load \"memory\"`, or encode them as numbers before saving the file".into(),
+        ));
+    }
     let rows = reader.metadata().file_metadata().num_rows().max(0) as usize;
     Ok((rows, columns.features.len()))
 }
@@ -224,7 +274,7 @@ impl Numeric {
                 Numeric::F16
             }
             (Physical::BYTE_ARRAY, ConvertedType::NONE | ConvertedType::UTF8) => {
-                return Err("text".into())
+                return Err(TEXT.into())
             }
             (Physical::INT96, _) => return Err("timestamps".into()),
             (physical, ConvertedType::NONE) => return Err(format!("{physical} values")),
@@ -508,15 +558,27 @@ pub fn read_labels(path: &Path, layout: Layout<'_>) -> Result<LabelColumns, Tabl
     let names = &data.names;
     let columns = resolve(layout, names.len(), Some(names))?;
     let label_names: Vec<String> = columns.labels.iter().map(|&i| names[i].clone()).collect();
-    let mut labels = vec![Vec::new(); columns.labels.len()];
-    if columns.labels.is_empty() {
-        return Ok(LabelColumns {
-            names: label_names,
-            cells: labels,
-        });
+    let labels = cells_of(&reader, &data, &columns.labels)?;
+    Ok(LabelColumns {
+        names: label_names,
+        cells: labels,
+    })
+}
+
+/// The cells of the file's columns `wanted` (indices among its data columns), read by
+/// the row reader over those columns only: per column one cell per row, as text (`None`
+/// where null).
+fn cells_of(
+    reader: &SerializedFileReader<File>,
+    data: &Columns,
+    wanted: &[usize],
+) -> Result<Vec<Vec<Option<String>>>, TableError> {
+    let mut cells = vec![Vec::new(); wanted.len()];
+    if wanted.is_empty() {
+        return Ok(cells);
     }
-    // The projection keeps the file's order; each label finds its field by position.
-    let mut positions: Vec<usize> = columns.labels.iter().map(|&c| data.positions[c]).collect();
+    // The projection keeps the file's order; each column finds its field by position.
+    let mut positions: Vec<usize> = wanted.iter().map(|&c| data.positions[c]).collect();
     positions.sort_unstable();
     let root = reader
         .metadata()
@@ -531,8 +593,7 @@ pub fn read_labels(path: &Path, layout: Layout<'_>) -> Result<LabelColumns, Tabl
         .with_fields(fields)
         .build()
         .map_err(|e| TableError::Io(e.to_string()))?;
-    let at: Vec<usize> = columns
-        .labels
+    let at: Vec<usize> = wanted
         .iter()
         .map(|&c| {
             let p = data.positions[c];
@@ -551,52 +612,92 @@ pub fn read_labels(path: &Path, layout: Layout<'_>) -> Result<LabelColumns, Tabl
         for (k, &a) in at.iter().enumerate() {
             let field = fields.get(a).ok_or_else(|| TableError::Line {
                 line: row_index,
-                message: format!("the row has no column `{}`", label_names[k]),
+                message: format!("the row has no column `{}`", data.names[wanted[k]]),
             })?;
-            labels[k].push(text(field)?);
+            cells[k].push(text(field)?);
         }
     }
-    Ok(LabelColumns {
-        names: label_names,
-        cells: labels,
-    })
+    Ok(cells)
 }
 
-/// Reads the whole table; `Table::lines` holds each row's 0-based index.
+/// Reads the whole table; `Table::lines` holds each row's 0-based index. Feature columns
+/// of text (and those a `categorical` node names) are read as categories by the row
+/// reader, a null or a missing marker (`NA`, …) missing; the others as numbers.
 pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
+    if let Layout::Both { dates, .. } = layout {
+        if !dates.is_empty() {
+            return Err(TableError::Columns(
+                "`date` columns are read from CSV and JSON tables; a Parquet file's dates are not read yet: convert them to numbers before saving the file, or save it as CSV".into(),
+            ));
+        }
+    }
     let LabelColumns {
         names: label_names,
         cells: labels,
     } = read_labels(path, layout)?;
-    let (rows, width) = shape(path, layout)?;
+    let (reader, data) = open(path)?;
+    let columns = resolve(layout, data.names.len(), Some(&data.names))?;
+    let split = Split::of(&reader, &data, &columns, layout);
+    let rows = reader.metadata().file_metadata().num_rows().max(0) as usize;
+    let numeric: Vec<Column> = split
+        .numeric
+        .iter()
+        .map(|&k| Column::Index(columns.features[k]))
+        .collect();
+    let width = numeric.len();
     let mut features = vec![0f32; rows * width];
-    let read = read_features(path, layout, |block| {
-        let columns = block.columns.len();
-        let rows = block.values.chunks_exact(columns);
-        for (r, values) in rows.enumerate() {
-            let at = (block.row + r) * width + block.columns.start;
-            features[at..at + columns].copy_from_slice(values);
+    let mut feature_names = Vec::new();
+    // (`Layout::Features` of no column would be every column.)
+    if width > 0 {
+        let read = read_features(path, Layout::Features(&numeric), |block| {
+            let columns = block.columns.len();
+            let rows = block.values.chunks_exact(columns);
+            for (r, values) in rows.enumerate() {
+                let at = (block.row + r) * width + block.columns.start;
+                features[at..at + columns].copy_from_slice(values);
+            }
+            Ok(())
+        })?;
+        feature_names = read.names;
+    }
+    let wanted: Vec<usize> = split
+        .categorical
+        .iter()
+        .map(|&k| columns.features[k])
+        .collect();
+    let cells = cells_of(&reader, &data, &wanted)?;
+    let mut categorical = Vec::with_capacity(wanted.len());
+    for ((&c, cells), &k) in wanted.iter().zip(cells).zip(&split.categorical) {
+        let mut column = Categories::new(data.names[c].clone(), c);
+        column.declared = columns.declared[k];
+        for cell in &cells {
+            let cell = cell.as_deref().map(str::trim);
+            column.push(cell.filter(|c| !is_missing(c)));
         }
-        Ok(())
-    })?;
-    if read.rows == 0 {
+        categorical.push(column);
+    }
+    if rows == 0 {
         return Err(TableError::Io("the file has no rows".into()));
     }
-    if let Some(short) = labels.iter().find(|l| l.len() != read.rows) {
+    if let Some(short) = labels.iter().find(|l| l.len() != rows) {
         return Err(TableError::Io(format!(
             "the labels have {} rows and the features {}",
             short.len(),
-            read.rows
+            rows
         )));
     }
     Ok(Table {
-        columns: read.names.clone(),
-        feature_names: read.names,
+        columns: columns
+            .features
+            .iter()
+            .map(|&c| data.names[c].clone())
+            .collect(),
+        feature_names,
         features,
-        categorical: Vec::new(),
+        categorical,
         dates: Vec::new(),
         label_names,
         labels,
-        lines: (0..read.rows).collect(),
+        lines: (0..rows).collect(),
     })
 }

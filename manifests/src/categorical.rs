@@ -53,7 +53,7 @@ impl<'a> Reader<'a> {
                     "pipeline::data::key_not_for_format",
                     format!("`data.categorical` reads columns of a table, not {what}"),
                     "not for this data",
-                    "categorical columns are columns of a CSV or JSON table; remove `categorical`",
+                    "categorical columns are columns of a CSV, JSON or Parquet table; remove `categorical`",
                 ));
                 continue;
             }

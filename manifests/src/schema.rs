@@ -579,7 +579,7 @@ pub const DATA: Section = Section {
             "max-categories",
             int(2, MAX_CATEGORIES),
             Some(Val::Int(50)),
-            "CSV and JSON: the most distinct values a categorical column may hold (a column of text, or one named by `categorical`); one with more (an id, a free-text name) is refused, naming the column and its count. Not in the cache key: it only refuses.",
+            "CSV, JSON and Parquet: the most distinct values a categorical column may hold (a column of text, or one named by `categorical`); one with more (an id, a free-text name) is refused, naming the column and its count. Not in the cache key: it only refuses.",
         ),
     ],
     "Where the samples come from and how they are prepared.",
@@ -632,7 +632,7 @@ pub static CATEGORICAL: Section = section(
             "`index` of one column: the model input's name (default: the column's name).",
         ),
     ],
-    "Feature columns read as categories (CSV and JSON): `categorical \"island\" encoding=\"index\"`. A column whose values are text is categorical without being named here (one-hot); name one to read a column of codes (`1`, `2`, `3`) as categories, or to encode it by index. The values are kept as written (trimmed); the missing markers are missing, and `data.missing` applies to them as to numbers (`mean` and `median` fill with the training split's most frequent value). `check` says which columns are categorical and how many values it sees; the checkpoint's metadata records each column's values.",
+    "Feature columns read as categories (CSV, JSON and Parquet): `categorical \"island\" encoding=\"index\"`. A column whose values are text is categorical without being named here (one-hot); name one to read a column of codes (`1`, `2`, `3`) as categories, or to encode it by index. The values are kept as written (trimmed); the missing markers are missing, and `data.missing` applies to them as to numbers (`mean` and `median` fill with the training split's most frequent value). `check` says which columns are categorical and how many values it sees; the checkpoint's metadata records each column's values.",
 );
 
 pub const INPUTS: Section = Section {

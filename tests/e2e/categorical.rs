@@ -506,3 +506,63 @@ print(float(np.abs(ours - probs).max()))
         &refused(d, &["check", "weather.kdl"], 1),
     );
 }
+
+/// A Parquet file's columns of text are categories as a CSV's are: the species table
+/// written by pyarrow (text columns with nulls, a measurement with gaps) trains exactly
+/// as the same CSV, with the same vocabularies.
+#[test]
+fn a_parquet_files_text_columns_are_categories_as_a_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    penguins(&d.join("penguins.csv"), 300, 1, ISLANDS);
+    penguins(
+        &d.join("new.csv"),
+        40,
+        2,
+        &["Torgersen", "Dream", "Biscoe", "Atlantis"],
+    );
+    py(
+        d,
+        "import csv, pyarrow as pa, pyarrow.parquet as pq\n\
+         for name in ['penguins', 'new']:\n\
+         \x20   rows = list(csv.DictReader(open(name + '.csv')))\n\
+         \x20   text = lambda c: [None if r[c] == 'NA' else r[c] for r in rows]\n\
+         \x20   number = lambda c: [None if r[c] == 'NA' else float(r[c]) for r in rows]\n\
+         \x20   cols = {'species': text('species'), 'island': text('island')}\n\
+         \x20   cols.update({c: number(c) for c in ['bill_length', 'bill_depth', 'flipper', 'body_mass']})\n\
+         \x20   cols['sex'] = text('sex')\n\
+         \x20   pq.write_table(pa.table(cols), name + '.parquet', row_group_size=64)\n",
+    );
+    std::fs::write(d.join("penguins.kdl"), MANIFEST).unwrap();
+    let (csv, _) = run(d, "penguins.kdl");
+    let predictions = || std::fs::read_to_string(d.join("new-predictions.csv")).unwrap();
+    let csv_predictions = predictions();
+    std::fs::write(
+        d.join("penguins.kdl"),
+        MANIFEST
+            .replace("\"penguins.csv\"", "\"penguins.parquet\"")
+            .replace("\"new.csv\"", "\"new.parquet\"")
+            // A Parquet file's columns are named by its schema.
+            .replace("    header #true\n", ""),
+    )
+    .unwrap();
+    let out = pipeline(d, &["check", "penguins.kdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (parquet, stderr) = run(d, "penguins.kdl");
+    assert!(
+        stderr.contains("had a value of `island` not seen in training"),
+        "{stderr}"
+    );
+    assert_eq!(
+        csv["stages"][1]["metrics"], parquet["stages"][1]["metrics"],
+        "the same table trains the same"
+    );
+    let (a, b) = (
+        checkpoint_metadata(d, &csv, 2),
+        checkpoint_metadata(d, &parquet, 2),
+    );
+    assert_eq!(a["categorical"], b["categorical"]);
+    assert_eq!(a["input_columns"], b["input_columns"]);
+    // The same predictions, `row` for `row`.
+    assert_eq!(predictions(), csv_predictions);
+}
