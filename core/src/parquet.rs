@@ -30,6 +30,9 @@ use std::sync::Arc;
 /// What [`Numeric::of`] says a column of text holds.
 const TEXT: &str = "text";
 
+/// What [`Numeric::of`] says a column of dates or timestamps holds.
+const DATES: &str = "dates";
+
 /// The values of a chunk of rows read at once (all feature columns together).
 const CHUNK_VALUES: usize = 1 << 20;
 
@@ -150,6 +153,9 @@ pub fn peek_features(path: &Path, layout: Layout<'_>) -> Option<usize> {
 struct Split {
     numeric: Vec<usize>,
     categorical: Vec<usize>,
+    /// Columns of dates (typed, or text a `date` node names), each with whether its
+    /// values are nanoseconds (read as plain integers).
+    dated: Vec<(usize, bool)>,
 }
 
 impl Split {
@@ -163,17 +169,23 @@ impl Split {
         let mut split = Split {
             numeric: Vec::new(),
             categorical: Vec::new(),
+            dated: Vec::new(),
         };
+        // A labels file's or another file's features alone are read as they are.
+        let both = matches!(layout, Layout::Both { .. });
         for (k, &c) in columns.features.iter().enumerate() {
-            let text = matches!(
-                Numeric::of(&schema.column(data.positions[c])),
-                Err(what) if what == TEXT
+            let column = schema.column(data.positions[c]);
+            let holds = Numeric::of(&column).err();
+            let nanos = matches!(
+                column.logical_type_ref(),
+                Some(LogicalType::Timestamp(t)) if t.unit == parquet::basic::TimeUnit::NANOS
             );
-            // A labels file's or another file's features alone are read as they are.
-            let declared = matches!(layout, Layout::Both { .. }) && columns.declared[k].is_some();
-            match (text && matches!(layout, Layout::Both { .. })) || declared {
-                true => split.categorical.push(k),
-                false => split.numeric.push(k),
+            if both && (holds.as_deref() == Some(DATES) || columns.dated[k].is_some()) {
+                split.dated.push((k, nanos));
+            } else if both && (holds.as_deref() == Some(TEXT) || columns.declared[k].is_some()) {
+                split.categorical.push(k);
+            } else {
+                split.numeric.push(k);
             }
         }
         split
@@ -217,6 +229,28 @@ fn text(field: &Field) -> Result<Option<String>, TableError> {
     })
 }
 
+/// A cell of a column of dates as a date-time (UTC for timestamps), `None` when null or
+/// a missing marker; text is read as a CSV's dates are (`2024-03-01`, …).
+fn date_of(field: &Field, nanos: bool) -> Result<Option<chrono::NaiveDateTime>, String> {
+    use chrono::DateTime;
+    let instant = |t: Option<DateTime<chrono::Utc>>| {
+        t.map(|t| t.naive_utc())
+            .ok_or("a timestamp out of range".to_string())
+    };
+    Ok(Some(match field {
+        Field::Null => return Ok(None),
+        Field::Date(days) => instant(DateTime::from_timestamp(i64::from(*days) * 86_400, 0))?,
+        Field::TimestampMillis(ms) => instant(DateTime::from_timestamp_millis(*ms))?,
+        Field::TimestampMicros(us) => instant(DateTime::from_timestamp_micros(*us))?,
+        Field::Long(ns) if nanos => DateTime::from_timestamp_nanos(*ns).naive_utc(),
+        Field::Str(s) if is_missing(s.trim()) => return Ok(None),
+        Field::Str(s) => {
+            crate::dates::parse(s).ok_or_else(|| format!("`{}` is not a date", s.escape_debug()))?
+        }
+        other => return Err(format!("{other} is not a date")),
+    }))
+}
+
 /// A cell as a number, or `None` when it is not one.
 fn number(field: &Field) -> Option<f64> {
     Some(match field {
@@ -252,6 +286,18 @@ impl Numeric {
     /// The column's reading, or what it holds instead of numbers.
     fn of(column: &parquet::schema::types::ColumnDescriptor) -> Result<Numeric, String> {
         let converted = column.converted_type();
+        // A timestamp of nanoseconds is an INT64 without a converted type: told by its
+        // logical type, before it would be read as a number.
+        let dated = matches!(
+            column.logical_type_ref(),
+            Some(LogicalType::Date | LogicalType::Timestamp(_))
+        ) || matches!(
+            converted,
+            ConvertedType::DATE | ConvertedType::TIMESTAMP_MILLIS | ConvertedType::TIMESTAMP_MICROS
+        ) || column.physical_type() == Physical::INT96;
+        if dated {
+            return Err(DATES.into());
+        }
         Ok(match (column.physical_type(), converted) {
             (Physical::BOOLEAN, _) => Numeric::Bool,
             (Physical::INT32, ConvertedType::NONE | ConvertedType::INT_32) => {
@@ -276,7 +322,6 @@ impl Numeric {
             (Physical::BYTE_ARRAY, ConvertedType::NONE | ConvertedType::UTF8) => {
                 return Err(TEXT.into())
             }
-            (Physical::INT96, _) => return Err("timestamps".into()),
             (physical, ConvertedType::NONE) => return Err(format!("{physical} values")),
             (_, converted) => return Err(format!("{converted} values")),
         })
@@ -573,6 +618,17 @@ fn cells_of(
     data: &Columns,
     wanted: &[usize],
 ) -> Result<Vec<Vec<Option<String>>>, TableError> {
+    fields_of(reader, data, wanted, |_, _, field| text(field))
+}
+
+/// The cells of the columns `wanted`, each made into a `T` by `convert` (given the
+/// column's place in `wanted`, the row and the cell).
+fn fields_of<T: Clone>(
+    reader: &SerializedFileReader<File>,
+    data: &Columns,
+    wanted: &[usize],
+    convert: impl Fn(usize, usize, &Field) -> Result<T, TableError>,
+) -> Result<Vec<Vec<T>>, TableError> {
     let mut cells = vec![Vec::new(); wanted.len()];
     if wanted.is_empty() {
         return Ok(cells);
@@ -614,7 +670,7 @@ fn cells_of(
                 line: row_index,
                 message: format!("the row has no column `{}`", data.names[wanted[k]]),
             })?;
-            cells[k].push(text(field)?);
+            cells[k].push(convert(k, row_index, field)?);
         }
     }
     Ok(cells)
@@ -624,13 +680,6 @@ fn cells_of(
 /// of text (and those a `categorical` node names) are read as categories by the row
 /// reader, a null or a missing marker (`NA`, …) missing; the others as numbers.
 pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
-    if let Layout::Both { dates, .. } = layout {
-        if !dates.is_empty() {
-            return Err(TableError::Columns(
-                "`date` columns are read from CSV and JSON tables; a Parquet file's dates are not read yet: convert them to numbers before saving the file, or save it as CSV".into(),
-            ));
-        }
-    }
     let LabelColumns {
         names: label_names,
         cells: labels,
@@ -644,21 +693,63 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         .iter()
         .map(|&k| Column::Index(columns.features[k]))
         .collect();
-    let width = numeric.len();
-    let mut features = vec![0f32; rows * width];
+    // The numbers and the dates' parts in the features' order (a date's parts in its
+    // place, as a CSV's), the categories after them: each one's first place.
+    let declared_dates = match layout {
+        Layout::Both { dates, .. } => dates,
+        _ => &[],
+    };
+    let parts_of = |k: usize| -> Vec<manifests::DatePart> {
+        columns.dated[k].map_or(manifests::DEFAULT_DATE_PARTS.to_vec(), |node| {
+            declared_dates[node].parts.clone()
+        })
+    };
     let mut feature_names = Vec::new();
+    let mut place = vec![0; columns.features.len()];
+    for (k, &c) in columns.features.iter().enumerate() {
+        place[k] = feature_names.len();
+        if split.numeric.contains(&k) {
+            feature_names.push(data.names[c].clone());
+        } else if split.dated.iter().any(|&(d, _)| d == k) {
+            feature_names.extend(crate::dates::names(&data.names[c], &parts_of(k)));
+        }
+    }
+    let width = feature_names.len();
+    let mut features = vec![0f32; rows * width];
     // (`Layout::Features` of no column would be every column.)
-    if width > 0 {
-        let read = read_features(path, Layout::Features(&numeric), |block| {
-            let columns = block.columns.len();
-            let rows = block.values.chunks_exact(columns);
-            for (r, values) in rows.enumerate() {
-                let at = (block.row + r) * width + block.columns.start;
-                features[at..at + columns].copy_from_slice(values);
+    if !numeric.is_empty() {
+        read_features(path, Layout::Features(&numeric), |block| {
+            for (r, values) in block.values.chunks_exact(block.columns.len()).enumerate() {
+                let row = (block.row + r) * width;
+                for (j, &v) in block.columns.clone().zip(values) {
+                    features[row + place[split.numeric[j]]] = v;
+                }
             }
             Ok(())
         })?;
-        feature_names = read.names;
+    }
+    let dated: Vec<usize> = split
+        .dated
+        .iter()
+        .map(|&(k, _)| columns.features[k])
+        .collect();
+    let times = fields_of(&reader, &data, &dated, |j, row, field| {
+        let (k, nanos) = split.dated[j];
+        date_of(field, nanos).map_err(|why| TableError::Line {
+            line: row,
+            message: format!("`{}`: {why}", data.names[columns.features[k]]),
+        })
+    })?;
+    let mut dates = Vec::with_capacity(dated.len());
+    for (&(k, _), times) in split.dated.iter().zip(times) {
+        let parts = parts_of(k);
+        for (r, t) in times.iter().enumerate() {
+            for (p, &part) in parts.iter().enumerate() {
+                features[r * width + place[k] + p] =
+                    t.as_ref().map_or(f32::NAN, |t| crate::dates::part(t, part));
+            }
+        }
+        dates.push((data.names[columns.features[k]].clone(), parts));
     }
     let wanted: Vec<usize> = split
         .categorical
@@ -695,7 +786,7 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         feature_names,
         features,
         categorical,
-        dates: Vec::new(),
+        dates,
         label_names,
         labels,
         lines: (0..rows).collect(),

@@ -603,7 +603,7 @@ pub static DATE: Section = section(
             "What each date gives, a feature each, in this order: `year`, `month` (1–12), `day` (of the month), `day-of-year` (1–366), `day-of-week` (0 for Monday … 6, as pandas' `dayofweek`), `hour`, `minute`, `days` (since 1970-01-01, with the time of day as a fraction).",
         ),
     ],
-    "Feature columns of dates (CSV and JSON): `date \"when\" parts=\"year month day-of-week\"` (or `date \"when\" { parts \"year\" \"month\" \"day-of-week\"; }`). A column whose every value is a date or a date-time (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601 `2024-03-01T12:30:00Z`) is one without being named here, with the year, the month and the day of the year; name one to choose its parts, or to have a bad value refused. A column of dates with a few values that are not dates is refused, naming the first. A missing date is missing in every part (`data.missing`).",
+    "Feature columns of dates (CSV, JSON and Parquet, whose typed dates and timestamps are dates without being named): `date \"when\" parts=\"year month day-of-week\"` (or `date \"when\" { parts \"year\" \"month\" \"day-of-week\"; }`). A column whose every value is a date or a date-time (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601 `2024-03-01T12:30:00Z`) is one without being named here, with the year, the month and the day of the year; name one to choose its parts, or to have a bad value refused. A column of dates with a few values that are not dates is refused, naming the first. A missing date is missing in every part (`data.missing`).",
 );
 
 /// The most distinct values `data.max-categories` may allow.

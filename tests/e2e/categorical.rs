@@ -566,3 +566,56 @@ fn a_parquet_files_text_columns_are_categories_as_a_csvs() {
     // The same predictions, `row` for `row`.
     assert_eq!(predictions(), csv_predictions);
 }
+
+/// A Parquet file's dates are dates as a CSV's are: the weather table written by pyarrow
+/// with its dates as timestamps of nanoseconds (as pandas writes them), the file to
+/// predict with dates of days (`date32`), trains and predicts exactly as the CSVs.
+#[test]
+fn a_parquet_files_dates_and_timestamps_give_the_parts_a_csvs_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let stations = ["north", "east", "south"];
+    weather(&d.join("weather.csv"), 365, 1, &stations);
+    weather(&d.join("new.csv"), 60, 2, &stations);
+    py(
+        d,
+        "import csv, datetime, pyarrow as pa, pyarrow.parquet as pq\n\
+         def when(text):\n\
+         \x20   text = text.replace('/', '-')\n\
+         \x20   return datetime.datetime.fromisoformat(text) if ' ' in text else datetime.datetime.fromisoformat(text + ' 00:00:00')\n\
+         for name, kind in [('weather', pa.timestamp('ns')), ('new', pa.date32())]:\n\
+         \x20   rows = list(csv.DictReader(open(name + '.csv')))\n\
+         \x20   dates = [when(r['date']) for r in rows]\n\
+         \x20   if kind == pa.date32():\n\
+         \x20       dates = [t.date() for t in dates]\n\
+         \x20   cols = {\n\
+         \x20       'date': pa.array(dates, type=kind),\n\
+         \x20       'station': [r['station'] for r in rows],\n\
+         \x20       'temp': [None if r['temp'] == 'NA' else float(r['temp']) for r in rows],\n\
+         \x20       'humidity': [float(r['humidity']) for r in rows],\n\
+         \x20       'rain': [r['rain'] for r in rows],\n\
+         \x20   }\n\
+         \x20   pq.write_table(pa.table(cols), name + '.parquet', row_group_size=100)\n",
+    );
+    std::fs::write(d.join("weather.kdl"), WEATHER).unwrap();
+    let (csv, _) = run(d, "weather.kdl");
+    let predictions = || std::fs::read_to_string(d.join("new-predictions.csv")).unwrap();
+    let csv_predictions = predictions();
+    std::fs::write(
+        d.join("weather.kdl"),
+        WEATHER
+            .replace("\"weather.csv\"", "\"weather.parquet\"")
+            .replace("\"new.csv\"", "\"new.parquet\"")
+            .replace("    header #true\n", ""),
+    )
+    .unwrap();
+    let (parquet, _) = run(d, "weather.kdl");
+    assert_eq!(csv["stages"][1]["metrics"], parquet["stages"][1]["metrics"]);
+    let (a, b) = (
+        checkpoint_metadata(d, &csv, 2),
+        checkpoint_metadata(d, &parquet, 2),
+    );
+    assert_eq!(a["dates"], b["dates"]);
+    assert_eq!(a["input_columns"], b["input_columns"]);
+    assert_eq!(predictions(), csv_predictions);
+}

@@ -471,7 +471,8 @@ fn parquet_features_are_the_values_pyarrow_reads() {
             names[i % names.len()]
         );
     }
-    // Columns that are not numbers are named as such before anything is read.
+    // Read as features alone (a labels file, an input), columns that are not numbers are
+    // named as such before anything is read.
     let err = parquet::read(&dir.path().join("text.parquet"), Layout::Features(&[]));
     assert_eq!(
         err.unwrap_err(),
@@ -480,7 +481,7 @@ fn parquet_features_are_the_values_pyarrow_reads() {
     let err = parquet::read(&dir.path().join("date.parquet"), Layout::Features(&[]));
     assert_eq!(
         err.unwrap_err(),
-        TableError::Columns("feature `d` (column 0) holds DATE values, not numbers: leave it out of `features`, or convert it before saving".into())
+        TableError::Columns("feature `d` (column 0) holds dates, not numbers: leave it out of `features`, or convert it before saving".into())
     );
 }
 
