@@ -15,7 +15,7 @@
 //! reader, as text (class names) or numbers.
 
 use crate::categorical::Categories;
-use crate::table::{is_missing, resolve, twice_named, Layout, Table, TableError};
+use crate::table::{is_missing, resolve, twice_named, Layout, Table, TableError, GLANCE_ROWS};
 use manifests::Column;
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
@@ -464,6 +464,17 @@ pub fn read_feature_group(
     path: &Path,
     layout: Layout<'_>,
     group: std::ops::Range<usize>,
+    each: impl FnMut(Block<'_>) -> Result<(), TableError>,
+) -> Result<(), TableError> {
+    read_feature_rows(path, layout, group, usize::MAX, each)
+}
+
+/// [`read_feature_group`] of the first `until` rows (or a few more: whole chunks).
+fn read_feature_rows(
+    path: &Path,
+    layout: Layout<'_>,
+    group: std::ops::Range<usize>,
+    until: usize,
     mut each: impl FnMut(Block<'_>) -> Result<(), TableError>,
 ) -> Result<(), TableError> {
     let features = Features::open(path, layout)?;
@@ -474,6 +485,9 @@ pub fn read_feature_group(
     let mut values = Vec::new();
     let mut first = 0;
     for r in 0..reader.num_row_groups() {
+        if first >= until {
+            break;
+        }
         let row_group = reader
             .get_row_group(r)
             .map_err(|e| TableError::Io(format!("row group {r}: {e}")))?;
@@ -481,7 +495,7 @@ pub fn read_feature_group(
         let mut readers = open_columns(&*row_group, numerics)
             .map_err(|e| TableError::Io(format!("row group {r}: {e}")))?;
         let mut done = 0;
-        while done < in_group {
+        while done < in_group && first + done < until {
             let n = chunk.min(in_group - done);
             values.clear();
             values.resize(n * width, 0f32);
@@ -508,15 +522,17 @@ pub fn read_feature_group(
     Ok(())
 }
 
-/// Reads every feature column, group after group ([`read_feature_group`]).
-pub fn read_features(
+/// Reads every feature column of the first `until` rows (or a few more), group after
+/// group ([`read_feature_group`]).
+fn read_features(
     path: &Path,
     layout: Layout<'_>,
+    until: usize,
     mut each: impl FnMut(Block<'_>) -> Result<(), TableError>,
 ) -> Result<FeatureColumns, TableError> {
     let (columns, groups) = feature_groups(path, layout)?;
     for group in groups {
-        read_feature_group(path, layout, group, &mut each)?;
+        read_feature_rows(path, layout, group, until, &mut each)?;
     }
     Ok(columns)
 }
@@ -603,7 +619,7 @@ pub fn read_labels(path: &Path, layout: Layout<'_>) -> Result<LabelColumns, Tabl
     let names = &data.names;
     let columns = resolve(layout, names.len(), Some(names))?;
     let label_names: Vec<String> = columns.labels.iter().map(|&i| names[i].clone()).collect();
-    let labels = cells_of(&reader, &data, &columns.labels)?;
+    let labels = cells_of(&reader, &data, &columns.labels, usize::MAX)?;
     Ok(LabelColumns {
         names: label_names,
         cells: labels,
@@ -617,8 +633,9 @@ fn cells_of(
     reader: &SerializedFileReader<File>,
     data: &Columns,
     wanted: &[usize],
+    until: usize,
 ) -> Result<Vec<Vec<Option<String>>>, TableError> {
-    fields_of(reader, data, wanted, |_, _, field| text(field))
+    fields_of(reader, data, wanted, until, |_, _, field| text(field))
 }
 
 /// The cells of the columns `wanted`, each made into a `T` by `convert` (given the
@@ -627,6 +644,7 @@ fn fields_of<T: Clone>(
     reader: &SerializedFileReader<File>,
     data: &Columns,
     wanted: &[usize],
+    until: usize,
     convert: impl Fn(usize, usize, &Field) -> Result<T, TableError>,
 ) -> Result<Vec<Vec<T>>, TableError> {
     let mut cells = vec![Vec::new(); wanted.len()];
@@ -659,7 +677,7 @@ fn fields_of<T: Clone>(
     let rows = reader
         .get_row_iter(Some(projection))
         .map_err(|e| TableError::Io(e.to_string()))?;
-    for (row_index, row) in rows.enumerate() {
+    for (row_index, row) in rows.enumerate().take(until) {
         let row = row.map_err(|e| TableError::Line {
             line: row_index,
             message: format!("cannot read the row: {e}"),
@@ -680,14 +698,33 @@ fn fields_of<T: Clone>(
 /// of text (and those a `categorical` node names) are read as categories by the row
 /// reader, a null or a missing marker (`NA`, …) missing; the others as numbers.
 pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
-    let LabelColumns {
-        names: label_names,
-        cells: labels,
-    } = read_labels(path, layout)?;
+    read_rows(path, layout, usize::MAX)
+}
+
+/// The first rows of the table, for `check` ([`GLANCE_ROWS`] of them: what the run
+/// will make of its columns); `None` when it has none.
+pub fn glance_rows(path: &Path, layout: Layout<'_>) -> Result<Option<Table>, TableError> {
+    match read_rows(path, layout, GLANCE_ROWS) {
+        Err(TableError::Io(m)) if m == NO_ROWS => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+/// Why a file with no rows is refused.
+const NO_ROWS: &str = "the file has no rows";
+
+/// [`read`] of the first `until` rows.
+fn read_rows(path: &Path, layout: Layout<'_>, until: usize) -> Result<Table, TableError> {
     let (reader, data) = open(path)?;
     let columns = resolve(layout, data.names.len(), Some(&data.names))?;
+    let label_names: Vec<String> = columns
+        .labels
+        .iter()
+        .map(|&i| data.names[i].clone())
+        .collect();
+    let labels = cells_of(&reader, &data, &columns.labels, until)?;
     let split = Split::of(&reader, &data, &columns, layout);
-    let rows = reader.metadata().file_metadata().num_rows().max(0) as usize;
+    let rows = (reader.metadata().file_metadata().num_rows().max(0) as usize).min(until);
     let numeric: Vec<Column> = split
         .numeric
         .iter()
@@ -718,8 +755,9 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
     let mut features = vec![0f32; rows * width];
     // (`Layout::Features` of no column would be every column.)
     if !numeric.is_empty() {
-        read_features(path, Layout::Features(&numeric), |block| {
-            for (r, values) in block.values.chunks_exact(block.columns.len()).enumerate() {
+        read_features(path, Layout::Features(&numeric), until, |block| {
+            let values = block.values.chunks_exact(block.columns.len());
+            for (r, values) in values.enumerate().take(rows.saturating_sub(block.row)) {
                 let row = (block.row + r) * width;
                 for (j, &v) in block.columns.clone().zip(values) {
                     features[row + place[split.numeric[j]]] = v;
@@ -733,7 +771,7 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         .iter()
         .map(|&(k, _)| columns.features[k])
         .collect();
-    let times = fields_of(&reader, &data, &dated, |j, row, field| {
+    let times = fields_of(&reader, &data, &dated, until, |j, row, field| {
         let (k, nanos) = split.dated[j];
         date_of(field, nanos).map_err(|why| TableError::Line {
             line: row,
@@ -756,7 +794,7 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         .iter()
         .map(|&k| columns.features[k])
         .collect();
-    let cells = cells_of(&reader, &data, &wanted)?;
+    let cells = cells_of(&reader, &data, &wanted, until)?;
     let mut categorical = Vec::with_capacity(wanted.len());
     for ((&c, cells), &k) in wanted.iter().zip(cells).zip(&split.categorical) {
         let mut column = Categories::new(data.names[c].clone(), c);
@@ -768,7 +806,7 @@ pub fn read(path: &Path, layout: Layout<'_>) -> Result<Table, TableError> {
         categorical.push(column);
     }
     if rows == 0 {
-        return Err(TableError::Io("the file has no rows".into()));
+        return Err(TableError::Io(NO_ROWS.into()));
     }
     if let Some(short) = labels.iter().find(|l| l.len() != rows) {
         return Err(TableError::Io(format!(

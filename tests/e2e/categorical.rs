@@ -546,8 +546,13 @@ fn a_parquet_files_text_columns_are_categories_as_a_csvs() {
             .replace("    header #true\n", ""),
     )
     .unwrap();
+    // `check` reads the first rows, as a CSV's, to say what the run will do.
     let out = pipeline(d, &["check", "penguins.kdl"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "ok: penguins.kdl (4 stages)\n  data: 4 numeric features; categorical: island (one-hot, 3 values), sex (one-hot, 2 values), as the first 100 rows show\n"
+    );
     let (parquet, stderr) = run(d, "penguins.kdl");
     assert!(
         stderr.contains("had a value of `island` not seen in training"),

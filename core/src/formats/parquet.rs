@@ -28,6 +28,15 @@ impl TableFormat for Parquet {
         parquet::footer_problem(path)
     }
 
+    fn glance_rows(
+        &self,
+        path: &Path,
+        _: &Dialect,
+        layout: Layout<'_>,
+    ) -> Result<Option<Table>, TableError> {
+        parquet::glance_rows(path, layout)
+    }
+
     fn columns(&self) -> Option<&'static dyn ColumnGroups> {
         Some(&Parquet)
     }
