@@ -4,15 +4,17 @@
 //! Columns are chosen by the same `label` and `features` keys (names, indices, ranges,
 //! over the top-level columns); a null is a missing value. The columns pandas stores its
 //! index in (`df.to_parquet()` after a filter or a sort writes `__index_level_0__` last)
-//! are not data, and are left out. `check` reads the schema only, from the file's footer.
+//! are not data, and are left out. `check` reads the footer, and the first rows to say
+//! what the run makes of the columns ([`glance_rows`]).
 //!
-//! Features are read by the typed column readers, [`COLUMNS_AT_ONCE`] columns at a time,
-//! row group by row group, a chunk of rows at a time ([`read_feature_group`]): memory
-//! holds those columns' pages and one chunk, whatever the file's size, which is how a
-//! streamed data set (`data.load "stream"`) is decoded. Their values become float32
+//! Numeric features are read by the typed column readers, [`COLUMNS_AT_ONCE`] columns at
+//! a time, row group by row group, a chunk of rows at a time ([`read_feature_group`]):
+//! memory holds those columns' pages and one chunk, whatever the file's size, which is
+//! how a streamed data set (`data.load "stream"`) is decoded. Their values become float32
 //! as `torch.tensor(df.to_numpy()).float()` makes them (through float64: integers,
-//! unsigned ones as unsigned, booleans as 0 and 1, float16). Labels are read by the row
-//! reader, as text (class names) or numbers.
+//! unsigned ones as unsigned, booleans as 0 and 1, float16). Labels, feature columns of
+//! text (categories) and of dates or timestamps (their parts, in the column's place) are
+//! read by the row reader; such a file is read whole into memory, not streamed.
 
 use crate::categorical::Categories;
 use crate::table::{is_missing, resolve, twice_named, Layout, Table, TableError, GLANCE_ROWS};
