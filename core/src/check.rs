@@ -5,8 +5,8 @@
 
 use crate::plan::stage_graph;
 use manifests::{
-    suggest, DataFormat, Diagnostic, EvalSpec, FormatKind, Manifest, Spanned, StageConfig,
-    StageKind, StageSpec, Target, TrainSpec, WeightsFrom,
+    suggest, DataFormat, Diagnostic, EvalSpec, FormatKind, InputFile, Manifest, Spanned,
+    StageConfig, StageKind, StageSpec, Target, TrainSpec, WeightsFrom,
 };
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
@@ -424,58 +424,7 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             ));
             continue;
         }
-        // Each of `data.inputs` from a file for these samples: the training's files
-        // hold the training's.
-        let missing: Vec<&str> = m
-            .data
-            .extra_inputs
-            .iter()
-            .map(|i| i.name.as_str())
-            .filter(|name| !inputs.iter().any(|i| i.name.value == *name))
-            .collect();
-        if let Some(first) = missing.first() {
-            let listed: Vec<String> = missing.iter().map(|n| format!("`{n}`")).collect();
-            diags.push(refuse(
-                "pipeline::stage::source_and_inputs",
-                format!(
-                    "the model also reads {} (`data.inputs`), and no file of {} is given for these samples",
-                    listed.join(", "),
-                    if missing.len() == 1 { "it" } else { "them" }
-                ),
-                "samples of the data file's kind only",
-                &format!("give each input its file for these samples, one row per sample: `input \"{first}\" \"new-{first}.csv\"`"),
-            ));
-        }
-        let unknown = inputs
-            .iter()
-            .find(|i| !m.data.extra_inputs.iter().any(|d| d.name == i.name.value));
-        if let Some(input) = unknown
-            .iter()
-            .find(|i| !m.data.extra_inputs.iter().any(|d| d.name == i.name.value))
-        {
-            let known: Vec<String> = m
-                .data
-                .extra_inputs
-                .iter()
-                .map(|i| format!("`{}`", i.name))
-                .collect();
-            diags.push(
-                Diagnostic::error(
-                    "pipeline::stage::unknown_input",
-                    format!(
-                        "{kind} stage `{}` gives a file of the input `{}`, which `data.inputs` does not name",
-                        stage.name(),
-                        input.name.value
-                    ),
-                )
-                .label_opt(input.name.span, "not an input of the model")
-                .help(match known.is_empty() {
-                    true => "the model reads the data file alone: remove the `input` node".to_string(),
-                    false => format!("the inputs of `data.inputs` are {}", known.join(", ")),
-                }),
-            );
-        }
-        if !missing.is_empty() || unknown.is_some() {
+        if !source_inputs(m, stage, inputs, &refuse, diags) {
             continue;
         }
         let format = DataFormat::of_name(&source.value);
@@ -524,6 +473,68 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             ));
         }
     }
+}
+
+/// Each of `data.inputs` has a file of `stage`'s (whose own `source` gives other samples
+/// than the training's files hold), and each file is for one of them; `false` when not,
+/// the diagnostics pushed.
+fn source_inputs(
+    m: &Manifest,
+    stage: &StageSpec,
+    inputs: &[InputFile],
+    refuse: &dyn Fn(&'static str, String, &str, &str) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> bool {
+    let kind = stage.kind().as_str();
+    // Each of `data.inputs` from a file for these samples: the training's files
+    // hold the training's.
+    let missing: Vec<&str> = m
+        .data
+        .extra_inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .filter(|name| !inputs.iter().any(|i| i.name.value == *name))
+        .collect();
+    if let Some(first) = missing.first() {
+        let listed: Vec<String> = missing.iter().map(|n| format!("`{n}`")).collect();
+        diags.push(refuse(
+            "pipeline::stage::source_and_inputs",
+            format!(
+                "the model also reads {} (`data.inputs`), and no file of {} is given for these samples",
+                listed.join(", "),
+                if missing.len() == 1 { "it" } else { "them" }
+            ),
+            "samples of the data file's kind only",
+            &format!("give each input its file for these samples, one row per sample: `input \"{first}\" \"new-{first}.csv\"`"),
+        ));
+    }
+    let unknown = inputs
+        .iter()
+        .find(|i| !m.data.extra_inputs.iter().any(|d| d.name == i.name.value));
+    if let Some(input) = unknown {
+        let known: Vec<String> = m
+            .data
+            .extra_inputs
+            .iter()
+            .map(|i| format!("`{}`", i.name))
+            .collect();
+        diags.push(
+            Diagnostic::error(
+                "pipeline::stage::unknown_input",
+                format!(
+                    "{kind} stage `{}` gives a file of the input `{}`, which `data.inputs` does not name",
+                    stage.name(),
+                    input.name.value
+                ),
+            )
+            .label_opt(input.name.span, "not an input of the model")
+            .help(match known.is_empty() {
+                true => "the model reads the data file alone: remove the `input` node".to_string(),
+                false => format!("the inputs of `data.inputs` are {}", known.join(", ")),
+            }),
+        );
+    }
+    missing.is_empty() && unknown.is_none()
 }
 
 /// What `early-stop`, `keep-best` and `reduce-on-plateau` monitor is computed: a validation metric needs a

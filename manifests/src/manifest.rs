@@ -398,23 +398,6 @@ pub struct WindowSpec {
     pub span: Option<SourceSpan>,
 }
 
-impl WindowSpec {
-    /// The first row of each window over `rows` rows: those whose label row lies in the
-    /// file when `labelled`, else every complete window.
-    pub fn starts(&self, rows: usize, labelled: bool) -> Vec<usize> {
-        let (length, horizon) = (self.length as usize, self.horizon as usize);
-        let needed = length + if labelled { horizon } else { 0 };
-        (0..(rows + 1).saturating_sub(needed))
-            .step_by(self.stride as usize)
-            .collect()
-    }
-
-    /// The row of the label of the window starting at `start`.
-    pub fn label_row(&self, start: usize) -> usize {
-        start + self.length as usize - 1 + self.horizon as usize
-    }
-}
-
 /// A `date` node of `data`: feature columns of dates, and the parts each gives.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DateSpec {

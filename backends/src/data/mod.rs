@@ -351,52 +351,13 @@ impl Dataset {
             Some(w) => Some(Windows::of(spec, w, n, labelled, own_split, &path)?),
             None => None,
         };
-        dataset.splits = match (fit, &windows) {
-            // Windows: the rows each split's windows read, for filling and scaling.
-            (_, Some(windows)) => windows.rows.clone(),
-            // Another file is applied to whole: all of it is its `test` split.
-            (Fit::Training { .. }, None) => Splits {
-                train: Vec::new(),
-                val: Vec::new(),
-                test: (0..n).collect(),
-            },
-            (Fit::Own, None) if spec.split.stratify && classification => {
-                let classes = Vec::<i64>::try_from(&dataset.labels)
-                    .expect("class labels are an int64 vector");
-                Splits::stratified(&classes, &spec.split)
-            }
-            (Fit::Own, None) => Splits::new(n, &spec.split),
-        };
+        dataset.splits = dataset.row_splits(spec, fit, classification, windows.as_ref());
         match fit {
             Fit::Own => dataset.fill(spec, &feature_names)?,
             Fit::Training { data, .. } => dataset.fill_as(data),
         }
         dataset.fill_categories(spec, fit)?;
-        // A finite sum means every feature is finite; only otherwise pay for a mask as
-        // large as the data to find the first culprit (an f32 sum that merely overflows
-        // finds none). Summing in f64 would first copy the data into f64.
-        let sum_is_finite = dataset
-            .features
-            .sum(Kind::Float)
-            .double_value(&[])
-            .is_finite();
-        let first_bad = || {
-            let bad_rows = dataset
-                .features
-                .isfinite()
-                .logical_not()
-                .flatten(1, -1)
-                .any_dim(1, false);
-            first_index(&bad_rows)
-        };
-        if let Some(i) = (!sum_is_finite).then(first_bad).flatten() {
-            return Err(data_error(
-                "pipeline::data::not_finite",
-                spec,
-                format!("{}: a feature is infinite", dataset.at(i)),
-                "clean the data: every feature must be a finite number",
-            ));
-        }
+        dataset.all_finite(spec)?;
         dataset.check_extra_masks(manifest)?;
         match fit {
             Fit::Own => {
@@ -412,6 +373,59 @@ impl Dataset {
             dataset.cut_windows(windows, labelled);
         }
         Ok(dataset)
+    }
+
+    /// How the rows are split for filling and scaling: with windows, the rows each
+    /// split's windows read; another file whole as `test`; else the data's split.
+    fn row_splits(
+        &self,
+        spec: &DataSpec,
+        fit: Fit<'_>,
+        classification: bool,
+        windows: Option<&Windows>,
+    ) -> Splits {
+        let n = self.rows.len();
+        match (fit, windows) {
+            (_, Some(windows)) => windows.rows.clone(),
+            // Another file is applied to whole: all of it is its `test` split.
+            (Fit::Training { .. }, None) => Splits {
+                train: Vec::new(),
+                val: Vec::new(),
+                test: (0..n).collect(),
+            },
+            (Fit::Own, None) if spec.split.stratify && classification => {
+                let classes =
+                    Vec::<i64>::try_from(&self.labels).expect("class labels are an int64 vector");
+                Splits::stratified(&classes, &spec.split)
+            }
+            (Fit::Own, None) => Splits::new(n, &spec.split),
+        }
+    }
+
+    /// Every feature is finite, else the first sample with one that is not is named.
+    fn all_finite(&self, spec: &DataSpec) -> Result<(), Diagnostic> {
+        // A finite sum means every feature is finite; only otherwise pay for a mask as
+        // large as the data to find the first culprit (an f32 sum that merely overflows
+        // finds none). Summing in f64 would first copy the data into f64.
+        let sum_is_finite = self.features.sum(Kind::Float).double_value(&[]).is_finite();
+        let first_bad = || {
+            let bad_rows = self
+                .features
+                .isfinite()
+                .logical_not()
+                .flatten(1, -1)
+                .any_dim(1, false);
+            first_index(&bad_rows)
+        };
+        if let Some(i) = (!sum_is_finite).then(first_bad).flatten() {
+            return Err(data_error(
+                "pipeline::data::not_finite",
+                spec,
+                format!("{}: a feature is infinite", self.at(i)),
+                "clean the data: every feature must be a finite number",
+            ));
+        }
+        Ok(())
     }
 
     /// `data.missing` applied to the samples missing a feature, numeric or categorical

@@ -40,7 +40,7 @@ impl Windows {
             Some(time) => Some(time_order(spec, file, time)?),
             None => None,
         };
-        let starts = window.starts(rows, labelled);
+        let starts = starts(window, rows, labelled);
         if starts.is_empty() {
             let label = match labelled {
                 true => format!(" and a label {} rows after it", window.horizon),
@@ -126,7 +126,7 @@ impl Dataset {
             let label_rows: Vec<usize> = windows
                 .starts
                 .iter()
-                .map(|&s| windows.in_file(windows.spec.label_row(s)))
+                .map(|&s| windows.in_file(label_row(&windows.spec, s)))
                 .collect();
             self.labels = self
                 .labels
@@ -141,6 +141,21 @@ impl Dataset {
         self.rows = windows.starts.iter().map(|&s| self.rows[last(s)]).collect();
         self.splits = windows.splits;
     }
+}
+
+/// The first row of each window of `window` over `rows` rows (places in time order):
+/// those whose label row lies in the file when `labelled`, else every complete window.
+fn starts(window: &WindowSpec, rows: usize, labelled: bool) -> Vec<usize> {
+    let (length, horizon) = (window.length as usize, window.horizon as usize);
+    let needed = length + if labelled { horizon } else { 0 };
+    (0..(rows + 1).saturating_sub(needed))
+        .step_by(window.stride as usize)
+        .collect()
+}
+
+/// The place of the label row of the window starting at `start`.
+fn label_row(window: &WindowSpec, start: usize) -> usize {
+    start + window.length as usize - 1 + window.horizon as usize
 }
 
 /// The order of the rows of `spec`'s table `file` by the column `time`.
