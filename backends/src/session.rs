@@ -55,7 +55,9 @@ impl<'a> Session<'a> {
         })?;
         let numerics = Numerics::new(&manifest.accelerator, device)?;
         let strategy = crate::accelerator::strategy(&manifest.accelerator)?;
-        let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification())?;
+        // With folds, the first fold's split (the stages say which they need).
+        let fold = manifest.data.split.folds.map(|_| 1);
+        let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification(), fold)?;
         data.to_device(device);
         let (parameters, loss, outputs) = dry_run(manifest, &data, &numerics)?;
         Ok(Session {
@@ -69,6 +71,26 @@ impl<'a> Session<'a> {
             loss,
             outputs,
         })
+    }
+}
+
+impl Session<'_> {
+    /// With `data.split folds=K`: the data split as fold `fold` is (reloaded, filled and
+    /// scaled with its training part's statistics, unless it is already), the model
+    /// checked against it and the loss's weights taken from it. Whether it was reloaded.
+    pub fn use_fold(&mut self, fold: u64) -> Result<bool, Diagnostic> {
+        if self.data.fold == Some(fold) {
+            return Ok(false);
+        }
+        let manifest = self.manifest;
+        let mut data = Dataset::load(manifest, manifest.loss.kind.is_classification(), Some(fold))?;
+        data.to_device(self.device);
+        let (parameters, loss, outputs) = dry_run(manifest, &data, &self.numerics)?;
+        self.data = data;
+        self.parameters = parameters;
+        self.loss = loss;
+        self.outputs = outputs;
+        Ok(true)
     }
 }
 

@@ -146,10 +146,24 @@ pub fn order(
     plan: &Plan,
     stage: Option<&str>,
 ) -> Result<Vec<usize>, Diagnostic> {
-    match stage {
-        None => Ok(plan.order.clone()),
-        Some(name) => Ok(plan.upto(stage_index(manifest, name, "--stage")?)),
+    let Some(name) = stage else {
+        return Ok(plan.order.clone());
+    };
+    // A training of k-fold cross-validation is its folds' stages.
+    let folds: Vec<usize> = (0..manifest.stages.len())
+        .filter(|&i| manifest.stages[i].training() == name && manifest.stages[i].name() != name)
+        .collect();
+    if folds.is_empty() {
+        return Ok(plan.upto(stage_index(manifest, name, "--stage")?));
     }
+    let wanted: std::collections::BTreeSet<usize> =
+        folds.into_iter().flat_map(|i| plan.upto(i)).collect();
+    Ok(plan
+        .order
+        .iter()
+        .copied()
+        .filter(|i| wanted.contains(i))
+        .collect())
 }
 
 fn stage_index(manifest: &Manifest, name: &str, flag: &str) -> Result<usize, Diagnostic> {

@@ -44,6 +44,9 @@ fn stage_json(s: &StageResult, source: Option<&Source>) -> Value {
     if let Some(e) = &s.error {
         v["error"] = render::json(e, source);
     }
+    if !s.metrics_std.is_empty() {
+        v["metrics_std"] = json!(s.metrics_std);
+    }
     if let Some(init) = &s.init {
         v["init"] = json!(init);
     }
@@ -87,7 +90,15 @@ pub fn table(report: &RunReport) -> String {
     .map(String::from)
     .to_vec()];
     for s in &report.stages {
-        let accuracy = s.metrics.get("accuracy").or(s.metrics.get("val_accuracy"));
+        let accuracy = match s.metrics.get("accuracy") {
+            Some(a) => Some(("accuracy", a)),
+            None => s.metrics.get("val_accuracy").map(|a| ("val_accuracy", a)),
+        };
+        // Over the folds of k-fold cross-validation: the mean ± the standard deviation.
+        let spread = |name: &str, shown: &dyn Fn(f64) -> String| match s.metrics_std.get(name) {
+            Some(&sd) => format!(" ± {}", shown(sd)),
+            None => String::new(),
+        };
         rows.push(vec![
             s.name.clone(),
             s.kind.as_str().to_string(),
@@ -96,10 +107,12 @@ pub fn table(report: &RunReport) -> String {
                 StageStatus::Ran | StageStatus::Failed => format!("{:.2}s", s.seconds),
                 StageStatus::Cached | StageStatus::Skipped => "-".into(),
             },
-            s.metrics.get("loss").map_or("-".into(), |&l| value(l)),
+            s.metrics
+                .get("loss")
+                .map_or("-".into(), |&l| value(l) + &spread("loss", &value)),
             match (accuracy, s.metrics.get("r2")) {
-                (Some(a), _) => percent(*a),
-                (None, Some(r2)) => format!("R² {r2:.3}"),
+                (Some((name, a)), _) => percent(*a) + &spread(name, &percent),
+                (None, Some(r2)) => format!("R² {r2:.3}") + &spread("r2", &|x| format!("{x:.3}")),
                 (None, None) => "-".into(),
             },
             s.outputs

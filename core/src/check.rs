@@ -11,6 +11,7 @@ use manifests::{
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
 
 /// Every cross-cutting rule, in a stable order.
 pub fn check(manifest: &Manifest) -> Vec<Diagnostic> {
@@ -196,12 +197,12 @@ fn stages_by_name(m: &Manifest) -> HashMap<&str, &StageSpec> {
 /// An `eval`, `checkpoint` or `predict` stage takes its model from exactly one `train` stage it
 /// needs; a `train` stage may start from at most one.
 fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
-    let trainers: Vec<&str> = m
-        .stages
-        .iter()
-        .filter(|s| s.kind() == StageKind::Train)
-        .map(StageSpec::name)
-        .collect();
+    let mut trainers: Vec<&str> = Vec::new();
+    for stage in m.stages.iter().filter(|s| s.kind() == StageKind::Train) {
+        if !trainers.contains(&stage.training()) {
+            trainers.push(stage.training());
+        }
+    }
     let by_name = stages_by_name(m);
     for stage in &m.stages {
         if stage
@@ -211,10 +212,15 @@ fn model_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
         {
             continue; // reported as an unknown dependency
         }
+        // The folds of one training (`data.split folds=K`) are one source.
+        let mut trainings = std::collections::HashSet::new();
         let sources: Vec<_> = stage
             .needs
             .iter()
-            .filter(|n| by_name[n.value.as_str()].kind() == StageKind::Train)
+            .filter(|n| {
+                let need = by_name[n.value.as_str()];
+                need.kind() == StageKind::Train && trainings.insert(need.training())
+            })
             .collect();
         let kind = stage.kind().as_str();
         // A stage that takes a trained model's weights (`from`) takes them from a
@@ -416,12 +422,9 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 .help(help.to_string())
         };
         if m.data.format.is_images() {
-            diags.push(refuse(
-                "pipeline::stage::source_of_images",
-                "a `source` of images is not read yet: the data are images".into(),
-                "another file of samples",
-                "evaluate a split of the data (`split \"test\"`), or export the model with a `checkpoint` stage and apply it in Python",
-            ));
+            if let Some(d) = images_source(m, stage, source, labelled, &refuse) {
+                diags.push(d);
+            }
             continue;
         }
         if !source_inputs(m, stage, inputs, &refuse, diags) {
@@ -473,6 +476,59 @@ fn stage_sources(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             ));
         }
     }
+}
+
+/// A stage's `source` of image data: a `predict` stage's is a directory of images (every
+/// one below it, named by its file in the predictions); an `eval` stage's is not read.
+fn images_source(
+    m: &Manifest,
+    stage: &StageSpec,
+    source: &Spanned<PathBuf>,
+    labelled: bool,
+    refuse: &dyn Fn(&'static str, String, &str, &str) -> Diagnostic,
+) -> Option<Diagnostic> {
+    let code = "pipeline::stage::source_of_images";
+    if labelled {
+        return Some(refuse(
+            code,
+            "an evaluation of images reads a split of the data: a `source` of images to evaluate is not read yet".into(),
+            "another set of images",
+            "evaluate a split of the data (`split \"test\"`); a `predict` stage reads a directory of images",
+        ));
+    }
+    let StageConfig::Predict(predict) = &stage.config else {
+        return None;
+    };
+    if DataFormat::of_name(&source.value).is_some() {
+        return Some(refuse(
+            code,
+            format!(
+                "a prediction of images reads a directory of them, not {}",
+                source.value.display()
+            ),
+            "not a directory",
+            "name a directory: every image below it is predicted, in torchvision's order",
+        ));
+    }
+    if let Some(input) = m.data.extra_inputs.first() {
+        return Some(refuse(
+            code,
+            format!("the model also reads `{}` (`data.inputs`), which a directory of images cannot give", input.name),
+            "images alone",
+            "predict on a split of the data with an `eval` stage's `output`, or export the model with a `checkpoint` stage",
+        ));
+    }
+    predict.id.as_ref().map(|id| {
+        Diagnostic::error(
+            code,
+            format!(
+                "predict stage `{}`: `id` names a column, and images have none",
+                stage.name()
+            ),
+        )
+        .label_opt(id.span, "a column of a table")
+        .help("remove `id`: each prediction of an image names its file (`file`)")
+    })
 }
 
 /// Each of `data.inputs` has a file of `stage`'s (whose own `source` gives other samples
@@ -550,7 +606,7 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
             let does = watcher.does();
             let name = monitor.value.to_string();
             let metric = &monitor.value.metric;
-            if monitor.value.validation && m.data.split.val <= 0.0 {
+            if monitor.value.validation && !m.data.split.validates() {
                 diags.push(
                     Diagnostic::error(
                         "pipeline::train::monitor_not_computed",
@@ -607,7 +663,7 @@ fn monitors(m: &Manifest, diags: &mut Vec<Diagnostic>) {
                 }
             }
         }
-        if !train.validate.metrics.is_empty() && m.data.split.val <= 0.0 {
+        if !train.validate.metrics.is_empty() && !m.data.split.validates() {
             diags.push(
                 Diagnostic::error(
                     "pipeline::train::no_validation_split",

@@ -14,10 +14,10 @@ use crate::image_listing::ImageListing;
 use crate::stages;
 use crate::stale::Reason;
 use cache::{Entry, HashMemo, HashedFile, LastKeys, Lookup, Store};
-use manifests::{Diagnostic, Manifest};
+use manifests::{Diagnostic, Manifest, StageConfig};
 use miette::SourceSpan;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The cache as one run or `status` sees it: the store, and what this manifest's stages
 /// were when they last ran.
@@ -102,6 +102,8 @@ pub fn assess(
         false => None,
     };
     let mut image_set_hash = None;
+    // The directories of images `predict` stages read: hashed as a set of images too.
+    let predicted_images = predicted_image_dirs(manifest);
     // `.npy` shards named by a pattern (the data's, the labels'): where the stage inputs
     // name them, and the pattern as written.
     let data = &manifest.data;
@@ -132,6 +134,26 @@ pub fn assess(
                         image_set_hash = Some(hash);
                     }
                     image_set_hash.clone().expect("just set")
+                }
+                _ if predicted_images.contains_key(path) => {
+                    let span = predicted_images[path];
+                    let listing = ImageListing::unlabelled(path).map_err(|(why, help)| {
+                        InputError::Image(
+                            Diagnostic::error("pipeline::stage::bad_source", why)
+                                .label_opt(span, "images to predict")
+                                .help(help),
+                        )
+                    })?;
+                    listing.content_hash(memo).map_err(|(file, e)| {
+                        InputError::Image(
+                            Diagnostic::error(
+                                "pipeline::stage::bad_source",
+                                format!("cannot read the image {}: {e}", file.display()),
+                            )
+                            .label_opt(span, "images to predict")
+                            .help("check the image: it must be a regular file that can be read"),
+                        )
+                    })?
                 }
                 _ => memo.hash(path).map_err(InputError::Io)?,
             }
@@ -194,6 +216,22 @@ pub fn assess(
         });
     }
     Ok(states)
+}
+
+/// The directories of images the `predict` stages of image data read (resolved), with
+/// where each is named.
+pub fn predicted_image_dirs(manifest: &Manifest) -> BTreeMap<PathBuf, Option<SourceSpan>> {
+    if !manifest.data.format.is_images() {
+        return BTreeMap::new();
+    }
+    manifest
+        .stages
+        .iter()
+        .filter_map(|stage| match &stage.config {
+            StageConfig::Predict(p) => Some((manifest.resolve(&p.source.value), p.source.span)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The content hash of the `.npy` shards a pattern (`written`, relative to `base`)
@@ -320,8 +358,11 @@ pub fn input_file_problems(manifest: &Manifest) -> Vec<Diagnostic> {
     let mut problems = Vec::new();
     for index in 0..manifest.stages.len() {
         for (role, path) in stage_inputs(manifest, index) {
-            // Image data is a directory or a listing: `ImageListing` reads it.
-            if !seen.insert(path.clone()) || (role == "data" && manifest.data.format.is_images()) {
+            // Image data is a directory or a listing, and a prediction's source of images a
+            // directory: `ImageListing` reads them.
+            let images =
+                manifest.data.format.is_images() && (role == "data" || role == SOURCE_ROLE);
+            if !seen.insert(path.clone()) || images {
                 continue;
             }
             if let Err(e) = cache::require_regular(&path) {

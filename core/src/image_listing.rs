@@ -40,6 +40,8 @@ pub enum ListingLabels {
         lines: Vec<usize>,
         listing: PathBuf,
     },
+    /// A `predict` stage's images: none.
+    Unlabelled,
 }
 
 fn error(spec: &DataSpec, message: String, help: &str) -> Diagnostic {
@@ -91,7 +93,7 @@ impl ImageListing {
                     lines[i]
                 )
             }
-            ListingLabels::Classes { .. } => path.display().to_string(),
+            ListingLabels::Classes { .. } | ListingLabels::Unlabelled => path.display().to_string(),
         }
     }
 }
@@ -163,6 +165,49 @@ fn folder(spec: &DataSpec, root: &Path) -> Result<ImageListing, Diagnostic> {
         files,
         labels: ListingLabels::Classes { classes, index },
     })
+}
+
+impl ImageListing {
+    /// The images to predict under `dir` (a `predict` stage's `source` of image data):
+    /// every one below it, in torchvision's walk order (as a class directory's), without
+    /// labels. `Err`: what is wrong, and what to do.
+    pub fn unlabelled(dir: &Path) -> Result<ImageListing, (String, &'static str)> {
+        let read = |path: &Path, e: io::Error| {
+            (
+                format!("cannot read {}: {e}", path.display()),
+                "check that the directory exists and can be read",
+            )
+        };
+        let meta = std::fs::metadata(dir).map_err(|e| read(dir, e))?;
+        if !meta.is_dir() {
+            return Err((
+                format!("{} is not a directory of images", dir.display()),
+                "name a directory: every image below it is predicted",
+            ));
+        }
+        let mut files = Vec::new();
+        walk(dir, Path::new(""), &mut files).map_err(|(p, e)| read(&p, e))?;
+        if let Some(unread) = files.iter().find(|f| !is_image(f)) {
+            return Err((
+                format!(
+                    "{}: only PNG and JPEG images are read",
+                    dir.join(unread).display()
+                ),
+                "convert the image to PNG, or move it out of the directory",
+            ));
+        }
+        if files.is_empty() {
+            return Err((
+                format!("{} holds no image (.png, .jpg, .jpeg)", dir.display()),
+                "put the images to predict in it",
+            ));
+        }
+        Ok(ImageListing {
+            root: dir.to_path_buf(),
+            files,
+            labels: ListingLabels::Unlabelled,
+        })
+    }
 }
 
 /// The class directories of an image folder: its sub-directories that are not hidden, by

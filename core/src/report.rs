@@ -54,7 +54,14 @@ pub struct StageResult {
     pub resumed_at: Option<u64>,
     /// A `train` stage's `keep-best` weights, the best first (cached or not).
     pub best: Vec<KeptWeights>,
+    /// An `eval` stage of k-fold cross-validation: each metric's standard deviation over
+    /// the folds (as numpy's `std`), `metrics` holding their mean. In the cache entry's
+    /// metrics under [`STD`].
+    pub metrics_std: BTreeMap<String, f64>,
 }
+
+/// Where a cache entry's metrics hold the standard deviations over the folds.
+pub const STD: &str = "std";
 
 /// Weights a `train` stage's `keep-best` kept: the `rank`-th best by `monitor`, measured
 /// at `epoch` and `step`, stored at `path`. In the cache entry's metrics under `best`
@@ -106,6 +113,7 @@ impl StageResult {
             stopped: None,
             resumed_at: None,
             best: Vec::new(),
+            metrics_std: BTreeMap::new(),
         }
     }
 }
@@ -148,6 +156,12 @@ pub fn cached_result(
     let mut result = StageResult::new(manifest, index);
     result.status = StageStatus::Cached;
     result.metrics = stored_metrics(entry);
+    if let Some(std) = entry.metrics.get(STD).and_then(|v| v.as_object()) {
+        result.metrics_std = std
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+            .collect();
+    }
     if let Some(best) = entry.metrics.get("best") {
         let best: Vec<KeptWeights> = serde_json::from_value(best.clone())
             .map_err(|e| incomplete(entry, &format!("a `best` list that does not read ({e})")))?;

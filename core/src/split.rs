@@ -1,5 +1,6 @@
 //! Splitting sample indices into train / val / test, seeded; stratified by class when
-//! `split.stratify` asks (each class cut in the same fractions).
+//! `split.stratify` asks (each class cut in the same fractions); or, with `split
+//! folds=K`, into K folds and a test split ([`Folds`]), each fold held out in turn.
 
 use crate::rng::Rng;
 use manifests::{SplitName, SplitSpec};
@@ -119,6 +120,16 @@ impl Splits {
         all
     }
 
+    /// The split `spec` gives `n` samples: by class when `classes` is given (each
+    /// sample's), and with folds, that of fold `fold` (from 1; the first without one).
+    pub fn of(n: usize, classes: Option<&[i64]>, spec: &SplitSpec, fold: Option<u64>) -> Splits {
+        match (spec.folds, classes) {
+            (Some(_), _) => Folds::new(n, classes, spec).split(fold.unwrap_or(1)),
+            (None, Some(classes)) => Splits::stratified(classes, spec),
+            (None, None) => Splits::new(n, spec),
+        }
+    }
+
     /// Every split's indices, for the run directory's `split.json`, so that anyone can
     /// rebuild the same split: `{"train": [...], "val": [...], "test": [...]}`.
     pub fn to_json(&self) -> serde_json::Value {
@@ -134,6 +145,122 @@ impl Splits {
     }
 }
 
+/// k-fold cross-validation's parts: the test split, cut first as a split of `test` and
+/// no `val` is (stratified or not), then the other samples cut into folds as
+/// scikit-learn's `KFold` cuts them (contiguous runs of the shuffled order, the first
+/// `n % K` one longer), or by class as its `StratifiedKFold` does (each class dealt to
+/// the folds in the proportions of a round-robin over the samples sorted by class).
+/// Unshuffled, the folds are scikit-learn's exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folds {
+    pub folds: Vec<Vec<usize>>,
+    pub test: Vec<usize>,
+}
+
+impl Folds {
+    pub fn new(n: usize, classes: Option<&[i64]>, spec: &SplitSpec) -> Folds {
+        let k = spec.folds.unwrap_or(1).max(1) as usize;
+        let outer = SplitSpec {
+            train: 1.0 - spec.test,
+            val: 0.0,
+            folds: None,
+            ..spec.clone()
+        };
+        let (mut rest, test) = match classes {
+            Some(classes) => {
+                let s = Splits::stratified(classes, &outer);
+                (s.train, s.test)
+            }
+            None => {
+                let s = Splits::new(n, &outer);
+                (s.train, s.test)
+            }
+        };
+        let folds = match classes {
+            Some(classes) => {
+                // Dealt by class in the samples' order; shuffling deals the folds.
+                rest.sort_unstable();
+                let mut rng = Rng::new(spec.seed);
+                stratified_folds(&rest, classes, k, spec.shuffle.then_some(&mut rng))
+            }
+            None => {
+                let (size, longer) = (rest.len() / k, rest.len() % k);
+                let mut folds = Vec::with_capacity(k);
+                let mut at = 0;
+                for f in 0..k {
+                    let len = size + usize::from(f < longer);
+                    folds.push(rest[at..at + len].to_vec());
+                    at += len;
+                }
+                folds
+            }
+        };
+        Folds { folds, test }
+    }
+
+    /// Fold `fold`'s split (from 1): the other folds train, it validates.
+    pub fn split(&self, fold: u64) -> Splits {
+        let held = (fold.max(1) as usize - 1).min(self.folds.len().saturating_sub(1));
+        let train = self
+            .folds
+            .iter()
+            .enumerate()
+            .filter(|(f, _)| *f != held)
+            .flat_map(|(_, part)| part.iter().copied())
+            .collect();
+        Splits {
+            train,
+            val: self.folds.get(held).cloned().unwrap_or_default(),
+            test: self.test.clone(),
+        }
+    }
+}
+
+/// `StratifiedKFold`'s folds of the samples `rest` (in this order): the classes numbered
+/// in the order they first appear, fold `f` given as many of each class as the
+/// round-robin `f, f + K, f + 2K, …` over the samples sorted by class gives it, and each
+/// class's samples dealt to the folds in blocks (fold 0's first), the blocks' order
+/// shuffled when `rng` is given.
+fn stratified_folds(
+    rest: &[usize],
+    classes: &[i64],
+    k: usize,
+    mut rng: Option<&mut Rng>,
+) -> Vec<Vec<usize>> {
+    let mut codes: std::collections::HashMap<i64, usize> = Default::default();
+    for &i in rest {
+        let next = codes.len();
+        codes.entry(classes[i]).or_insert(next);
+    }
+    let code = |i: usize| codes[&classes[i]];
+    let mut sorted: Vec<usize> = rest.iter().map(|&i| code(i)).collect();
+    sorted.sort_unstable();
+    // allocation[f][c]: how many of class c fold f holds.
+    let mut allocation = vec![vec![0usize; codes.len()]; k];
+    for (j, &c) in sorted.iter().enumerate() {
+        allocation[j % k][c] += 1;
+    }
+    let mut deal: Vec<Vec<usize>> = (0..codes.len())
+        .map(|c| {
+            let mut folds: Vec<usize> = (0..k)
+                .flat_map(|f| std::iter::repeat_n(f, allocation[f][c]))
+                .collect();
+            if let Some(rng) = rng.as_deref_mut() {
+                rng.shuffle(&mut folds);
+            }
+            folds.reverse();
+            folds
+        })
+        .collect();
+    let mut folds = vec![Vec::new(); k];
+    for &i in rest {
+        if let Some(f) = deal[code(i)].pop() {
+            folds[f].push(i);
+        }
+    }
+    folds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +274,7 @@ mod tests {
             seed: 3,
             shuffle: true,
             stratify: false,
+            folds: None,
         };
         let s = Splits::new(1797, &spec);
         assert_eq!(s.train.len(), 1258);
@@ -184,6 +312,7 @@ mod tests {
             seed: 1,
             shuffle: true,
             stratify: true,
+            folds: None,
         };
         let s = Splits::stratified(&classes, &spec);
         let ones = |split: &[usize]| split.iter().filter(|&&i| classes[i] == 1).count();
@@ -216,5 +345,72 @@ mod tests {
             s.test.windows(2).any(|w| classes[w[0]] != classes[w[1]]),
             "not ordered by class"
         );
+    }
+
+    /// Every sample outside `test` is in one fold; the folds' sizes are `KFold`'s, each
+    /// class's share in every fold within one of `StratifiedKFold`'s; fold k's split
+    /// holds it out.
+    #[test]
+    fn folds_share_out_the_samples_outside_test() {
+        let spec = SplitSpec {
+            train: 0.8,
+            val: 0.0,
+            test: 0.2,
+            seed: 4,
+            shuffle: true,
+            stratify: false,
+            folds: Some(3),
+        };
+        let f = Folds::new(103, None, &spec);
+        assert_eq!(f.test.len(), 21);
+        let sizes: Vec<usize> = f.folds.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [28, 27, 27]);
+        let mut all: Vec<usize> = f.folds.concat();
+        all.extend(&f.test);
+        all.sort();
+        assert_eq!(all, (0..103).collect::<Vec<_>>());
+        let two = f.split(2);
+        assert_eq!(
+            (two.train.len(), two.val.len(), two.test.len()),
+            (55, 27, 21)
+        );
+        assert_eq!(two.val, f.folds[1]);
+        assert_eq!(Splits::of(103, None, &spec, Some(2)), two);
+        // Unshuffled without a test split: contiguous runs, as `KFold(3)`.
+        let plain = SplitSpec {
+            train: 1.0,
+            test: 0.0,
+            shuffle: false,
+            ..spec.clone()
+        };
+        let f = Folds::new(10, None, &plain);
+        assert_eq!(f.folds, [vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9]]);
+        // By class: 12 of class 5, 6 of class 2, interleaved.
+        let classes: Vec<i64> = (0..18).map(|i| if i % 3 == 2 { 2 } else { 5 }).collect();
+        let f = Folds::new(
+            18,
+            Some(&classes),
+            &SplitSpec {
+                stratify: true,
+                ..plain.clone()
+            },
+        );
+        for fold in &f.folds {
+            let twos = fold.iter().filter(|&&i| classes[i] == 2).count();
+            assert_eq!((fold.len(), twos), (6, 2));
+        }
+        let shuffled = Folds::new(
+            18,
+            Some(&classes),
+            &SplitSpec {
+                stratify: true,
+                shuffle: true,
+                ..plain
+            },
+        );
+        assert_ne!(shuffled, f);
+        for fold in &shuffled.folds {
+            assert_eq!(fold.iter().filter(|&&i| classes[i] == 2).count(), 2);
+        }
     }
 }

@@ -154,8 +154,22 @@ fn a_stage_source_is_refused_where_the_data_could_not_give_it() {
     let images = "data {\n    source \"images/\"\n    format \"image-folder\"\n}\nmodel { linear 10 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\npredict \"p\" needs=\"train\" source=\"new.csv\"\n";
     assert!(check_all(images).contains(&(
         "pipeline::stage::source_of_images",
-        "predict stage `p`: a `source` of images is not read yet: the data are images".into()
+        "predict stage `p`: a prediction of images reads a directory of them, not new.csv".into()
     )));
+    let named = images.replace("source=\"new.csv\"", "source=\"new/\" id=\"name\"");
+    assert!(check_all(&named).contains(&(
+        "pipeline::stage::source_of_images",
+        "predict stage `p`: `id` names a column, and images have none".into()
+    )));
+    let eval = images.replace(
+        "predict \"p\" needs=\"train\"",
+        "eval \"p\" needs=\"train\"",
+    );
+    assert!(check_all(&eval).contains(&(
+        "pipeline::stage::source_of_images",
+        "eval stage `p`: an evaluation of images reads a split of the data: a `source` of images to evaluate is not read yet".into()
+    )));
+    assert!(check_all(&images.replace("new.csv", "new/")).is_empty());
     let inputs = "data {\n    source \"d.csv\"\n    inputs {\n        meta \"m.csv\" features=\"a\"\n    }\n}\nmodel { linear 10 }\nloss \"cross-entropy\"\noptimizer \"adam\"\ntrain\npredict \"p\" needs=\"train\" source=\"new.csv\"\n";
     assert!(check_all(inputs).contains(&(
         "pipeline::stage::source_and_inputs",

@@ -35,6 +35,7 @@ pub mod accelerator;
 pub mod callbacks;
 mod categorical;
 pub mod diagnostic;
+mod folds;
 pub mod formats;
 mod images;
 mod inputs;
@@ -60,6 +61,7 @@ mod text;
 pub mod transforms;
 
 pub use diagnostic::{escape_controls, has_errors, Diagnostic, Diagnostics, Label, Severity};
+pub use folds::fold_name;
 pub use lower::{lower, Lowered};
 pub use manifest::*;
 pub use overrides::Override;

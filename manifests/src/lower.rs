@@ -73,6 +73,7 @@ pub fn lower(text: &str, default_name: &str, base_dir: &Path, overrides: &[Overr
     let mut lowerer = Reader {
         diags: Vec::new(),
         pending: Vec::new(),
+        folds: None,
     };
     let manifest = lowerer.manifest(&doc, default_name, base_dir, overrides);
     Lowered {
@@ -435,6 +436,7 @@ impl<'a> Reader<'a> {
             from_set: acc_f.set.clone(),
         };
 
+        self.folds = data.split.folds;
         let mut stages = Vec::new();
         for (i, (kind, node)) in stage_nodes.iter().enumerate() {
             let f = self.read(
@@ -452,6 +454,10 @@ impl<'a> Reader<'a> {
                 StageConfig::Train(_) | StageConfig::Checkpoint(_) => {}
             }
             stages.push(stage);
+        }
+
+        if let Some(k) = data.split.folds {
+            stages = crate::folds::cut(stages, k, &mut self.diags);
         }
 
         for p in &self.pending {
@@ -611,10 +617,22 @@ impl<'a> Reader<'a> {
         self.keys_for_format(f, format, crate::inputs::any_csv(node));
         let split_f = f.section_fields("split");
         let get = |key: &str, fallback: f64| split_f.map_or(fallback, |s| s.float(key));
+        let folds = split_f.and_then(|s| s.opt_int("folds")).map(|k| k as u64);
+        // k-fold cross-validation holds each fold out in turn: all the samples are in
+        // the folds unless a test split is written.
+        let test = match folds {
+            Some(_) => split_f
+                .and_then(|s| s.value("test"))
+                .map_or(0.0, |_| get("test", 0.0)),
+            None => get("test", 0.2),
+        };
         let split = SplitSpec {
-            train: get("train", 0.8),
+            train: match (folds, split_f.and_then(|s| s.value("train"))) {
+                (Some(_), None) => 1.0 - test,
+                _ => get("train", 0.8),
+            },
             val: get("val", 0.0),
-            test: get("test", 0.2),
+            test,
             seed: split_f
                 .and_then(|s| s.opt_int("seed"))
                 .map_or(seed, |s| s as u64),
@@ -622,7 +640,18 @@ impl<'a> Reader<'a> {
             shuffle: f.section_fields("window").is_none()
                 && split_f.is_none_or(|s| s.bool("shuffle")),
             stratify: split_f.is_some_and(|s| s.bool("stratify")),
+            folds,
         };
+        if let (Some(k), true) = (folds, split.val > 0.0) {
+            self.diags.push(
+                Diagnostic::error(
+                    "pipeline::data::folds_and_val",
+                    format!("with `folds={k}` each fold is held out in turn as the validation split: there is no `val` beside them"),
+                )
+                .label_opt(split_f.and_then(|s| s.span("val")), "a validation split")
+                .help("remove `val`; a test split kept out of the folds is `test=0.2`"),
+            );
+        }
         let sum = split.train + split.val + split.test;
         if (sum - 1.0).abs() > 1e-6 || split.train <= 0.0 {
             let message = if split.train <= 0.0 {
@@ -820,6 +849,12 @@ impl<'a> Reader<'a> {
                 "windows are split in time order: shuffling would train on the future",
                 split.and_then(|s| s.span),
                 "remove `shuffle`",
+            ))
+        } else if split.is_some_and(|s| s.value("folds").is_some()) {
+            Some((
+                "windows are split in time order: a fold before the last would train on the future",
+                split.and_then(|s| s.span),
+                "remove `folds`, and evaluate on the later rows (`split train=0.8 test=0.2`)",
             ))
         } else {
             None

@@ -252,6 +252,11 @@ pub struct SplitSpec {
     pub shuffle: bool,
     /// Each class split in the same fractions (classification only).
     pub stratify: bool,
+    /// k-fold cross-validation: the samples outside `test` cut into this many folds,
+    /// each held out in turn as the validation split (`val` is 0). Left out of the key
+    /// when absent, so that keys from before it stay valid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folds: Option<u64>,
 }
 
 choice! {
@@ -265,12 +270,20 @@ choice! {
 }
 
 impl SplitSpec {
+    /// The share of the samples in `split` (with folds: in one fold's).
     pub fn fraction(&self, split: SplitName) -> f64 {
-        match split {
-            SplitName::Train => self.train,
-            SplitName::Val => self.val,
-            SplitName::Test => self.test,
+        match (split, self.folds) {
+            (SplitName::Train, Some(k)) => self.train * (k - 1) as f64 / k as f64,
+            (SplitName::Val, Some(k)) => self.train / k as f64,
+            (SplitName::Train, None) => self.train,
+            (SplitName::Val, None) => self.val,
+            (SplitName::Test, _) => self.test,
         }
+    }
+
+    /// Whether training has a validation split: `val`, or the fold held out.
+    pub fn validates(&self) -> bool {
+        self.fraction(SplitName::Val) > 0.0
     }
 }
 
@@ -1161,6 +1174,21 @@ pub struct TrainSpec {
     /// a callback may end a training). Left out when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub callbacks: Vec<Spanned<String>>,
+    /// With `data.split folds=K`: the fold this stage holds out (the manifest's `train`
+    /// stage is K stages, one per fold). Left out when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fold: Option<Fold>,
+}
+
+/// One training of k-fold cross-validation: it trains on the other folds and validates
+/// on fold `index` (from 1) of `of`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fold {
+    pub index: u64,
+    pub of: u64,
+    /// The `train` stage's name in the manifest (not keyed: a name never is).
+    #[serde(skip)]
+    pub training: String,
 }
 
 /// A value measured at every validation that `early-stop` and `keep-best` watch:
@@ -1476,6 +1504,17 @@ pub struct StageSpec {
 }
 
 impl StageSpec {
+    /// The training a `train` stage is: its own name, or for one fold of k-fold
+    /// cross-validation (`NAME.fold-2`) the name of the manifest's stage, `NAME`.
+    pub fn training(&self) -> &str {
+        match &self.config {
+            StageConfig::Train(TrainSpec {
+                fold: Some(fold), ..
+            }) => &fold.training,
+            _ => self.name(),
+        }
+    }
+
     pub fn kind(&self) -> StageKind {
         match self.config {
             StageConfig::Train(_) => StageKind::Train,

@@ -177,6 +177,9 @@ pub(crate) struct Pending<'a> {
 pub(crate) struct Reader<'a> {
     pub diags: Diagnostics,
     pub pending: Vec<Pending<'a>>,
+    /// `data.split folds=K`, once the data is read: an `eval` then evaluates each fold's
+    /// held-out part unless it names a split.
+    pub folds: Option<u64>,
 }
 
 fn is_list(ty: &Ty) -> bool {

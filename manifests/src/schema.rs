@@ -363,6 +363,9 @@ pub const SEED: Section = section(
     "The random seed that makes a run reproducible.",
 );
 
+/// The most folds of `split folds=K`.
+pub const MAX_FOLDS: i64 = 100;
+
 pub const SPLIT: Section = section(
     "split",
     &[],
@@ -371,7 +374,7 @@ pub const SPLIT: Section = section(
             "train",
             FRACTION,
             Some(Val::Float(0.8)),
-            "Fraction of the samples used for training.",
+            "Fraction of the samples used for training (with `folds`: cut into the folds, `1 - test` unless written).",
         ),
         key(
             "val",
@@ -383,7 +386,7 @@ pub const SPLIT: Section = section(
             "test",
             FRACTION,
             Some(Val::Float(0.2)),
-            "Fraction held out for `eval` stages.",
+            "Fraction held out for `eval` stages (with `folds`: 0 unless written).",
         ),
         key(
             "seed",
@@ -403,8 +406,14 @@ pub const SPLIT: Section = section(
             Some(Val::Bool(false)),
             "Split each class in the same fractions, so that every split has the classes in the data's proportions (classification only).",
         ),
+        key(
+            "folds",
+            int(2, MAX_FOLDS),
+            None,
+            "k-fold cross-validation: the samples outside `test` are cut into this many folds (as scikit-learn's `KFold`, or `StratifiedKFold` with `stratify`), and each `train` stage trains once per fold (`NAME.fold-1`, …), validating on the fold it holds out. An `eval` stage that needs it evaluates every fold's model (without `split`: on its held-out fold) and reports the folds' mean and standard deviation. `test` is 0 unless written; there is no `val`.",
+        ),
     ],
-    "How the samples are shuffled and split into train / val / test.",
+    "How the samples are shuffled and split into train / val / test, or into folds.",
 );
 
 /// The longest window (`data.window`'s `length`), horizon and stride.

@@ -2,32 +2,15 @@
 
 use crate::common;
 
-use crate::common::{kill_after_snapshot, pipeline, small_project, snapshot_step, text, SMALL};
+use crate::common::{
+    kill_after_snapshot, pipeline, run_json, small_project, snapshot_step, statuses, text, SMALL,
+};
 use serde_json::Value;
 use std::path::Path;
 
 /// `pipeline run small.kdl ARGS --json`, which must succeed.
 fn run(dir: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["run", "small.kdl", "--json"];
-    all.extend(args);
-    let out = pipeline(dir, &all);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Each stage's name and status.
-fn statuses(report: &Value) -> Vec<(String, String)> {
-    report["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["name"].as_str().unwrap().to_string(),
-                s["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    run_json(dir, "small.kdl", args)
 }
 
 fn expect(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -7,7 +7,7 @@
 use crate::common;
 
 use crate::common::{
-    assert_fixture, checkpoint_metadata, kill_after_snapshot, pipeline, py, root, text,
+    assert_fixture, checkpoint_metadata, kill_after_snapshot, pipeline, py, root, tensors, text,
 };
 use manifests::transforms::{CenterCrop, Pixels, RandomResizedCrop, Resize, Transform};
 use pipeline_core::image::Image;
@@ -570,4 +570,107 @@ fn the_transforms_match_torchvision_pixel_for_pixel() {
             "{case}: off by {diff} from torchvision: {worst}"
         );
     }
+}
+
+#[test]
+fn a_directory_of_images_is_predicted_each_named_by_its_file_as_pytorch_predicts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    copy_tree(d, &["0", "1", "2"], Some(30));
+    // Images the training has not seen, at two depths (and a file that is no image).
+    let from = root().join("examples/data/digits-png");
+    for (k, class) in ["0", "1", "2"].iter().enumerate() {
+        let mut files: Vec<_> = std::fs::read_dir(from.join(class))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for (j, f) in files[40..43].iter().enumerate() {
+            let to = match j {
+                0 => d.join(format!("new/{k}-{j}.png")),
+                _ => d.join(format!("new/batch-{j}/{class}.png")),
+            };
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(f, &to).unwrap();
+        }
+    }
+    std::fs::write(d.join("new/notes.txt"), "not an image").unwrap();
+    let manifest = r#"pipeline "predict-images"
+seed 2
+data {
+    source "data/digits-png"
+    images channels=1 {
+        random-crop 8 padding=1
+        normalize mean=0.5 std=0.5
+    }
+    split train=0.8 test=0.2
+}
+model {
+    flatten
+    linear 3
+}
+loss "cross-entropy"
+optimizer "adam" lr=0.05
+train epochs=10 batch-size=16
+checkpoint "export" needs="train"
+predict "new" {
+    needs "train"
+    source "new"
+    output "new.csv"
+}
+"#;
+    std::fs::write(d.join("p.kdl"), manifest).unwrap();
+    let report = run(d, "p.kdl");
+    assert_eq!(report["stages"][2]["metrics"]["samples"], 9.0, "{report}");
+    let weights: serde_json::Map<String, Value> =
+        tensors(&d.join(report["stages"][1]["outputs"][0].as_str().unwrap()))
+            .into_iter()
+            .map(|(name, values)| (name, serde_json::json!(values)))
+            .collect();
+    let out = py(
+        d,
+        &format!(
+            r#"
+import csv, json, numpy as np
+from PIL import Image
+w = json.loads('''{weights}''')
+W, b = np.array(w["1.weight"]).reshape(3, 64), np.array(w["1.bias"])
+rows = list(csv.DictReader(open("new.csv")))
+files = [r["file"] for r in rows]
+# torchvision's walk order: the directories sorted by path, then each one's files.
+assert files == ["0-0.png", "1-0.png", "2-0.png", "batch-1/0.png", "batch-1/1.png", "batch-1/2.png", "batch-2/0.png", "batch-2/1.png", "batch-2/2.png"], files
+worst, right = 0.0, 0
+for r in rows:
+    # Evaluated, `random-crop 8` of an 8 x 8 image is the image.
+    x = np.asarray(Image.open("new/" + r["file"]).convert("L"), dtype=np.float64) / 255
+    z = W @ ((x.reshape(-1) - 0.5) / 0.5) + b
+    p = np.exp(z - z.max()); p /= p.sum()
+    ours = np.array([float(r[f"prob_{{k}}"]) for k in range(3)])
+    worst = max(worst, float(np.abs(ours - p).max()))
+    truth = r["file"].split("/")[-1][0]
+    right += r["class"] == truth
+print(worst, right)
+"#,
+            weights = Value::Object(weights),
+        ),
+    );
+    let mut fields = out.split_whitespace();
+    let worst: f64 = fields.next().unwrap().parse().unwrap();
+    let right: usize = fields.next().unwrap().parse().unwrap();
+    eprintln!("probabilities against numpy's: {worst:e}; {right} of 9 right");
+    assert!(worst < 1e-6, "{worst}");
+    assert!(right >= 7, "{right} of 9");
+    // The images are in the key: a new one is predicted again.
+    std::fs::copy(d.join("new/0-0.png"), d.join("new/batch-2/extra.png")).unwrap();
+    let again = run(d, "p.kdl");
+    assert_eq!(again["stages"][2]["status"], "ran", "{again}");
+    assert_eq!(again["stages"][2]["metrics"]["samples"], 10.0);
+    // What is not a directory of images is refused where it is written.
+    std::fs::write(
+        d.join("p.kdl"),
+        manifest.replace("source \"new\"", "source \"images.csv\""),
+    )
+    .unwrap();
+    let stderr = fails(d, &["check", "p.kdl"]);
+    assert_fixture("predict-images-file.check.stderr", &stderr);
 }

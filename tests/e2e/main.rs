@@ -11,6 +11,7 @@ mod cli;
 mod distributed;
 mod extend;
 mod finetune;
+mod folds;
 mod images;
 mod inputs;
 mod integrity;

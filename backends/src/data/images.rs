@@ -14,7 +14,7 @@ use super::read::Labels;
 use super::{data_error, first_index, float_batch, Dataset, Origin};
 use manifests::transforms::{Pixels, Size, Transform, Uniform};
 use manifests::{
-    DataSpec, Diagnostic, ImageSpec, Load, Manifest, TransformSpec, STREAM_ABOVE_BYTES,
+    DataSpec, Diagnostic, ImageSpec, Load, Manifest, Spanned, TransformSpec, STREAM_ABOVE_BYTES,
 };
 use pipeline_core::image::Image;
 use pipeline_core::image_listing::{ImageListing, ListingLabels};
@@ -22,7 +22,8 @@ use pipeline_core::rng::Rng;
 use pipeline_core::split::Splits;
 use rayon::prelude::*;
 use std::borrow::Cow;
-use tch::{Kind, Tensor};
+use std::path::PathBuf;
+use tch::{Device, Kind, Tensor};
 
 /// The decoded images of a data set, and what each batch still does to them.
 #[derive(Debug)]
@@ -44,11 +45,63 @@ pub struct ImageSet {
 }
 
 impl Dataset {
+    /// The images under the directory `source` for a `predict` stage of a model trained
+    /// on `training`: every one below it in torchvision's walk order, decoded and
+    /// transformed as the training's are when evaluated (without the random transforms),
+    /// all of them the `test` split. `manifest`'s data source is `source`, so that a
+    /// problem with an image is said of it.
+    pub(super) fn images_to_predict(
+        manifest: &Manifest,
+        source: &Spanned<PathBuf>,
+        training: &Dataset,
+    ) -> Result<Dataset, Diagnostic> {
+        let dir = manifest.resolve(&source.value);
+        let listing = ImageListing::unlabelled(&dir).map_err(|(why, help)| {
+            Diagnostic::error("pipeline::stage::bad_source", why)
+                .label_opt(source.span, "images to predict")
+                .help(help)
+        })?;
+        let n = listing.files.len();
+        let set = ImageSet::load(manifest, listing)?;
+        let mut dataset = Dataset::skeleton(manifest, Origin::Indices, n);
+        dataset.sample_shape = set.sample_shape();
+        if dataset.sample_shape != training.sample_shape {
+            return Err(Diagnostic::error(
+                "pipeline::data::other_columns",
+                format!(
+                    "{}: its images are {:?} (channels, height, width) after the transforms, the training's were {:?}",
+                    dir.display(),
+                    dataset.sample_shape,
+                    training.sample_shape
+                ),
+            )
+            .label_opt(source.span, "images to predict")
+            .help("end `images` with `resize H W` or `center-crop N`, so that every image comes out at one size"));
+        }
+        dataset.images = Some(set);
+        // Not read: the predictions are the model's.
+        let mut label_shape = vec![n as i64];
+        label_shape.extend(&training.labels.size()[1..]);
+        dataset.labels = Tensor::zeros(
+            label_shape.as_slice(),
+            (training.labels.kind(), Device::Cpu),
+        );
+        dataset.classes = training.classes.clone();
+        dataset.label_names = training.label_names.clone();
+        dataset.splits = Splits {
+            train: Vec::new(),
+            val: Vec::new(),
+            test: (0..n).collect(),
+        };
+        Ok(dataset)
+    }
+
     /// Image data: the listing's images decoded, their labels (class directories, or the
     /// listing's label cells read as any table's), split.
     pub(super) fn load_images(
         manifest: &Manifest,
         classification: bool,
+        fold: Option<u64>,
     ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let listing = ImageListing::of(manifest)?;
@@ -60,6 +113,8 @@ impl Dataset {
                 let labels = Tensor::from_slice(&index);
                 (Some(labels), Some(classes.clone()), Origin::Indices, None)
             }
+            // Only a prediction's images have none (`images_to_predict`).
+            ListingLabels::Unlabelled => (None, None, Origin::Indices, None),
             ListingLabels::Cells {
                 columns,
                 names,
@@ -116,13 +171,8 @@ impl Dataset {
             }
             dataset.labels = index;
         }
-        dataset.splits = if spec.split.stratify && classification {
-            let classes =
-                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
-            Splits::stratified(&classes, &spec.split)
-        } else {
-            Splits::new(n, &spec.split)
-        };
+        dataset.fold = fold;
+        dataset.splits = dataset.own_splits(spec, classification);
         dataset.check_extra_masks(manifest)?;
         dataset.ids_fit(manifest, 0)?;
         dataset.scale_extra_inputs(manifest);

@@ -33,7 +33,7 @@ use pipeline_core::categorical::Vocabulary;
 use pipeline_core::fingerprint::SOURCE_ROLE;
 use pipeline_core::freshness::regular_input;
 use pipeline_core::network::{Input, Network, Op};
-use pipeline_core::split::Splits;
+use pipeline_core::split::{Folds, Splits};
 use pipeline_core::text::{TextTokenizer, TokenizerError};
 use read::{read_labels_file, read_source, Labels, Source};
 use std::path::{Path, PathBuf};
@@ -98,6 +98,8 @@ pub struct Dataset {
     pub labels: Tensor,
     pub sample_shape: Vec<i64>,
     pub splits: Splits,
+    /// With `data.split folds=K`: the fold (from 1) whose split this is.
+    pub fold: Option<u64>,
     /// The data file, for messages.
     pub path: PathBuf,
     /// What scaling subtracted from and divided the features by (per feature), so that
@@ -171,14 +173,20 @@ pub(crate) fn data_error(
 }
 
 impl Dataset {
-    /// Loads the manifest's data. `classification` asks for class-index labels.
-    pub fn load(manifest: &Manifest, classification: bool) -> Result<Dataset, Diagnostic> {
+    /// Loads the manifest's data. `classification` asks for class-index labels. With
+    /// `data.split folds=K`, split as fold `fold` (from 1) is: filled and scaled with its
+    /// training part's statistics.
+    pub fn load(
+        manifest: &Manifest,
+        classification: bool,
+        fold: Option<u64>,
+    ) -> Result<Dataset, Diagnostic> {
         let mut dataset = if manifest.data.format.is_images() {
-            Dataset::load_images(manifest, classification)?
+            Dataset::load_images(manifest, classification, fold)?
         } else if pipeline_core::load::streams(manifest) {
-            Dataset::load_stream(manifest, classification)?
+            Dataset::load_stream(manifest, classification, fold)?
         } else {
-            Dataset::load_held(manifest, classification, Fit::Own)?
+            Dataset::load_held(manifest, classification, Fit::Own, fold)?
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let workers = manifest.data.workers.map_or(cores, |w| w as usize);
@@ -231,6 +239,7 @@ impl Dataset {
             labels: Tensor::new(),
             sample_shape: Vec::new(),
             splits: Splits::new(0, &spec.split),
+            fold: None,
             path: manifest.resolve(&spec.source.value),
             scaling: None,
             label_scaling: None,
@@ -247,11 +256,13 @@ impl Dataset {
         }
     }
 
-    /// Features read whole into memory, split, filled and scaled as `fit` says.
+    /// Features read whole into memory, split (as fold `fold`), filled and scaled as
+    /// `fit` says.
     fn load_held(
         manifest: &Manifest,
         classification: bool,
         fit: Fit<'_>,
+        fold: Option<u64>,
     ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
@@ -312,6 +323,7 @@ impl Dataset {
         };
         let features = features.to_kind(Kind::Float);
         let mut dataset = Dataset::skeleton(manifest, origin, n as usize);
+        dataset.fold = fold;
         dataset.sample_shape = features.size()[1..].to_vec();
         if let Fit::Training { data, .. } = fit {
             dataset.same_samples_as(data, spec)?;
@@ -393,13 +405,16 @@ impl Dataset {
                 val: Vec::new(),
                 test: (0..n).collect(),
             },
-            (Fit::Own, None) if spec.split.stratify && classification => {
-                let classes =
-                    Vec::<i64>::try_from(&self.labels).expect("class labels are an int64 vector");
-                Splits::stratified(&classes, &spec.split)
-            }
-            (Fit::Own, None) => Splits::new(n, &spec.split),
+            (Fit::Own, None) => self.own_splits(spec, classification),
         }
+    }
+
+    /// The data's split of its samples (by class, as fold `self.fold`: what
+    /// `data.split` says).
+    pub(crate) fn own_splits(&self, spec: &DataSpec, classification: bool) -> Splits {
+        let classes = (spec.split.stratify && classification)
+            .then(|| Vec::<i64>::try_from(&self.labels).expect("class labels are an int64 vector"));
+        Splits::of(self.rows.len(), classes.as_deref(), &spec.split, self.fold)
     }
 
     /// Every feature is finite, else the first sample with one that is not is named.
@@ -846,37 +861,46 @@ impl Dataset {
         Ok(())
     }
 
-    /// The split as the file's data rows, for the run directory's `split.json`.
-    pub fn split_rows(&self) -> serde_json::Value {
-        if let Some(set) = &self.images {
-            let files = |split: &[usize]| {
-                split
-                    .iter()
-                    .map(|&i| set.listing.files[i].to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-            };
-            return serde_json::json!({
+    /// The split as the file's data rows, for the run directory's `split.json`; with
+    /// `data.split folds=K` (`spec`), every fold's rows (fold k is `folds[k - 1]`) and the
+    /// test split's.
+    pub fn split_rows(&self, spec: &DataSpec, classification: bool) -> serde_json::Value {
+        let mut out = match &self.images {
+            Some(set) => serde_json::json!({
                 "root": set.listing.root,
                 "files": "each sample's image, relative to `root`",
-                "train": files(&self.splits.train),
-                "val": files(&self.splits.val),
-                "test": files(&self.splits.test),
-            });
-        }
-        let rows = |split: &[usize]| split.iter().map(|&i| self.rows[i]).collect::<Vec<_>>();
-        let meaning = match &self.origin {
-            Origin::Shards(_) => {
-                "0-based rows of the shards, taken one after another in name order"
-            }
-            _ => "0-based data rows of the file (a header, skipped and comment lines not counted)",
+            }),
+            None => serde_json::json!({
+                "file": self.path,
+                "rows": match &self.origin {
+                    Origin::Shards(_) => "0-based rows of the shards, taken one after another in name order",
+                    _ => "0-based data rows of the file (a header, skipped and comment lines not counted)",
+                },
+            }),
         };
-        serde_json::json!({
-            "file": self.path,
-            "rows": meaning,
-            "train": rows(&self.splits.train),
-            "val": rows(&self.splits.val),
-            "test": rows(&self.splits.test),
-        })
+        let part = |split: &[usize]| match &self.images {
+            Some(set) => serde_json::json!(split
+                .iter()
+                .map(|&i| set.listing.files[i].to_string_lossy().into_owned())
+                .collect::<Vec<_>>()),
+            None => serde_json::json!(split.iter().map(|&i| self.rows[i]).collect::<Vec<_>>()),
+        };
+        match spec.split.folds {
+            Some(_) => {
+                let classes = (spec.split.stratify && classification).then(|| {
+                    Vec::<i64>::try_from(&self.labels).expect("class labels are an int64 vector")
+                });
+                let folds = Folds::new(self.rows.len(), classes.as_deref(), &spec.split);
+                out["folds"] = folds.folds.iter().map(|f| part(f)).collect();
+                out["test"] = part(&folds.test);
+            }
+            None => {
+                out["train"] = part(&self.splits.train);
+                out["val"] = part(&self.splits.val);
+                out["test"] = part(&self.splits.test);
+            }
+        }
+        out
     }
 
     /// Where sample `i` is, for messages: `file:line` for CSV, else `file, sample i`.

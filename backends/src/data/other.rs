@@ -46,6 +46,10 @@ impl Dataset {
         }
         spec.dialect.skip_rows = skip_rows;
         spec.format = DataFormat::of_name(&source.value).unwrap_or(spec.format);
+        if spec.format.is_images() {
+            // A directory of images to predict (`check` allows no other source of images).
+            return Dataset::images_to_predict(&other, source, training);
+        }
         // Held whole: a file to evaluate or predict is read once.
         spec.load.value = manifests::Load::Memory;
         let path = manifest.resolve(&source.value);
@@ -86,6 +90,7 @@ impl Dataset {
                 data: training,
                 labelled,
             },
+            None,
         )
         .map_err(|mut d| {
             // Said of the stage's source, not of the data file.

@@ -35,7 +35,6 @@ use manifests::{DataSpec, Diagnostic, Manifest, Missing, Scale};
 use pipeline_core::formats::{self, ColumnGroups};
 use pipeline_core::npy::Header;
 use pipeline_core::shards::{self, Shard, ShardError};
-use pipeline_core::split::Splits;
 use pipeline_core::table::{self, Layout, TableError};
 use rayon::prelude::*;
 use std::fs::File;
@@ -669,6 +668,7 @@ impl Dataset {
     pub(super) fn load_stream(
         manifest: &Manifest,
         classification: bool,
+        fold: Option<u64>,
     ) -> Result<Dataset, Diagnostic> {
         let spec = &manifest.data;
         let path = manifest.resolve(&spec.source.value);
@@ -747,13 +747,8 @@ impl Dataset {
         let largest = dataset.rows.iter().map(|&r| scan.largest[r]);
         dataset.largest_streamed = Some(largest.fold(f32::NEG_INFINITY, f32::max) as f64);
         dataset.ids_fit(manifest, 0)?;
-        dataset.splits = if spec.split.stratify && classification {
-            let classes =
-                Vec::<i64>::try_from(&dataset.labels).expect("class labels are an int64 vector");
-            Splits::stratified(&classes, &spec.split)
-        } else {
-            Splits::new(dataset.rows.len(), &spec.split)
-        };
+        dataset.fold = fold;
+        dataset.splits = dataset.own_splits(spec, classification);
         dataset.fit_streamed(spec, &names, !scan.missing.is_empty())?;
         dataset.check_extra_masks(manifest)?;
         dataset.scale_extra_inputs(manifest);

@@ -8,6 +8,7 @@ use crate::error::torch_error;
 use crate::evaluate::{evaluate, evaluate_shared, Predicted};
 use crate::measure::Measure;
 use crate::observer::Observer;
+use crate::predict::Predictions;
 use manifests::{Diagnostic, EvalSpec, StageSpec, Target, WeightsFrom};
 use pipeline_core::metrics::Score;
 use pipeline_core::stages::predictions_output;
@@ -15,15 +16,26 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// One model measured: its metrics, its line in `metrics.jsonl`, and its predictions
+/// when the stage writes them.
+struct Measured {
+    metrics: BTreeMap<String, f64>,
+    line: serde_json::Value,
+    predictions: Option<Predictions>,
+}
+
 impl Context<'_> {
-    /// An `eval` stage: the loss (and accuracy, R²) and `metrics` of the model of `train`
-    /// stage `source` on a split of the data or on another file, and its predictions
-    /// where `output` says.
+    /// An `eval` stage: the loss (and accuracy, R²) and `metrics` of the model of the
+    /// `train` stage it needs on a split of the data or on another file, and its
+    /// predictions where `output` says. Of k-fold cross-validation (`sources` holds each
+    /// fold's training), each fold's model on its own split: a line per fold in
+    /// `metrics.jsonl`, the folds' mean as the metrics and their standard deviation
+    /// beside, and the predictions of every fold, each naming its fold.
     pub(super) fn eval(
         &mut self,
         index: usize,
         spec: &EvalSpec,
-        source: Option<usize>,
+        sources: &[usize],
         scratch: &Path,
         obs: &mut dyn Observer,
     ) -> Result<Produced, Diagnostic> {
@@ -32,8 +44,67 @@ impl Context<'_> {
             return Ok(Produced::metrics(BTreeMap::new(), Vec::new()));
         }
         let manifest = self.session.manifest;
+        let folds: Vec<(usize, Option<u64>)> = sources
+            .iter()
+            .map(|&s| (s, super::fold_of(manifest, s)))
+            .collect();
+        let mut measured = Vec::with_capacity(folds.len());
+        for &(source, fold) in &folds {
+            self.use_fold(fold, obs)?;
+            let mut one = self.measure_model(index, spec, source, fold, obs)?;
+            if let Some(k) = fold {
+                one.line["fold"] = json!(k);
+            }
+            append(&mut self.log, &one.line)?;
+            measured.push((fold, one));
+        }
+        let (metrics, std) = match measured.as_slice() {
+            [(None, one)] => (one.metrics.clone(), BTreeMap::new()),
+            _ => over_folds(measured.iter().map(|(_, m)| &m.metrics)),
+        };
+        let mut store = Vec::new();
+        // Rank 0 alone writes files.
+        if let (Some(format), 0) = (spec.predictions, self.session.rank()) {
+            let mut all = Predictions {
+                values: Vec::new(),
+                width: 0,
+                rows: Vec::new(),
+            };
+            let mut of_fold = Vec::new();
+            for (fold, one) in &mut measured {
+                let Some(p) = one.predictions.take() else {
+                    continue;
+                };
+                all.width = p.width;
+                all.values.extend(p.values);
+                of_fold.extend(std::iter::repeat_n(
+                    fold.unwrap_or(0).to_string(),
+                    p.rows.len(),
+                ));
+                all.rows.extend(p.rows);
+            }
+            let id = (folds.len() > 1).then(|| ("fold".to_string(), of_fold));
+            let (written, _) =
+                self.write_predictions(index, &spec.output, format, &all, id, scratch)?;
+            store.push((predictions_output(format).to_string(), written));
+        }
+        let mut produced = Produced::metrics(metrics, store);
+        produced.std = std;
+        Ok(produced)
+    }
+
+    /// The model `from` of `train` stage `source` measured as `spec` says (of fold `fold`,
+    /// whose split the data is).
+    fn measure_model(
+        &mut self,
+        index: usize,
+        spec: &EvalSpec,
+        source: usize,
+        fold: Option<u64>,
+        obs: &mut dyn Observer,
+    ) -> Result<Measured, Diagnostic> {
+        let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
-        let source = source.expect("check ensures an eval stage needs a train stage");
         self.model_of(source, spec.from.value)?;
         // Another file, whole, or a split of the data.
         let other = match &spec.source {
@@ -128,7 +199,7 @@ impl Context<'_> {
             line["r2"] = json!(r2);
         }
         if let Some(predicted) = &predicted {
-            for (name, value) in self.measure(stage, spec, data, predicted)? {
+            for (name, value) in self.measure(stage, spec, fold, data, predicted)? {
                 line[&name] = json!(value);
                 metrics.insert(name, value);
             }
@@ -136,19 +207,20 @@ impl Context<'_> {
         if spec.from.value != WeightsFrom::Last {
             line["from"] = json!(spec.from.value);
         }
-        let mut store = Vec::new();
-        // Rank 0 alone writes files.
-        let writes = self.session.rank() == 0;
-        if let (Some(format), Some(predicted), true) = (spec.predictions, &predicted, writes) {
-            let predictions =
-                predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect());
-            let (written, path) =
-                self.write_predictions(index, &spec.output, format, &predictions, None, scratch)?;
-            line["output"] = json!(path);
-            store.push((predictions_output(format).to_string(), written));
+        let predictions = match (spec.predictions, &predicted) {
+            (Some(_), Some(predicted)) => {
+                Some(predicted.predictions(samples.iter().map(|&i| data.rows[i]).collect()))
+            }
+            _ => None,
+        };
+        if let (Some(_), Some(output)) = (&predictions, &spec.output) {
+            line["output"] = json!(manifest.resolve(&output.value));
         }
-        append(&mut self.log, &line)?;
-        Ok(Produced::metrics(metrics, store))
+        Ok(Measured {
+            metrics,
+            line,
+            predictions,
+        })
     }
 
     /// The eval stage's `metrics` on its split, from its predictions: scalars by name (a
@@ -158,6 +230,7 @@ impl Context<'_> {
         &self,
         stage: &StageSpec,
         spec: &EvalSpec,
+        fold: Option<u64>,
         data: &Dataset,
         predicted: &Predicted,
     ) -> Result<Vec<(String, f64)>, Diagnostic> {
@@ -201,12 +274,19 @@ impl Context<'_> {
                         .map(|(j, x)| (format!("{}.{}", metric.name(), class_name(j)), x)),
                 ),
                 Score::Matrix(rows) => {
+                    let name = match fold {
+                        Some(k) => manifests::fold_name(stage.name(), k),
+                        None => stage.name().to_string(),
+                    };
                     let path = self
                         .run_dir
                         .path
-                        .join(format!("{}-confusion-matrix.json", stage.name()));
+                        .join(format!("{name}-confusion-matrix.json"));
                     let classes: Vec<String> = (0..rows.len()).map(class_name).collect();
-                    let text = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "classes": classes, "rows": "true class", "columns": "predicted class", "matrix": rows});
+                    let mut text = json!({"stage": stage.name(), "split": spec.split.value.as_str(), "classes": classes, "rows": "true class", "columns": "predicted class", "matrix": rows});
+                    if let Some(k) = fold {
+                        text["fold"] = json!(k);
+                    }
                     cache::write_atomic(&path, text.to_string().as_bytes())
                         .map_err(|e| write_failed(&path, e))?;
                 }
@@ -223,4 +303,30 @@ fn weights_finite(model: &crate::model::Model) -> bool {
             .and_then(|f| f.f_all())
             .is_ok_and(|all| all.int64_value(&[]) == 1)
     })
+}
+
+/// The mean of each metric over the folds (`samples`: their sum), and each one's standard
+/// deviation (as numpy's `std`, over K).
+fn over_folds<'m>(
+    folds: impl Iterator<Item = &'m BTreeMap<String, f64>>,
+) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+    let mut values: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for fold in folds {
+        for (name, &v) in fold {
+            values.entry(name).or_default().push(v);
+        }
+    }
+    let (mut mean, mut std) = (BTreeMap::new(), BTreeMap::new());
+    for (name, xs) in values {
+        let n = xs.len() as f64;
+        let m = xs.iter().sum::<f64>() / n;
+        if name == "samples" {
+            mean.insert(name.to_string(), xs.iter().sum());
+            continue;
+        }
+        let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
+        mean.insert(name.to_string(), m);
+        std.insert(name.to_string(), var.sqrt());
+    }
+    (mean, std)
 }

@@ -70,6 +70,9 @@ struct Produced {
     resumed_at: Option<u64>,
     /// The weights a `train` stage's `keep-best` kept, the best first.
     kept: Vec<KeptWeights>,
+    /// An `eval` stage of k-fold cross-validation: each metric's standard deviation over
+    /// the folds.
+    std: BTreeMap<String, f64>,
 }
 
 impl Produced {
@@ -81,6 +84,7 @@ impl Produced {
             stopped: None,
             resumed_at: None,
             kept: Vec::new(),
+            std: BTreeMap::new(),
         }
     }
 }
@@ -99,14 +103,27 @@ fn append(log: &mut MetricsLog, line: &serde_json::Value) -> Result<(), Diagnost
         .map_err(|e| write_failed(log.path(), e))
 }
 
-/// The `train` stage that `stage` takes its model from, if any.
-fn model_source(manifest: &Manifest, stage: &StageSpec) -> Option<usize> {
-    stage.needs.iter().find_map(|n| {
-        manifest
-            .stages
-            .iter()
-            .position(|s| s.name.value == n.value && s.kind() == StageKind::Train)
-    })
+/// The `train` stages that `stage` takes its model from: one, or with `data.split
+/// folds=K` one per fold (`check` allows no other case).
+fn model_sources(manifest: &Manifest, stage: &StageSpec) -> Vec<usize> {
+    stage
+        .needs
+        .iter()
+        .filter_map(|n| {
+            manifest
+                .stages
+                .iter()
+                .position(|s| s.name.value == n.value && s.kind() == StageKind::Train)
+        })
+        .collect()
+}
+
+/// The fold `train` stage `index` holds out (k-fold cross-validation), if any.
+fn fold_of(manifest: &Manifest, index: usize) -> Option<u64> {
+    match &manifest.stages[index].config {
+        StageConfig::Train(spec) => spec.fold.as_ref().map(|f| f.index),
+        _ => None,
+    }
 }
 
 impl<'a> Context<'a> {
@@ -154,6 +171,9 @@ impl<'a> Context<'a> {
                 if !kept.is_empty() {
                     metrics["best"] = json!(kept);
                 }
+                if !produced.std.is_empty() {
+                    metrics[pipeline_core::report::STD] = json!(produced.std);
+                }
                 let key = json!(state.fingerprint.key);
                 match c
                     .store
@@ -198,6 +218,7 @@ impl<'a> Context<'a> {
                 result.init = produced.init;
                 result.stopped = produced.stopped;
                 result.resumed_at = produced.resumed_at;
+                result.metrics_std = produced.std;
                 result.best = kept;
             }
             Err(e) => result = failed(manifest, state.index, e),
@@ -339,13 +360,32 @@ impl<'a> Context<'a> {
         let index = state.index;
         let manifest = self.session.manifest;
         let stage = &manifest.stages[index];
-        let source = model_source(manifest, stage);
+        let sources = model_sources(manifest, stage);
+        let source = sources.first().copied();
         match &stage.config {
             StageConfig::Train(spec) => self.train(state, spec, source, scratch, saved, obs),
-            StageConfig::Eval(spec) => self.eval(index, spec, source, scratch, obs),
+            StageConfig::Eval(spec) => self.eval(index, spec, &sources, scratch, obs),
             StageConfig::Predict(spec) => self.predict(state, spec, source, scratch, obs),
             StageConfig::Checkpoint(spec) => self.checkpoint(state, spec, source, scratch),
         }
+    }
+
+    /// The data split as fold `fold` is (k-fold cross-validation; nothing to do without
+    /// one), said when it is reloaded.
+    fn use_fold(&mut self, fold: Option<u64>, obs: &mut dyn Observer) -> Result<(), Diagnostic> {
+        let Some(k) = fold else { return Ok(()) };
+        if !self.session.use_fold(k)? {
+            return Ok(());
+        }
+        let data = &self.session.data;
+        obs.message(&format!(
+            "fold {k} of {}: {} samples train, {} held out",
+            self.session.manifest.data.split.folds.unwrap_or(k),
+            data.splits.train.len(),
+            data.splits.val.len()
+        ));
+        unseen_categories(data, &format!("fold {k}"), obs);
+        Ok(())
     }
 }
 
@@ -631,16 +671,31 @@ fn open<'a>(
         }
         obs.warning(&d);
     }
-    unseen_categories(data, "the validation and test splits", obs);
     let (total, trainable) = session.parameters;
-    obs.message(&format!(
-        "{} samples ({} train, {} val, {} test) · model {} parameters ({} trainable) · device {}",
-        data.splits.train.len() + data.splits.val.len() + data.splits.test.len(),
+    let (train, val, test) = (
         data.splits.train.len(),
         data.splits.val.len(),
         data.splits.test.len(),
-        total,
-        trainable,
+    );
+    let samples = match manifest.data.split.folds {
+        Some(k) => {
+            unseen_categories(data, "fold 1", obs);
+            format!(
+                "{} samples ({k} folds of {}, {test} test)",
+                train + val + test,
+                fold_sizes(train + val, k)
+            )
+        }
+        None => {
+            unseen_categories(data, "the validation and test splits", obs);
+            format!(
+                "{} samples ({train} train, {val} val, {test} test)",
+                train + val + test
+            )
+        }
+    };
+    obs.message(&format!(
+        "{samples} · model {total} parameters ({trainable} trainable) · device {}",
         device::describe(device)
     ));
     let private = private_base(session.rank());
@@ -656,7 +711,9 @@ fn open<'a>(
         .map_err(|e| write_failed(&run_dir.path.join("metrics.jsonl"), e))?;
     // Which rows of the file each split holds, so that anyone can rebuild it.
     let split = run_dir.path.join("split.json");
-    let text = serde_json::to_string(&session.data.split_rows()).expect("json");
+    let classification = manifest.loss.kind.is_classification();
+    let rows = session.data.split_rows(&manifest.data, classification);
+    let text = serde_json::to_string(&rows).expect("json");
     cache::write_atomic(&split, text.as_bytes()).map_err(|e| write_failed(&split, e))?;
     // Runs collected in one tree: by pipeline, then by run.
     let tensorboard = match tensorboard_dir {
@@ -671,4 +728,13 @@ fn open<'a>(
         trained: HashMap::new(),
         weight_files: HashMap::new(),
     })
+}
+
+/// The sizes of `k` folds of `n` samples: `360` or `359–360`.
+fn fold_sizes(n: usize, k: u64) -> String {
+    let k = k.max(1) as usize;
+    match n % k {
+        0 => (n / k).to_string(),
+        _ => format!("{}–{}", n / k, n / k + 1),
+    }
 }

@@ -95,9 +95,18 @@ impl Context<'_> {
             )
             .label_opt(stage.name.span, "this prediction")
         })?;
-        let id = match &spec.id {
-            Some(id) => Some(self.ids(spec, id, &predictions.rows)?),
-            None => None,
+        let id = match (&spec.id, &data.images) {
+            (Some(id), _) => Some(self.ids(spec, id, &predictions.rows)?),
+            // An image is named by its path under the source directory.
+            (None, Some(set)) => Some((
+                "file".to_string(),
+                predictions
+                    .rows
+                    .iter()
+                    .map(|&i| set.listing.files[i].to_string_lossy().into_owned())
+                    .collect(),
+            )),
+            (None, None) => None,
         };
         let (written, path) = self.write_predictions(
             state.index,

@@ -28,6 +28,7 @@ impl Context<'_> {
     ) -> Result<Produced, Diagnostic> {
         let index = state.index;
         let stage = &self.session.manifest.stages[index];
+        self.use_fold(spec.fold.as_ref().map(|f| f.index), obs)?;
         if let Some(s) = source {
             self.model_of(s, WeightsFrom::Last)?;
         }
@@ -81,6 +82,7 @@ impl Context<'_> {
             stopped: trained.stopped.clone(),
             resumed_at: trained.resumed_at,
             kept: trained.kept,
+            std: BTreeMap::new(),
         })
     }
 }

@@ -77,7 +77,7 @@ fn npz_safetensors_and_npy_load_alike() {
         "source \"x.npy\"\nlabels \"y.npy\"",
     ] {
         let m = manifest(dir.path(), &classification(data));
-        let d = Dataset::load(&m, true).unwrap();
+        let d = Dataset::load(&m, true, None).unwrap();
         assert_eq!(d.sample_shape, [4], "{data}");
         assert_eq!(d.labels.kind(), Kind::Int64);
         assert_eq!(
@@ -96,7 +96,7 @@ fn a_missing_array_name_lists_the_names_there_are() {
     let (x, y) = features_and_labels();
     Tensor::write_npz(&[("inputs", &x), ("y", &y)], dir.path().join("d.npz")).unwrap();
     let m = manifest(dir.path(), &classification("source \"d.npz\""));
-    let err = Dataset::load(&m, true).unwrap_err();
+    let err = Dataset::load(&m, true, None).unwrap_err();
     assert_eq!(err.code, "pipeline::data::missing_array");
     assert!(
         err.message
@@ -111,7 +111,7 @@ fn class_labels_must_be_whole_and_features_finite() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.csv"), "1,2,0\n3,4,1.5\n").unwrap();
     let m = manifest(dir.path(), &classification("source \"a.csv\""));
-    let err = Dataset::load(&m, true).unwrap_err();
+    let err = Dataset::load(&m, true, None).unwrap_err();
     assert_eq!(err.code, "pipeline::data::bad_label");
     assert!(
         err.message
@@ -123,7 +123,7 @@ fn class_labels_must_be_whole_and_features_finite() {
     // NaN is a missing value (`data.missing`), infinity is not a number to train on.
     std::fs::write(dir.path().join("b.csv"), "1,2,0\n3,nan,1\n").unwrap();
     let m = manifest(dir.path(), &classification("source \"b.csv\""));
-    let err = Dataset::load(&m, true).unwrap_err();
+    let err = Dataset::load(&m, true, None).unwrap_err();
     assert_eq!(err.code, "pipeline::data::missing_value");
     assert!(
         err.message
@@ -133,7 +133,7 @@ fn class_labels_must_be_whole_and_features_finite() {
     );
     std::fs::write(dir.path().join("c.csv"), "1,2,0\n3,inf,1\n").unwrap();
     let m = manifest(dir.path(), &classification("source \"c.csv\""));
-    let err = Dataset::load(&m, true).unwrap_err();
+    let err = Dataset::load(&m, true, None).unwrap_err();
     assert_eq!(err.code, "pipeline::data::not_finite");
     assert!(
         err.message.ends_with("c.csv:2: a feature is infinite"),
@@ -153,7 +153,7 @@ fn standard_scaling_uses_the_training_split_only() {
         dir.path(),
         &classification("source \"s.csv\"\nscale \"standard\""),
     );
-    let d = Dataset::load(&m, true).unwrap();
+    let d = Dataset::load(&m, true, None).unwrap();
     let (train, _) = d.batch(d.splits.get(SplitName::Train), None).unwrap();
     let (test, _) = d.batch(d.splits.get(SplitName::Test), None).unwrap();
     let (train, test) = (&train[0], &test[0]);

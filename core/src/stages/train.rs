@@ -72,7 +72,7 @@ impl StageMember for TrainSpec {
         if classification {
             names.push("accuracy");
         }
-        if manifest.data.split.val > 0.0 {
+        if manifest.data.split.validates() {
             names.push("val_loss");
             if classification {
                 names.push("val_accuracy");

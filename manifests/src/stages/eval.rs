@@ -23,7 +23,7 @@ pub const SECTION: Section = Section {
             "split",
             Ty::Choice(SplitName::NAMES),
             Some(Val::Text(SplitName::Test.as_str())),
-            "The split to evaluate on (not with `source`).",
+            "The split to evaluate on (not with `source`). With `data.split folds=K`, by default each fold's model on the fold it held out.",
         ),
         key(
             "source",
@@ -65,8 +65,12 @@ impl Reader<'_> {
     pub(crate) fn eval(&mut self, f: &Fields) -> EvalSpec {
         EvalSpec {
             split: Spanned {
-                // Not reached: `split` has a default.
-                value: SplitName::parse(&f.text("split")).unwrap_or(SplitName::Test),
+                value: match (f.value("split"), self.folds) {
+                    // k-fold cross-validation: each fold's model on the fold it held out.
+                    (None, Some(_)) => SplitName::Val,
+                    // Not reached: `split` has a default.
+                    _ => SplitName::parse(&f.text("split")).unwrap_or(SplitName::Test),
+                },
                 span: f.span("split"),
             },
             source: path(f, "source"),

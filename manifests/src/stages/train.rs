@@ -230,6 +230,8 @@ impl Reader<'_> {
             init,
             freeze,
             callbacks,
+            // Set when the stages are cut into folds (`crate::folds`).
+            fold: None,
             early_stop: f.section_fields("early-stop").map(|e| EarlyStopSpec {
                 monitor: monitor(e),
                 mode: e.opt_text("mode").and_then(|m| Mode::parse(&m)),

@@ -69,6 +69,7 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             seed: 0,
             shuffle: true,
             stratify: false,
+            folds: None,
         }
     );
     assert_eq!(m.optimizer.lr, 1e-3);
@@ -92,6 +93,7 @@ fn the_base_manifest_is_clean_and_defaults_are_applied() {
             max_steps: None,
             max_time: None,
             callbacks: Vec::new(),
+            fold: None,
         })
     );
     assert_eq!(m.resolve(&m.data.source.value), Path::new("/m/d.csv"));

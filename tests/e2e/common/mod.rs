@@ -246,6 +246,30 @@ pub fn records(run_dir: &Path, kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `pipeline run MANIFEST --json ARGS` in `dir`, which must succeed: its report.
+pub fn run_json(dir: &Path, manifest: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", manifest, "--json"];
+    all.extend(args);
+    let out = pipeline(dir, &all);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Each stage's name and status in a `--json` report.
+pub fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Runs the digits example in `dir` for `epochs` epochs with `--set`s `set`; the run's id.
 pub fn run_digits(dir: &Path, epochs: u64, set: &[&str]) -> String {
     let epochs = format!("train.epochs={epochs}");
