@@ -29,6 +29,28 @@ pub fn load_cuda() -> Result<(), String> {
         .clone()
 }
 
+/// Whether this machine may have an NVIDIA GPU: its driver's library loads, or the
+/// driver's files are there. Without any of them CUDA cannot be available, and `device
+/// "auto"` does not load libtorch's CUDA libraries to find that out (they would hold about
+/// 140 MiB of a CPU run's memory).
+pub fn nvidia_driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(|| {
+        let files = [
+            "/proc/driver/nvidia/version",
+            "/dev/nvidiactl",
+            "/dev/nvidia0",
+        ];
+        if files.iter().any(|f| Path::new(f).exists()) {
+            return true;
+        }
+        // SAFETY: dlopen with a valid NUL-terminated name; the handle is kept (CUDA would
+        // load the same library).
+        let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY) };
+        !handle.is_null()
+    })
+}
+
 /// The directory of the libtorch this process runs with (see [`loaded_libtorch_dir`]),
 /// else the one it was built with.
 fn libtorch_dir() -> Result<PathBuf, String> {

@@ -2,7 +2,7 @@
 //! (`crate::device::load_cuda`), so CPU runs never pay for it.
 
 use super::device::{Accelerator, Unavailable};
-use crate::device::load_cuda;
+use crate::device::{load_cuda, nvidia_driver_present};
 use manifests::accelerator::{AcceleratorDescription, CUDA};
 use tch::Device;
 
@@ -14,6 +14,10 @@ impl Accelerator for Cuda {
     }
 
     fn count(&self) -> Result<usize, Unavailable> {
+        // No driver, no GPU: nothing to load.
+        if !nvidia_driver_present() {
+            return Ok(0);
+        }
         match load_cuda() {
             Ok(()) if tch::Cuda::is_available() => Ok(tch::Cuda::device_count() as usize),
             Ok(()) => Ok(0),
