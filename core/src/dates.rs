@@ -41,6 +41,46 @@ pub fn parse(text: &str) -> Option<NaiveDateTime> {
         .map(|t| t.naive_local())
 }
 
+/// A share of a column's values from which a column of text that are dates but for a
+/// few is refused (naming the first that is not one) rather than read as categories.
+const MOSTLY_DATES: f64 = 0.8;
+
+/// What a column of text no `categorical` or `date` node names holds, by its values.
+pub enum Found {
+    /// Not dates, or too few of them: categories.
+    Categories,
+    /// Dates: each of the column's values (by code) as one.
+    Dates(Vec<Option<NaiveDateTime>>),
+    /// Dates but for a few: the first row (0-based) whose value is not one.
+    MostlyDates(usize),
+}
+
+/// Whether `column` holds dates: every value present is one ([`Found::Dates`]), most
+/// of them are ([`Found::MostlyDates`], refused), or not ([`Found::Categories`]). The
+/// same for every format that reads text (CSV, JSON, Parquet).
+pub fn found_in(column: &crate::categorical::Categories) -> Found {
+    let values: Vec<Option<NaiveDateTime>> = column.values.iter().map(|v| parse(v)).collect();
+    let (mut present, mut good, mut first_bad) = (0usize, 0usize, None);
+    for (i, &code) in column.codes.iter().enumerate() {
+        if code == crate::categorical::MISSING {
+            continue;
+        }
+        present += 1;
+        match values[code as usize] {
+            Some(_) => good += 1,
+            None => {
+                first_bad.get_or_insert(i);
+            }
+        }
+    }
+    match first_bad {
+        _ if good == 0 => Found::Categories,
+        None => Found::Dates(values),
+        Some(_) if (good as f64) < MOSTLY_DATES * present as f64 => Found::Categories,
+        Some(row) => Found::MostlyDates(row),
+    }
+}
+
 /// `part` of `t`, as a feature.
 pub fn part(t: &NaiveDateTime, part: DatePart) -> f32 {
     match part {

@@ -17,6 +17,7 @@
 //! read by the row reader; such a file is read whole into memory, not streamed.
 
 use crate::categorical::Categories;
+use crate::dates::Found;
 use crate::table::{is_missing, resolve, twice_named, Layout, Table, TableError, GLANCE_ROWS};
 use manifests::Column;
 use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
@@ -725,8 +726,53 @@ fn read_rows(path: &Path, layout: Layout<'_>, until: usize) -> Result<Table, Tab
         .map(|&i| data.names[i].clone())
         .collect();
     let labels = cells_of(&reader, &data, &columns.labels, until)?;
-    let split = Split::of(&reader, &data, &columns, layout);
+    let mut split = Split::of(&reader, &data, &columns, layout);
     let rows = (reader.metadata().file_metadata().num_rows().max(0) as usize).min(until);
+    let wanted: Vec<usize> = split
+        .categorical
+        .iter()
+        .map(|&k| columns.features[k])
+        .collect();
+    let cells = cells_of(&reader, &data, &wanted, until)?;
+    let mut categorical = Vec::with_capacity(wanted.len());
+    for ((&c, cells), &k) in wanted.iter().zip(cells).zip(&split.categorical) {
+        let mut column = Categories::new(data.names[c].clone(), c);
+        column.declared = columns.declared[k];
+        for cell in &cells {
+            let cell = cell.as_deref().map(str::trim);
+            column.push(cell.filter(|c| !is_missing(c)));
+        }
+        categorical.push(column);
+    }
+    // A column of text that holds dates (and no node names) gives their parts, as a CSV's.
+    let mut k_of = split.categorical.clone();
+    let mut j = 0;
+    while j < categorical.len() {
+        let column = &categorical[j];
+        let found = match column.declared {
+            Some(_) => Found::Categories,
+            None => crate::dates::found_in(column),
+        };
+        match found {
+            Found::Categories => j += 1,
+            Found::MostlyDates(row) => {
+                return Err(TableError::Line {
+                    line: row,
+                    message: format!(
+                        "feature `{}` holds dates: `{}` is not a date (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601)",
+                        column.name,
+                        column.value(row).unwrap_or_default()
+                    ),
+                });
+            }
+            Found::Dates(_) => {
+                split.dated.push((k_of.remove(j), false));
+                categorical.remove(j);
+            }
+        }
+    }
+    split.dated.sort_unstable();
+    split.categorical = k_of;
     let numeric: Vec<Column> = split
         .numeric
         .iter()
@@ -790,22 +836,6 @@ fn read_rows(path: &Path, layout: Layout<'_>, until: usize) -> Result<Table, Tab
             }
         }
         dates.push((data.names[columns.features[k]].clone(), parts));
-    }
-    let wanted: Vec<usize> = split
-        .categorical
-        .iter()
-        .map(|&k| columns.features[k])
-        .collect();
-    let cells = cells_of(&reader, &data, &wanted, until)?;
-    let mut categorical = Vec::with_capacity(wanted.len());
-    for ((&c, cells), &k) in wanted.iter().zip(cells).zip(&split.categorical) {
-        let mut column = Categories::new(data.names[c].clone(), c);
-        column.declared = columns.declared[k];
-        for cell in &cells {
-            let cell = cell.as_deref().map(str::trim);
-            column.push(cell.filter(|c| !is_missing(c)));
-        }
-        categorical.push(column);
     }
     if rows == 0 {
         return Err(TableError::Io(NO_ROWS.into()));

@@ -10,6 +10,7 @@
 //! with it is the loader's choice.
 
 use crate::categorical::Categories;
+use crate::dates::Found;
 use chrono::NaiveDateTime;
 use flate2::read::MultiGzDecoder;
 use manifests::{
@@ -167,10 +168,6 @@ pub(crate) struct Finished {
 /// A column of dates: its parts, and each of its values as a date.
 type DateColumn = (Vec<DatePart>, Vec<Option<NaiveDateTime>>);
 
-/// A share of a column's values from which a column of text that are dates but for a
-/// few is refused (naming the first that is not one) rather than read as categories.
-const MOSTLY_DATES: f64 = 0.8;
-
 /// What a text further down a column of numbers is refused with: the `categorical` node
 /// that reads the column as categories (by its name, or its index without a header), or
 /// nothing (a file whose columns cannot be categories: `data.inputs`').
@@ -290,17 +287,6 @@ impl FeatureCells {
             if column.declared.is_some() {
                 continue; // categorical, as named
             }
-            let values: Vec<Option<NaiveDateTime>> = column
-                .values
-                .iter()
-                .map(|v| crate::dates::parse(v))
-                .collect();
-            let bad_row = || {
-                (0..column.rows()).find(|&i| {
-                    column.codes[i] != crate::categorical::MISSING
-                        && values[column.codes[i] as usize].is_none()
-                })
-            };
             let not_a_date = |i: usize, what: &str| {
                 (
                     i,
@@ -314,32 +300,26 @@ impl FeatureCells {
             };
             match self.dated[k] {
                 Some(node) => {
-                    if let Some(i) = bad_row() {
+                    let values: Vec<Option<NaiveDateTime>> = column
+                        .values
+                        .iter()
+                        .map(|v| crate::dates::parse(v))
+                        .collect();
+                    let bad = (0..column.rows()).find(|&i| {
+                        !column.is_missing(i) && values[column.codes[i] as usize].is_none()
+                    });
+                    if let Some(i) = bad {
                         return Err(not_a_date(i, "is named by `date`"));
                     }
                     parsed[k] = Some((dates[node].parts.clone(), values));
                 }
-                None => {
-                    let present = (0..column.rows())
-                        .filter(|&i| !column.is_missing(i))
-                        .count();
-                    let good = (0..column.rows())
-                        .filter(|&i| {
-                            !column.is_missing(i) && values[column.codes[i] as usize].is_some()
-                        })
-                        .count();
-                    if good == 0 {
-                        continue; // categories
+                None => match crate::dates::found_in(column) {
+                    Found::Categories => {}
+                    Found::MostlyDates(i) => return Err(not_a_date(i, "holds dates")),
+                    Found::Dates(values) => {
+                        parsed[k] = Some((DEFAULT_DATE_PARTS.to_vec(), values));
                     }
-                    if good < present {
-                        if (good as f64) < MOSTLY_DATES * present as f64 {
-                            continue; // categories, some of which look like dates
-                        }
-                        let i = bad_row().expect("a value that is not a date");
-                        return Err(not_a_date(i, "holds dates"));
-                    }
-                    parsed[k] = Some((DEFAULT_DATE_PARTS.to_vec(), values));
-                }
+                },
             }
         }
         let mut names = Vec::new();

@@ -623,4 +623,26 @@ fn a_parquet_files_dates_and_timestamps_give_the_parts_a_csvs_give() {
     assert_eq!(a["dates"], b["dates"]);
     assert_eq!(a["input_columns"], b["input_columns"]);
     assert_eq!(predictions(), csv_predictions);
+
+    // The dates kept as text, as the CSV writes them: found to be dates, as a CSV's are.
+    py(
+        d,
+        "import csv, pyarrow as pa, pyarrow.parquet as pq\n\
+         for name in ['weather', 'new']:\n\
+         \x20   rows = list(csv.DictReader(open(name + '.csv')))\n\
+         \x20   cols = {\n\
+         \x20       'date': [r['date'] for r in rows],\n\
+         \x20       'station': [r['station'] for r in rows],\n\
+         \x20       'temp': [None if r['temp'] == 'NA' else float(r['temp']) for r in rows],\n\
+         \x20       'humidity': [float(r['humidity']) for r in rows],\n\
+         \x20       'rain': [r['rain'] for r in rows],\n\
+         \x20   }\n\
+         \x20   pq.write_table(pa.table(cols), name + '.parquet', row_group_size=100)\n",
+    );
+    let (text, _) = run(d, "weather.kdl");
+    assert_eq!(csv["stages"][1]["metrics"], text["stages"][1]["metrics"]);
+    let b = checkpoint_metadata(d, &text, 2);
+    assert_eq!(a["dates"], b["dates"]);
+    assert_eq!(a["input_columns"], b["input_columns"]);
+    assert_eq!(predictions(), csv_predictions);
 }
