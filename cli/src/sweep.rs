@@ -542,7 +542,7 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Result<Chec
                     });
                     match found {
                         Ok(b) => {
-                            let index = manifest.stages.iter().position(|s| s.name() == b.0);
+                            let index = manifest.stages.iter().position(|s| s.training() == b.0);
                             let hindrance = index
                                 .and_then(|i| pipeline_core::extend::hindrance(manifest, i, 1));
                             if let Some(why) = hindrance {

@@ -545,8 +545,11 @@ impl Halving {
 
     /// The `train` stage whose epochs are the budget, and those epochs (the last rung).
     pub fn budget<'m>(&self, manifest: &'m Manifest) -> Result<(&'m str, u64), String> {
+        // A training of k-fold cross-validation by its name (its folds' epochs are its).
         let trains = manifest.stages.iter().filter_map(|s| match &s.config {
-            StageConfig::Train(t) => Some((s.name(), t.epochs)),
+            StageConfig::Train(t) if t.fold.as_ref().is_none_or(|f| f.index == 1) => {
+                Some((s.training(), t.epochs))
+            }
             _ => None,
         });
         let found = match &self.stage {

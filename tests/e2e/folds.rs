@@ -258,6 +258,37 @@ assert split["folds"] == [t.tolist() for _, t in KFold(3).split(range(80))], spl
         stage["metrics_std"]["r2"].as_f64().unwrap() > 0.0,
         "{stage}"
     );
+
+    // A sweep ranks its points by the folds' mean; the point run as it is is cached.
+    let out = pipeline(
+        d,
+        &[
+            "sweep",
+            "plants.kdl",
+            "--json",
+            "--grid",
+            "optimizer.lr=0.02,0.005",
+            "--monitor",
+            "cv.r2",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let swept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = swept["points"].as_array().unwrap();
+    let cv = |p: &Value| {
+        let stages = p["stages"].as_array().unwrap();
+        let cv = stages.iter().find(|s| s["name"] == "cv").unwrap();
+        (cv["metrics"]["r2"].as_f64().unwrap(), cv["status"].clone())
+    };
+    let (first, second) = (cv(&points[0]), cv(&points[1]));
+    assert!(first.0 >= second.0, "best first: {swept}");
+    assert_eq!(points[0]["monitor"].as_f64(), Some(first.0));
+    let mean = report["stages"][3]["metrics"]["r2"].as_f64().unwrap();
+    let same = points
+        .iter()
+        .find(|p| p["overrides"].to_string().contains("0.02"))
+        .unwrap();
+    assert_eq!(cv(same), (mean, Value::from("cached")), "{swept}");
 }
 
 #[test]

@@ -235,3 +235,47 @@ fn check_refuses_keys_that_do_not_go_with_text() {
         &fails(dir.path(), &["check", "bad.kdl"]),
     );
 }
+
+/// A `predict` stage reads new texts through the training's tokenizer: its
+/// probabilities for the test split's reviews, written to a file of their texts alone,
+/// are those the `eval` stage's forward pass gave the same reviews.
+#[test]
+fn new_texts_are_predicted_through_the_training_tokenizer() {
+    let dir = project();
+    let d = dir.path();
+    let manifest = std::fs::read_to_string(d.join("text.kdl")).unwrap()
+        + "eval \"rows\" {\n    needs \"train\"\n    split \"test\"\n    output \"eval.csv\"\n}\n";
+    std::fs::write(d.join("text.kdl"), &manifest).unwrap();
+    let quick = ["run", "text.kdl", "--set", "train.epochs=1", "--json"];
+    let out = pipeline(d, &quick);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    py(
+        d,
+        "import csv\n\
+         texts = [r['text'] for r in csv.DictReader(open('data/reviews.csv'))]\n\
+         rows = [int(r['row']) for r in csv.DictReader(open('eval.csv'))]\n\
+         with open('new.csv', 'w', newline='') as f:\n\
+         \x20   w = csv.writer(f)\n\
+         \x20   w.writerow(['text'])\n\
+         \x20   w.writerows([texts[r]] for r in rows)\n",
+    );
+    let with_predict = manifest
+        + "predict \"again\" {\n    needs \"train\"\n    source \"new.csv\"\n    output \"new-predictions.csv\"\n}\n";
+    std::fs::write(d.join("text.kdl"), with_predict).unwrap();
+    let out = pipeline(d, &quick);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["stages"][0]["status"], "cached", "{report}");
+    let worst = py(
+        d,
+        "import csv\n\
+         ev = list(csv.DictReader(open('eval.csv')))\n\
+         new = list(csv.DictReader(open('new-predictions.csv')))\n\
+         assert len(ev) == len(new) == 800, (len(ev), len(new))\n\
+         assert [r['label'] for r in ev] == [r['label'] for r in new]\n\
+         probs = [k for k in ev[0] if k.startswith('prob_')]\n\
+         print(max(abs(float(a[k]) - float(b[k])) for a, b in zip(ev, new) for k in probs))\n",
+    );
+    let worst: f64 = worst.trim().parse().unwrap();
+    assert!(worst < 1e-6, "{worst}");
+}
