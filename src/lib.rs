@@ -8,6 +8,7 @@
 
 mod execute;
 mod progress;
+mod requeue;
 
 pub use pipeline_cli;
 
@@ -37,16 +38,23 @@ pub fn worker_main() -> ExitCode {
         }
     }
     let ok = match Cli::parse().command {
-        Command::Run(args) => execute::run(&args),
+        Command::Run(args) => {
+            if let Err(e) = backends::preemption::install(args.requeue_signal.signals()) {
+                eprintln!("warning: cannot handle --requeue-signal: {e}");
+            }
+            execute::run(&args)
+        }
         _ => {
             eprintln!("error: pipeline-worker only runs pipelines; use `pipeline`");
             false
         }
     };
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    // A run that finished whatever the signal (it came too late to stop anything) is
+    // done: nothing to requeue.
+    match (backends::preemption::received(), ok) {
+        (_, true) => ExitCode::SUCCESS,
+        (Some(signal), false) => requeue::stopped_by(signal),
+        (None, false) => ExitCode::FAILURE,
     }
 }
 

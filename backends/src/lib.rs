@@ -28,6 +28,7 @@ pub mod observer;
 mod ops;
 pub mod optimizer;
 pub mod predict;
+pub mod preemption;
 pub mod process_group;
 mod rng_state;
 pub mod runner;

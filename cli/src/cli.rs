@@ -128,8 +128,36 @@ pub struct RunArgs {
     /// 29500 on several].
     #[arg(long, value_name = "PORT", value_parser = parse_port)]
     pub master_port: Option<u16>,
+    /// The signals that stop a training cleanly: at its next optimizer step every process
+    /// writes its snapshot, then under SLURM the job is requeued (`scontrol requeue`),
+    /// elsewhere the run exits with status 143; the same command resumes it. SLURM sends
+    /// one before a time limit with `sbatch --requeue --signal=B:USR1@120`; `none` leaves
+    /// both signals their default action.
+    #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = RequeueSignal::Both)]
+    pub requeue_signal: RequeueSignal,
     #[command(flatten)]
     pub cache: CacheDir,
+}
+
+/// `pipeline run --requeue-signal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequeueSignal {
+    Usr1,
+    Term,
+    Both,
+    None,
+}
+
+impl RequeueSignal {
+    /// The signals it names.
+    pub fn signals(self) -> &'static [i32] {
+        match self {
+            RequeueSignal::Usr1 => &[libc::SIGUSR1],
+            RequeueSignal::Term => &[libc::SIGTERM],
+            RequeueSignal::Both => &[libc::SIGUSR1, libc::SIGTERM],
+            RequeueSignal::None => &[],
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

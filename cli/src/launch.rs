@@ -10,6 +10,10 @@ use std::io::{BufRead, BufReader, IsTerminal};
 use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+/// The exit status of a worker a signal stopped after its snapshot
+/// (`backends::preemption::EXIT_STATUS`, which this crate does not link).
+const PREEMPTED: u8 = 143;
+
 /// A port nobody listens on now, for a rendezvous on this machine.
 fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -115,6 +119,7 @@ pub fn launch(args: &RunArgs) -> ExitCode {
             }
         }
     }
+    forward_signals(&children, args.requeue_signal.signals());
     let code = wait(&mut children);
     for r in readers {
         let _ = r.join();
@@ -135,6 +140,36 @@ pub fn launch(args: &RunArgs) -> ExitCode {
     code
 }
 
+/// The workers' process ids, for the signal handlers (which may not allocate).
+static WORKERS: std::sync::OnceLock<Vec<libc::pid_t>> = std::sync::OnceLock::new();
+
+/// Passes `signals` (`--requeue-signal`) on to every worker, which stop their training
+/// together at a step, its snapshot written; the launcher itself keeps running, to
+/// report how they ended.
+fn forward_signals(children: &[(u32, Child)], signals: &[i32]) {
+    let pids = children
+        .iter()
+        .map(|(_, c)| c.id() as libc::pid_t)
+        .collect();
+    if WORKERS.set(pids).is_err() {
+        return;
+    }
+    for &signal in signals {
+        // SAFETY: the action reads a vector set before it was registered and calls
+        // kill(2), which is async-signal-safe.
+        let registered = unsafe {
+            signal_hook::low_level::register(signal, move || {
+                for &pid in WORKERS.get().into_iter().flatten() {
+                    libc::kill(pid, signal);
+                }
+            })
+        };
+        if let Err(e) = registered {
+            eprintln!("warning: signals will not reach the workers: {e}");
+        }
+    }
+}
+
 /// Waits for every worker; on the first failure stops the others and returns its code.
 fn wait(children: &mut [(u32, Child)]) -> ExitCode {
     let mut running: Vec<bool> = vec![true; children.len()];
@@ -152,6 +187,20 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                         Some(c) => format!("exited with code {c}"),
                         None => "was killed by a signal".into(),
                     };
+                    // A worker a signal stopped (`--requeue-signal`): the others stop at
+                    // the same step, and rank 0 has said what happened.
+                    if code == Some(i32::from(PREEMPTED)) {
+                        let grace = Instant::now() + Duration::from_secs(30);
+                        while Instant::now() < grace
+                            && children
+                                .iter_mut()
+                                .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        stop(children);
+                        return ExitCode::from(PREEMPTED);
+                    }
                     // Code 1 is a worker that reported a problem with the run (a refused
                     // manifest, bad data): the others find it too, each a moment later on
                     // a loaded machine, and may print their own view of it first.

@@ -26,6 +26,7 @@ mod outputs;
 mod param_groups;
 mod plot;
 mod predict;
+mod preemption;
 mod report;
 mod run_failures;
 mod runs;

@@ -219,6 +219,11 @@ pub trait Callback {
     fn save(&mut self, _at: At, _snapshot: &Snapshot) -> Result<(), Diagnostic> {
         Ok(())
     }
+    /// Whether it writes the resumable snapshots (then it saves one a signal asks for
+    /// too: [`Callbacks::save_requested`]).
+    fn writes_snapshots(&self) -> bool {
+        false
+    }
     /// A snapshot was saved: what the one before needed may go.
     fn snapshot_saved(&mut self) {}
     /// The training is over (stopped early or not); not after an error.
@@ -381,6 +386,25 @@ impl<'a> Callbacks<'a> {
             c.snapshot_saved();
         }
         Ok(())
+    }
+
+    /// A snapshot no schedule asked for (a signal did), saved by the callback that
+    /// writes snapshots; then every callback hears that it was saved. Whether one was
+    /// written (none is without such a callback: a run without a cache).
+    pub fn save_requested(&mut self, at: At, snapshot: &Snapshot) -> Result<bool, Diagnostic> {
+        let mut written = false;
+        for c in &mut self.members {
+            if c.writes_snapshots() {
+                c.save(at, snapshot)?;
+                written = true;
+            }
+        }
+        if written {
+            for c in &mut self.members {
+                c.snapshot_saved();
+            }
+        }
+        Ok(written)
     }
 
     pub fn run_ended(&mut self, end: &RunEnd, out: &mut Out) {

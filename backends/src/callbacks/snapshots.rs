@@ -3,7 +3,9 @@
 //! optimizer's and the loss scaler's state, the random generators, the epoch's sums so far
 //! and every callback's state, replacing the one before ([`crate::snapshot`] writes and
 //! reads the files). A killed run resumes from the last, bit for bit. None is taken after
-//! the last epoch: the stage's result is stored instead.
+//! the last epoch: the stage's result is stored instead. A stage that takes none on a
+//! schedule still has this callback where there is a cache: a signal's snapshot
+//! (`crate::preemption`) is written by it.
 
 use super::{At, Callback, Made, Setup, Snapshot};
 use crate::snapshot::Snapshots;
@@ -37,5 +39,9 @@ impl Callback for SaveSnapshots<'_> {
 
     fn save(&mut self, _at: At, s: &Snapshot) -> Result<(), Diagnostic> {
         s.save_to(self.snapshots)
+    }
+
+    fn writes_snapshots(&self) -> bool {
+        true
     }
 }

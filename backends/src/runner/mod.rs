@@ -441,6 +441,20 @@ pub fn run(
     for state in states {
         let index = state.index;
         let stage = &manifest.stages[index];
+        // A signal asked the run to stop (`crate::preemption`): no stage starts after it.
+        if signalled(ctx.as_ref()) {
+            let mut result = StageResult::new(manifest, index);
+            result.error = Some(Diagnostic::error(
+                "pipeline::run::preempted",
+                format!(
+                    "stage `{}` did not start: a signal stopped the run",
+                    stage.name()
+                ),
+            ));
+            obs.stage_finished(&result);
+            results.push(result);
+            continue;
+        }
         let blocked = stage.needs.iter().any(|n| {
             results
                 .iter()
@@ -513,6 +527,20 @@ pub fn run(
         device: device::describe(device),
         stages: results,
     })
+}
+
+/// Whether a signal asked the run to stop, in any process (`crate::preemption`): the
+/// processes ask between the same stages, so that they stop before the same one.
+fn signalled(ctx: Option<&Context>) -> bool {
+    let mine = crate::preemption::received().is_some();
+    let group = ctx.and_then(|c| c.session.group.as_ref());
+    match group {
+        Some(g) if crate::preemption::installed() => {
+            let flag = [f64::from(u8::from(mine))];
+            crate::train::processes::sum_values(g, flag).map_or(mine, |[n]| n > 0.0)
+        }
+        _ => mine,
+    }
 }
 
 /// The stages as every process of `group` sees them: each reads its own machine's cache,
@@ -601,7 +629,9 @@ fn snapshots_of(
         return None;
     };
     let stage = store.snapshot_dir(&state.fingerprint.hash);
-    (spec.snapshot_every_epochs > 0 || spec.snapshot_every_steps > 0).then(|| Snapshots {
+    // Without a schedule, where a signal may ask for one (`crate::preemption`).
+    let scheduled = spec.snapshot_every_epochs > 0 || spec.snapshot_every_steps > 0;
+    (scheduled || crate::preemption::installed()).then(|| Snapshots {
         dir: match distributed {
             Some((rank, world)) => stage.join(format!("rank-{rank}-of-{world}")),
             None => stage,

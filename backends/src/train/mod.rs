@@ -16,7 +16,7 @@
 //! after that step, and the epoch's record covers the batches it trained on.
 
 mod plan;
-mod processes;
+pub(crate) mod processes;
 mod rates;
 mod step_log;
 mod trainer;

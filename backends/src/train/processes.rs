@@ -103,7 +103,7 @@ pub(super) fn sum_over_processes(
 }
 
 /// Each of `values` summed over every process of `group` (in float64).
-pub(super) fn sum_values<const N: usize>(
+pub(crate) fn sum_values<const N: usize>(
     group: &ProcessGroup,
     values: [f64; N],
 ) -> Result<[f64; N], tch::TchError> {

@@ -9,7 +9,7 @@
 //! callback decides ([`Control`]) is settled in one place, [`settle`].
 
 use super::plan::{batch_plan, optimizer_for, sampler_for};
-use super::processes::{agree, agree_on_snapshots, decide, sum_over_processes};
+use super::processes::{agree, agree_on_snapshots, decide, sum_over_processes, sum_values};
 use super::rates::Rates;
 use super::step_log::{self, StepLog, Totals};
 use super::update::optimizer_step;
@@ -212,6 +212,17 @@ pub(super) struct Trainer<'a, 'o> {
     /// The record of the last finished epoch.
     last: Option<EpochRecord>,
     stopped: Option<Stop>,
+    /// When the processes next ask each other whether a signal came.
+    signal_checks: SignalChecks,
+}
+
+/// The processes of a distributed training ask each other whether a signal came
+/// (`crate::preemption`) about once a second, not at every step (a collective each
+/// step would double the communication of a small model's): at optimizer step `next`,
+/// which rank 0 sets from how long its steps took since the last asking (`last`).
+struct SignalChecks {
+    next: u64,
+    last: (u64, Instant),
 }
 
 /// Zeroed sums of an epoch's loss and correct predictions.
@@ -349,6 +360,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
             step: at.step,
             last: at.last.take(),
             stopped: None,
+            signal_checks: SignalChecks {
+                next: 0,
+                last: (0, Instant::now()),
+            },
             layout,
         };
         Ok((trainer, at, resumed))
@@ -522,10 +537,68 @@ impl<'a, 'o> Trainer<'a, 'o> {
                 return Ok(Flow::Break);
             }
         }
+        if s + 1 < batches && self.signalled().map_err(|e| self.fail(at, e))? {
+            let position = self.position(ep.number, s + 1, ep.seen, ep.counted);
+            return Err(self.stop_for_signal(At::Step(self.step), &position));
+        }
         if s + 1 < batches && self.callbacks.snapshot_due(At::Step(self.step)) {
             return self.snapshot_within(ep, s, at);
         }
         Ok(Flow::Continue)
+    }
+
+    /// Whether a signal asked the run to stop (`crate::preemption`), in any process:
+    /// the processes ask each other at the same steps ([`SignalChecks`]), so they stop at
+    /// the same one.
+    fn signalled(&mut self) -> Result<bool, TchError> {
+        let mine = crate::preemption::received().is_some();
+        let group = self.group().filter(|_| crate::preemption::installed());
+        let Some(g) = group else { return Ok(mine) };
+        if self.step < self.signal_checks.next {
+            return Ok(false);
+        }
+        // Rank 0 proposes the steps to the next asking: about a second of them.
+        let (at, when) = self.signal_checks.last;
+        let per_step = when.elapsed().as_secs_f64() / (self.step.saturating_sub(at)).max(1) as f64;
+        let proposed = match g.rank {
+            0 => (1.0 / per_step.max(1e-6)).clamp(1.0, 1000.0).floor(),
+            _ => 0.0,
+        };
+        let [asked, steps] = sum_values(g, [f64::from(u8::from(mine)), proposed])?;
+        self.signal_checks = SignalChecks {
+            next: self.step + steps.max(1.0) as u64,
+            last: (self.step, Instant::now()),
+        };
+        Ok(asked > 0.0)
+    }
+
+    /// Stops the training for a signal at `at`: its snapshot written (every process its
+    /// own, then they wait for each other, so that none is cut short by the others'
+    /// ending), and the error that ends the run.
+    fn stop_for_signal(&mut self, at: At, position: &Position) -> Diagnostic {
+        let signal =
+            crate::preemption::received().map_or("a signal".into(), crate::preemption::name);
+        let name = self.stage.name().to_string();
+        let written = self.snapshot(at, position, true);
+        if let Some(g) = self.group() {
+            if let Err(e) = sum_values(g, [0.0]) {
+                return self.fail("waiting for the other processes' snapshots", e);
+            }
+        }
+        let step = position.step;
+        match written {
+            Ok(true) => Diagnostic::error(
+                "pipeline::run::preempted",
+                format!("stage `{name}` stopped at step {step} on {signal}: its snapshot is written"),
+            )
+            .help("run the same command again: it resumes from the snapshot"),
+            Ok(false) => Diagnostic::error(
+                "pipeline::run::preempted",
+                format!("stage `{name}` stopped at step {step} on {signal}, without a snapshot: the run has no cache to keep one in"),
+            )
+            .help("run with a cache (without `--no-cache`) to resume a stopped training"),
+            Err(d) => d,
+        }
     }
 
     /// The learning rate of the next optimizer step: the schedule's (reduce-on-plateau's
@@ -692,7 +765,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             return Ok(Flow::Break);
         }
         let position = self.position(ep.number, s + 1, ep.seen, ep.counted);
-        self.snapshot(At::Step(self.step), &position)?;
+        self.snapshot(At::Step(self.step), &position, false)?;
         Ok(Flow::Continue)
     }
 
@@ -712,8 +785,15 @@ impl<'a, 'o> Trainer<'a, 'o> {
         }
     }
 
-    /// Saves the training's state at `position`, with the callbacks' own.
-    fn snapshot(&mut self, at: At, position: &Position) -> Result<(), Diagnostic> {
+    /// Saves the training's state at `position`, with the callbacks' own, where a
+    /// schedule asked for it at `at` or where a signal did (`requested`): whether one was
+    /// written (a requested one is not without a cache to keep it in).
+    fn snapshot(
+        &mut self,
+        at: At,
+        position: &Position,
+        requested: bool,
+    ) -> Result<bool, Diagnostic> {
         let snapshot = Snapshot {
             position,
             model: &self.layout.model,
@@ -725,7 +805,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
             },
             device: self.session.device,
         };
-        self.callbacks.save(at, &snapshot)
+        match requested {
+            true => self.callbacks.save_requested(at, &snapshot),
+            false => self.callbacks.save(at, &snapshot).map(|()| true),
+        }
     }
 
     /// The epoch's end: its totals over the processes, a validation where it is due, its
@@ -786,9 +869,19 @@ impl<'a, 'o> Trainer<'a, 'o> {
                 return Ok(Some((ep.number, why, ep.ended_within)));
             }
         }
+        let last = ep.number == spec.epochs;
+        if !ended
+            && !last
+            && self
+                .signalled()
+                .map_err(|e| self.fail("ending the epoch", e))?
+        {
+            let position = self.position(ep.number + 1, 0, 0, 0);
+            return Err(self.stop_for_signal(At::EpochEnd(ep.number), &position));
+        }
         if !ended && self.callbacks.snapshot_due(At::EpochEnd(ep.number)) {
             let position = self.position(ep.number + 1, 0, 0, 0);
-            self.snapshot(At::EpochEnd(ep.number), &position)?;
+            self.snapshot(At::EpochEnd(ep.number), &position, false)?;
         }
         Ok(None)
     }
