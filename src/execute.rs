@@ -60,6 +60,7 @@ pub fn run(args: &RunArgs) -> bool {
         train_samples: None,
         world: Some(rendezvous.as_ref().map_or(1, |r| r.world)),
         at_run: true,
+        told: false,
     };
     if let Some(d) = pipeline_core::compat::check(manifest, &facts)
         .into_iter()

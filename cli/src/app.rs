@@ -56,7 +56,12 @@ pub fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let ok = match cli.command {
-        Command::Check { files, set, json } => check::run(&files, &set, json),
+        Command::Check {
+            files,
+            set,
+            json,
+            launch,
+        } => check::run(&files, &set, json, &launch),
         Command::Graph { file, format, set } => graph::run(&file, &set, format),
         Command::Run(args) => return run::run(&args),
         Command::Status {

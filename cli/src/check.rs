@@ -2,6 +2,7 @@
 //! With `--json`, one document `{"ok", "diagnostics": [...]}` on stdout whatever happens
 //! (an unreadable file is a diagnostic like any other; a bad command line: `main.rs`).
 
+use crate::cli::{JobDevice, LaunchContext};
 use crate::load::Loaded;
 use crate::render;
 use manifests::{has_errors, Override};
@@ -10,11 +11,14 @@ use rayon::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;
 
-pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
+pub fn run(files: &[PathBuf], overrides: &[Override], json: bool, launch: &LaunchContext) -> bool {
     let loaded: Vec<(Loaded, Option<String>)> = files
         .par_iter()
         .map(|f| {
             let mut l = Loaded::read_with_sweep(f, overrides);
+            if launch.is_given() {
+                launched(&mut l, launch);
+            }
             // Inputs that are pipes or devices (found by file type; nothing is opened),
             // and Parquet files whose footers the run would refuse.
             let problems = l
@@ -61,4 +65,23 @@ pub fn run(files: &[PathBuf], overrides: &[Override], json: bool) -> bool {
         }
     }
     ok
+}
+
+/// The accelerator's rules decided again for the job `launch` describes (its processes,
+/// its device) instead of for this machine: a rule that waits for `run` (a strategy of
+/// several processes run as one, NCCL without CUDA, float16 on the CPU) is decided now,
+/// located in the file, before the job is queued.
+fn launched(loaded: &mut Loaded, launch: &LaunchContext) {
+    let Some(manifest) = loaded.checked.manifest.as_ref() else {
+        return;
+    };
+    let cuda = launch.device.map(|d| d == JobDevice::Cuda);
+    let facts = pipeline_core::compat::Facts::launched(launch.processes(), cuda);
+    let rule_codes: Vec<&str> = pipeline_core::compat::RULES
+        .iter()
+        .map(|r| r.code)
+        .collect();
+    let diagnostics = &mut loaded.checked.diagnostics;
+    diagnostics.retain(|d| !rule_codes.contains(&d.code));
+    diagnostics.extend(pipeline_core::compat::check(manifest, &facts));
 }

@@ -36,6 +36,8 @@ pub enum Command {
         /// Print `{"ok", "diagnostics": [...]}` on stdout instead of reports on stderr.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        launch: LaunchContext,
     },
     /// Print the stage DAG.
     Graph {
@@ -137,6 +139,45 @@ pub struct RunArgs {
     pub requeue_signal: RequeueSignal,
     #[command(flatten)]
     pub cache: CacheDir,
+}
+
+/// `pipeline check`'s view of the job a run will be, so that the rules that depend on
+/// how it is launched are decided before it is queued.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LaunchContext {
+    /// The processes the job starts per machine (as `pipeline run --nproc-per-node`, or
+    /// srun's tasks per node).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: Option<u32>,
+    /// The machines it runs on [default: 1 with `--nproc-per-node`].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nnodes: Option<u32>,
+    /// What the job's machines have: `cuda` (GPUs) or `cpu` (none) [default: what this
+    /// machine has, as far as `check` can tell].
+    #[arg(long, value_enum, value_name = "DEVICE")]
+    pub device: Option<JobDevice>,
+}
+
+/// `pipeline check --device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JobDevice {
+    Cpu,
+    Cuda,
+}
+
+impl LaunchContext {
+    /// Whether the command line says anything of the job.
+    pub fn is_given(&self) -> bool {
+        self.nproc_per_node.is_some() || self.nnodes.is_some() || self.device.is_some()
+    }
+
+    /// Its processes, when said.
+    pub fn processes(&self) -> Option<usize> {
+        match (self.nproc_per_node, self.nnodes) {
+            (None, None) => None,
+            (n, m) => Some(n.unwrap_or(1) as usize * m.unwrap_or(1) as usize),
+        }
+    }
 }
 
 /// `pipeline run --requeue-signal`.

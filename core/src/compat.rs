@@ -30,6 +30,9 @@ pub struct Facts {
     pub world: Option<usize>,
     /// Set at run time: rules that only warned at check time decide now.
     pub at_run: bool,
+    /// `pipeline check --device`: what the job will have, said on the command line
+    /// (the rules that need the device decide as at run time, from it).
+    pub told: bool,
 }
 
 impl Facts {
@@ -41,6 +44,21 @@ impl Facts {
             train_samples: None,
             world: None,
             at_run: false,
+            told: false,
+        }
+    }
+
+    /// What `pipeline check` is told of the job the run will be (`--nproc-per-node`,
+    /// `--nnodes`, `--device`): its processes, and whether it has CUDA; the rest as
+    /// [`Facts::at_check`].
+    pub fn launched(processes: Option<usize>, cuda: Option<bool>) -> Facts {
+        let here = Facts::at_check();
+        Facts {
+            cuda: cuda.or(here.cuda),
+            world: processes,
+            at_run: cuda.is_some(),
+            told: cuda.is_some(),
+            ..here
         }
     }
 }
@@ -67,7 +85,7 @@ pub const RULES: &[Rule] = &[
         keys: &["accelerator.precision", "accelerator.device"],
         summary: "a precision that needs CUDA (float16: `16-mixed`, `16-true`) on another accelerator (the CPU).",
         severity: Severity::Error,
-        when: "check (`cpu`); run (`auto` without a GPU; check warns)",
+        when: "check (`cpu`, or `auto` with `check --device cpu`); run (`auto` without a GPU; check warns)",
         help: "write `precision \"bf16-mixed\"`: bfloat16 autocast runs on the CPU; float16 needs `device \"cuda\"`",
         check: fp16_on_cpu,
     },
@@ -76,7 +94,7 @@ pub const RULES: &[Rule] = &[
         keys: &["accelerator.device"],
         summary: "`cuda` or `cuda:N` where no CUDA device is usable.",
         severity: Severity::Error,
-        when: "run; check warns when the machine has no NVIDIA driver",
+        when: "run; check warns when the machine has no NVIDIA driver, and refuses with `check --device cpu`",
         help: "use `device \"auto\"` to fall back to the CPU, or run on a machine with a GPU",
         check: cuda_unavailable,
     },
@@ -121,7 +139,7 @@ pub const RULES: &[Rule] = &[
         keys: &["accelerator.strategy"],
         summary: "a distributed strategy run as a single process (no launcher started the others).",
         severity: Severity::Error,
-        when: "run (the launcher decides the number of processes)",
+        when: "run (the launcher decides the number of processes), or `check --nproc-per-node 1`",
         help: "start the processes: `pipeline run FILE --nproc-per-node 2` (or torchrun, srun); or write `strategy \"none\"`",
         check: strategy_with_one_process,
     },
@@ -130,7 +148,7 @@ pub const RULES: &[Rule] = &[
         keys: &["accelerator.strategy"],
         summary: "several processes with a strategy of one process (`none`): each would train the same model alone.",
         severity: Severity::Error,
-        when: "run",
+        when: "run, or `check --nproc-per-node N --nnodes M` (N × M > 1)",
         help: "write `strategy \"ddp\"`, or run one process",
         check: processes_without_strategy,
     },
@@ -157,7 +175,7 @@ pub const RULES: &[Rule] = &[
         keys: &["accelerator.backend", "accelerator.device"],
         summary: "`backend \"nccl\"` on an accelerator NCCL cannot carry (the CPU): NCCL carries CUDA tensors only.",
         severity: Severity::Error,
-        when: "check (`cpu`); run (`auto` without a GPU; check warns)",
+        when: "check (`cpu`, or `auto` with `check --device cpu`); run (`auto` without a GPU; check warns)",
         help: "write `backend \"gloo\"` (or `\"auto\"`, which picks Gloo on the CPU and NCCL on CUDA), or `device \"cuda\"`",
         check: nccl_without_cuda,
     },
@@ -268,6 +286,12 @@ fn fp16_on_cpu(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
 fn cuda_unavailable(rule: &Rule, m: &Manifest, facts: &Facts) -> Vec<Diagnostic> {
     let a = &m.accelerator;
     match (a.device, facts.cuda) {
+        (DeviceSpec::On(acc, _), Some(false)) if acc.describe().cuda && facts.told => vec![rule
+            .error(format!(
+                "`device \"{}\"`, but the job will have no GPU (`--device cpu`)",
+                a.device
+            ))
+            .entry(a, "device", "CUDA requested here")],
         (DeviceSpec::On(acc, _), Some(false)) if acc.describe().cuda && !facts.at_run => vec![rule
             .warning(format!(
                 "`device \"{}\"`, but this machine has no NVIDIA driver: a run here would stop",

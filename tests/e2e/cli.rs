@@ -411,3 +411,47 @@ fn uneven_accumulation_is_a_warning_when_the_run_starts() {
         "{log}"
     );
 }
+
+/// `pipeline check --nproc-per-node N --nnodes M --device D` decides the rules that wait
+/// for `run` (how the job is launched, what its machines have) before it is queued,
+/// located in the file as every diagnostic.
+#[test]
+fn check_with_the_launch_context_decides_what_would_stop_the_job() {
+    let manifest = crate::common::SMALL.replace(
+        "train epochs=3",
+        "accelerator strategy=\"ddp\" device=\"cuda\"\ntrain epochs=3",
+    );
+    let dir = crate::common::small_project(&manifest);
+    let d = dir.path();
+    let check = |args: &[&str]| {
+        let mut all = vec!["check", "small.kdl"];
+        all.extend(args);
+        let out = pipeline(d, &all);
+        (out.status.code(), text(&out.stderr))
+    };
+    // Said of the job: two processes on machines with GPUs, whatever this machine has.
+    let (code, stderr) = check(&["--nproc-per-node", "2", "--device", "cuda"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("NVIDIA driver"), "{stderr}");
+    // One process of `ddp`, on machines without a GPU: both refused now.
+    let (code, stderr) = check(&["--nproc-per-node", "1", "--device", "cpu"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_fixture("check-launch-one-process-no-gpu.stderr", &stderr);
+    // Processes over machines: 2 × 2 of a strategy of one process.
+    let none = crate::common::SMALL.replace(
+        "train epochs=3",
+        "accelerator strategy=\"none\"\ntrain epochs=3",
+    );
+    std::fs::write(d.join("small.kdl"), none).unwrap();
+    let (code, stderr) = check(&["--nproc-per-node", "2", "--nnodes", "2"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pipeline::accelerator::processes_without_strategy"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("4 processes, but no distributed strategy"),
+        "{stderr}"
+    );
+    assert_eq!(check(&[]).0, Some(0));
+}

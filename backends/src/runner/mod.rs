@@ -694,6 +694,7 @@ fn open<'a>(
         ) as u64),
         world: Some(world),
         at_run: true,
+        told: false,
     };
     for d in pipeline_core::compat::check(manifest, &facts) {
         if d.is_error() {
