@@ -1,16 +1,17 @@
 //! A run a signal stopped (`backends::preemption`): under SLURM (`SLURM_JOB_ID`), rank 0
 //! asks SLURM to queue the job again (`scontrol requeue`), which then starts from the
 //! snapshots the training wrote; elsewhere the run says how to resume. The exit status is
-//! [`backends::preemption::EXIT_STATUS`] either way.
+//! [`STOPPED_STATUS`] either way.
 
-use backends::preemption::{name, EXIT_STATUS};
+use backends::preemption::name;
+use pipeline_core::launch::STOPPED_STATUS;
 use std::process::{Command, ExitCode};
 
 /// What the worker does once a signal stopped its run.
 pub fn stopped_by(signal: i32) -> ExitCode {
     let rank = std::env::var("RANK").map_or(0, |r| r.parse().unwrap_or(0));
     if rank != 0 {
-        return ExitCode::from(EXIT_STATUS);
+        return ExitCode::from(STOPPED_STATUS);
     }
     let signal = name(signal);
     match std::env::var("SLURM_JOB_ID") {
@@ -37,5 +38,5 @@ pub fn stopped_by(signal: i32) -> ExitCode {
             "stopped on {signal}: the same `pipeline run` command resumes where it stopped (the finished stages cached, a stopped training from its snapshot)"
         ),
     }
-    ExitCode::from(EXIT_STATUS)
+    ExitCode::from(STOPPED_STATUS)
 }

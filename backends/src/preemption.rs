@@ -2,7 +2,7 @@
 //! limit or a preemption (`sbatch --signal=B:USR1@120`), or SIGTERM. The signal handler
 //! only records the signal ([`received`]); the training acts on it at its next optimizer
 //! step, every process at the same step (`crate::train`): it writes its snapshot, and
-//! the run stops with [`EXIT_STATUS`] (under SLURM, after `scontrol requeue`, which the
+//! the run stops with `pipeline_core::launch::STOPPED_STATUS` (under SLURM, after `scontrol requeue`, which the
 //! worker's `main` does). A second signal while that happens is only recorded again.
 //!
 //! Without [`install`] (a program using the library, a test) nothing is recorded and a
@@ -12,10 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
-
-/// The exit status of a run that a signal stopped after it wrote its snapshot: 128 +
-/// SIGTERM's number, as a shell reports a process that SIGTERM ended.
-pub const EXIT_STATUS: u8 = 143;
 
 /// Records `signals` (SIGUSR1, SIGTERM) from now on, instead of their default action.
 pub fn install(signals: &[i32]) -> std::io::Result<()> {

@@ -6,13 +6,10 @@
 //! returned; a worker that hangs is caught by the collectives' timeout.
 
 use crate::cli::RunArgs;
+use pipeline_core::launch::STOPPED_STATUS;
 use std::io::{BufRead, BufReader, IsTerminal};
 use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
-
-/// The exit status of a worker a signal stopped after its snapshot
-/// (`backends::preemption::EXIT_STATUS`, which this crate does not link).
-const PREEMPTED: u8 = 143;
 
 /// A port nobody listens on now, for a rendezvous on this machine.
 fn free_port() -> std::io::Result<u16> {
@@ -189,7 +186,7 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                     };
                     // A worker a signal stopped (`--requeue-signal`): the others stop at
                     // the same step, and rank 0 has said what happened.
-                    if code == Some(i32::from(PREEMPTED)) {
+                    if code == Some(i32::from(STOPPED_STATUS)) {
                         let grace = Instant::now() + Duration::from_secs(30);
                         while Instant::now() < grace
                             && children
@@ -199,7 +196,7 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                             std::thread::sleep(Duration::from_millis(20));
                         }
                         stop(children);
-                        return ExitCode::from(PREEMPTED);
+                        return ExitCode::from(STOPPED_STATUS);
                     }
                     // Code 1 is a worker that reported a problem with the run (a refused
                     // manifest, bad data): the others find it too, each a moment later on

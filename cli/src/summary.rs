@@ -19,15 +19,16 @@ pub fn value(v: f64) -> String {
     }
 }
 
-/// The code of a stage a signal stopped (`backends::preemption`).
-const PREEMPTED: &str = "pipeline::run::preempted";
-
 /// The line shown when a stage finishes: `✓ train (train): done in 2.71s`.
 pub fn stage_line(r: &StageResult) -> String {
     let status = match r.status {
         StageStatus::Ran => format!("done in {:.2}s", r.seconds),
         StageStatus::Cached => "cached".into(),
-        StageStatus::Failed if r.error.as_ref().is_some_and(|e| e.code == PREEMPTED) => {
+        StageStatus::Failed
+            if r.error
+                .as_ref()
+                .is_some_and(|e| e.code == pipeline_core::launch::STOPPED) =>
+        {
             format!("stopped by a signal after {:.2}s", r.seconds)
         }
         StageStatus::Failed => format!("FAILED after {:.2}s", r.seconds),

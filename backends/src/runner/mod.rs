@@ -445,7 +445,7 @@ pub fn run(
         if signalled(ctx.as_ref()) {
             let mut result = StageResult::new(manifest, index);
             result.error = Some(Diagnostic::error(
-                "pipeline::run::preempted",
+                pipeline_core::launch::STOPPED,
                 format!(
                     "stage `{}` did not start: a signal stopped the run",
                     stage.name()

@@ -76,7 +76,10 @@ pub(super) fn agree_on_snapshots(
     Ok(None)
 }
 
-/// The epoch's loss and hit sums and sample counts over every process's shard.
+/// The epoch's loss and hit sums and sample counts over every process's shard, and
+/// whether any process was `signalled` (`crate::preemption`: asked with the sums, at no
+/// cost of its own).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn sum_over_processes(
     group: &ProcessGroup,
     device: Device,
@@ -84,7 +87,8 @@ pub(super) fn sum_over_processes(
     hits_sum: &Tensor,
     seen: i64,
     counted: i64,
-) -> Result<(Tensor, Tensor, i64, i64), tch::TchError> {
+    signalled: bool,
+) -> Result<(Tensor, Tensor, i64, i64, bool), tch::TchError> {
     let totals = sum_values(
         group,
         [
@@ -92,6 +96,7 @@ pub(super) fn sum_over_processes(
             hits_sum.f_int64_value(&[])? as f64,
             seen as f64,
             counted as f64,
+            f64::from(u8::from(signalled)),
         ],
     )?;
     Ok((
@@ -99,6 +104,7 @@ pub(super) fn sum_over_processes(
         Tensor::from(totals[1] as i64).f_to_device(device)?,
         totals[2] as i64,
         totals[3] as i64,
+        totals[4] > 0.0,
     ))
 }
 

@@ -217,9 +217,10 @@ pub(super) struct Trainer<'a, 'o> {
 }
 
 /// The processes of a distributed training ask each other whether a signal came
-/// (`crate::preemption`) about once a second, not at every step (a collective each
-/// step would double the communication of a small model's): at optimizer step `next`,
-/// which rank 0 sets from how long its steps took since the last asking (`last`).
+/// (`crate::preemption`) at every epoch's end, with the epoch's sums, and within an epoch
+/// about once a second, not at every step (a collective each step would double the
+/// communication of a small model's): at optimizer step `next`, which rank 0 sets from
+/// how long its steps took since the last asking (`last`).
 struct SignalChecks {
     next: u64,
     last: (u64, Instant),
@@ -360,9 +361,10 @@ impl<'a, 'o> Trainer<'a, 'o> {
             step: at.step,
             last: at.last.take(),
             stopped: None,
+            // The first asking after one step, which says how long steps take.
             signal_checks: SignalChecks {
-                next: 0,
-                last: (0, Instant::now()),
+                next: at.step + 1,
+                last: (at.step, Instant::now()),
             },
             layout,
         };
@@ -588,12 +590,12 @@ impl<'a, 'o> Trainer<'a, 'o> {
         let step = position.step;
         match written {
             Ok(true) => Diagnostic::error(
-                "pipeline::run::preempted",
+                pipeline_core::launch::STOPPED,
                 format!("stage `{name}` stopped at step {step} on {signal}: its snapshot is written"),
             )
             .help("run the same command again: it resumes from the snapshot"),
             Ok(false) => Diagnostic::error(
-                "pipeline::run::preempted",
+                pipeline_core::launch::STOPPED,
                 format!("stage `{name}` stopped at step {step} on {signal}, without a snapshot: the run has no cache to keep one in"),
             )
             .help("run with a cache (without `--no-cache`) to resume a stopped training"),
@@ -817,11 +819,14 @@ impl<'a, 'o> Trainer<'a, 'o> {
     /// snapshot where one is due.
     fn end_epoch(&mut self, mut ep: Epoch) -> Result<Option<Stop>, Diagnostic> {
         let spec = self.spec;
+        // Whether a signal asked the run to stop, in any process: asked at every epoch's
+        // end (with the sums), and within epochs about once a second (`signalled`).
+        let mut signalled = crate::preemption::received().is_some();
         if let Some(g) = self.group() {
             let device = self.session.device;
             let (loss, hits) = (&self.loss_sum, &self.hits_sum);
-            let summed = sum_over_processes(g, device, loss, hits, ep.seen, ep.counted);
-            (self.loss_sum, self.hits_sum, ep.seen, ep.counted) =
+            let summed = sum_over_processes(g, device, loss, hits, ep.seen, ep.counted, signalled);
+            (self.loss_sum, self.hits_sum, ep.seen, ep.counted, signalled) =
                 summed.map_err(|e| self.fail("summing the epoch's metrics", e))?;
         }
         let totals = Totals::read(&self.loss_sum, &self.hits_sum, ep.seen, ep.counted)
@@ -870,12 +875,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             }
         }
         let last = ep.number == spec.epochs;
-        if !ended
-            && !last
-            && self
-                .signalled()
-                .map_err(|e| self.fail("ending the epoch", e))?
-        {
+        if !ended && !last && signalled {
             let position = self.position(ep.number + 1, 0, 0, 0);
             return Err(self.stop_for_signal(At::EpochEnd(ep.number), &position));
         }

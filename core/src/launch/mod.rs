@@ -11,6 +11,14 @@
 //! The first registered member that detects its variables decides; a library user's
 //! members ([`register`]) are asked before the built-ins.
 
+/// The exit status of a run a signal stopped (`--requeue-signal`: its trainings'
+/// snapshots written): 128 + SIGTERM's number, as a shell reports a process SIGTERM
+/// ended. The launcher passes it on.
+pub const STOPPED_STATUS: u8 = 143;
+
+/// The code of a stage a signal stopped, or kept from starting.
+pub const STOPPED: &str = "pipeline::run::preempted";
+
 mod openmpi;
 mod slurm;
 mod torchrun;
