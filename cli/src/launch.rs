@@ -187,14 +187,7 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                     // A worker a signal stopped (`--requeue-signal`): the others stop at
                     // the same step, and rank 0 has said what happened.
                     if code == Some(i32::from(STOPPED_STATUS)) {
-                        let grace = Instant::now() + Duration::from_secs(30);
-                        while Instant::now() < grace
-                            && children
-                                .iter_mut()
-                                .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
-                        {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
+                        let_the_others_end(children, Duration::from_secs(30));
                         stop(children);
                         return ExitCode::from(STOPPED_STATUS);
                     }
@@ -202,14 +195,7 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                     // manifest, bad data): the others find it too, each a moment later on
                     // a loaded machine, and may print their own view of it first.
                     if code == Some(1) {
-                        let grace = Instant::now() + Duration::from_secs(2);
-                        while Instant::now() < grace
-                            && children
-                                .iter_mut()
-                                .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
-                        {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
+                        let_the_others_end(children, Duration::from_secs(2));
                     }
                     eprintln!("error: worker rank {rank} {what}; stopping the others");
                     // A peer that hangs makes the healthy ones time out: name it.
@@ -236,6 +222,18 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
         if running.iter().all(|r| !r) {
             return ExitCode::SUCCESS;
         }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits up to `grace` for the workers still running to end by themselves.
+fn let_the_others_end(children: &mut [(u32, Child)], grace: Duration) {
+    let until = Instant::now() + grace;
+    while Instant::now() < until
+        && children
+            .iter_mut()
+            .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -713,6 +713,42 @@ pub fn glance_rows(path: &Path, layout: Layout<'_>) -> Result<Option<Table>, Tab
     }
 }
 
+/// The columns of text no node names that hold dates, found as a CSV's are
+/// ([`crate::dates::found_in`]), moved from `split`'s categories (`categorical`, read in
+/// `split.categorical`'s order) to its dates, which give their parts.
+fn dates_among_texts(
+    split: &mut Split,
+    categorical: &mut Vec<Categories>,
+) -> Result<(), TableError> {
+    let mut j = 0;
+    while j < categorical.len() {
+        let column = &categorical[j];
+        let found = match column.declared {
+            Some(_) => Found::Categories,
+            None => crate::dates::found_in(column),
+        };
+        match found {
+            Found::Categories => j += 1,
+            Found::MostlyDates(row) => {
+                return Err(TableError::Line {
+                    line: row,
+                    message: format!(
+                        "feature `{}` holds dates: `{}` is not a date (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601)",
+                        column.name,
+                        column.value(row).unwrap_or_default()
+                    ),
+                });
+            }
+            Found::Dates(_) => {
+                split.dated.push((split.categorical.remove(j), false));
+                categorical.remove(j);
+            }
+        }
+    }
+    split.dated.sort_unstable();
+    Ok(())
+}
+
 /// Why a file with no rows is refused.
 const NO_ROWS: &str = "the file has no rows";
 
@@ -744,35 +780,7 @@ fn read_rows(path: &Path, layout: Layout<'_>, until: usize) -> Result<Table, Tab
         }
         categorical.push(column);
     }
-    // A column of text that holds dates (and no node names) gives their parts, as a CSV's.
-    let mut k_of = split.categorical.clone();
-    let mut j = 0;
-    while j < categorical.len() {
-        let column = &categorical[j];
-        let found = match column.declared {
-            Some(_) => Found::Categories,
-            None => crate::dates::found_in(column),
-        };
-        match found {
-            Found::Categories => j += 1,
-            Found::MostlyDates(row) => {
-                return Err(TableError::Line {
-                    line: row,
-                    message: format!(
-                        "feature `{}` holds dates: `{}` is not a date (`2024-03-01`, `2024/03/01`, `2024-03-01 12:30:00`, ISO 8601)",
-                        column.name,
-                        column.value(row).unwrap_or_default()
-                    ),
-                });
-            }
-            Found::Dates(_) => {
-                split.dated.push((k_of.remove(j), false));
-                categorical.remove(j);
-            }
-        }
-    }
-    split.dated.sort_unstable();
-    split.categorical = k_of;
+    dates_among_texts(&mut split, &mut categorical)?;
     let numeric: Vec<Column> = split
         .numeric
         .iter()
