@@ -11,8 +11,9 @@
 //! not fsynced: they only need to survive the process).
 //!
 //! In a distributed run each process saves its own snapshot at the same steps (the runner
-//! gives each a directory), and the training loop resumes only when all of them hold the
-//! same step.
+//! gives each a directory) and keeps the one before it, and the training loop resumes from
+//! the last step all of them hold: a process killed between the others' saves leaves them
+//! one snapshot apart.
 
 use crate::error::torch_error;
 use crate::model::Model;
@@ -246,17 +247,54 @@ impl Snapshots {
         };
         index.checksum = index.checksum();
         let json = serde_json::to_vec_pretty(&index).expect("snapshots serialise");
+        // A process of a distributed run keeps its previous snapshot too: killed between
+        // two processes' saves, they still hold a step in common.
+        let previous = match self.per_process() {
+            true => {
+                let _ = fs::rename(self.dir.join(INDEX), self.dir.join(PREVIOUS));
+                self.index(PREVIOUS).map(|i| i.file)
+            }
+            false => None,
+        };
         replace(&self.dir.join(INDEX), |tmp| {
             fs::write(tmp, &json).map_err(|e| e.to_string())
         })?;
-        // Older tensor files are no longer named by the index.
+        // Older tensor files are no longer named by an index.
         for entry in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("snapshot-") && name != file {
+            if name.starts_with("snapshot-")
+                && name != file
+                && previous.as_ref().is_none_or(|p| *p != name)
+            {
                 let _ = fs::remove_file(entry.path());
             }
         }
         Ok(())
+    }
+
+    /// Whether these are one process's snapshots of a distributed run (`rank-R-of-W`).
+    fn per_process(&self) -> bool {
+        (self.dir.file_name()).is_some_and(|n| n.to_string_lossy().starts_with("rank-"))
+    }
+
+    /// The index `name` in the directory, if readable.
+    fn index(&self, name: &str) -> Option<Index> {
+        serde_json::from_slice(&fs::read(self.dir.join(name)).ok()?).ok()
+    }
+
+    /// The optimizer steps of the last snapshot and of the one before it (which only a
+    /// process of a distributed run keeps).
+    pub fn steps(&self) -> [Option<u64>; 2] {
+        [INDEX, PREVIOUS].map(|name| self.index(name).map(|i| i.position.step))
+    }
+
+    /// The snapshot taken at optimizer step `step`: the last, or the one before it.
+    pub fn load_step(&self, step: u64) -> Option<Result<Restored, String>> {
+        let name = [INDEX, PREVIOUS]
+            .into_iter()
+            .find(|name| self.index(name).is_some_and(|i| i.position.step == step))?;
+        let text = fs::read(self.dir.join(name)).ok()?;
+        Some(read(&text, name, |file| self.dir.join(file)))
     }
 
     /// The last snapshot: `None` when there is none, `Err` (why, in words) when it is
@@ -277,6 +315,8 @@ impl Snapshots {
 
 /// A snapshot's index in its directory.
 const INDEX: &str = "snapshot.json";
+/// The index of the snapshot before it, in a process of a distributed run.
+const PREVIOUS: &str = "snapshot.previous.json";
 
 /// The snapshot stored as two files elsewhere (a cached training's final state, whose
 /// index names its tensors by the name they had beside it).
@@ -319,11 +359,7 @@ impl Snapshots {
     /// stage's directory.
     pub fn clear(&self) {
         let _ = fs::remove_dir_all(&self.dir);
-        let per_process = self
-            .dir
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("rank-"));
-        if let (true, Some(stage)) = (per_process, self.dir.parent()) {
+        if let (true, Some(stage)) = (self.per_process(), self.dir.parent()) {
             let _ = fs::remove_dir(stage); // only once empty
         }
     }

@@ -137,6 +137,12 @@ pub struct RunArgs {
     /// both signals their default action.
     #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = RequeueSignal::Both)]
     pub requeue_signal: RequeueSignal,
+    /// When a worker dies (killed by a signal, or a non-zero exit), stop the others and
+    /// start them all again from the latest snapshot, up to N times (like `torchrun
+    /// --max-restarts`); 0 fails at the first death. Processes of this machine only: under
+    /// srun or torchrun, their own restarts apply.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_restarts: u32,
     #[command(flatten)]
     pub cache: CacheDir,
 }

@@ -3,12 +3,17 @@
 //! (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`). Rank 0 keeps the
 //! terminal (its progress bar, its report on stdout); the others' output is prefixed with
 //! their rank. When a worker fails, the others are stopped at once and its exit code is
-//! returned; a worker that hangs is caught by the collectives' timeout.
+//! returned; a worker that hangs is caught by the collectives' timeout. With
+//! `--max-restarts N`, a group a worker's death ended is started again, up to N times:
+//! each worker resumes the training from its latest snapshot, so that the run ends as
+//! one never interrupted, bit for bit.
 
 use crate::cli::RunArgs;
 use pipeline_core::launch::STOPPED_STATUS;
 use std::io::{BufRead, BufReader, IsTerminal};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitCode, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A port nobody listens on now, for a rendezvous on this machine.
@@ -32,13 +37,17 @@ fn prefix_lines(
 
 pub fn launch(args: &RunArgs) -> ExitCode {
     let (local, nodes) = (args.nproc_per_node, args.nnodes);
-    let world = local * nodes;
     if args.node_rank >= nodes {
         eprintln!(
             "error: --node-rank {} is not below --nnodes {nodes}",
             args.node_rank
         );
         return ExitCode::FAILURE;
+    }
+    if args.max_restarts > 0 && nodes > 1 {
+        eprintln!("error: --max-restarts restarts the processes of one machine, and this run spans {nodes} (--nnodes)");
+        eprintln!("  help: restart a job of several machines with its scheduler (SLURM: `sbatch --requeue`, which resumes from the snapshot)");
+        return ExitCode::from(2);
     }
     let addr = match (&args.master_addr, args.node_rank) {
         (Some(addr), _) => addr.clone(),
@@ -48,17 +57,85 @@ pub fn launch(args: &RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let port = match (args.master_port, nodes) {
-        (Some(p), _) => p,
-        (None, 1) => match free_port() {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("error: cannot find a free port for the rendezvous: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        (None, _) => pipeline_core::launch::DEFAULT_PORT,
+    forward_signals(local as usize, args.requeue_signal.signals());
+    // A manifest `check` refuses fails the same way every time: not worth a restart.
+    let refused = || {
+        let loaded = crate::load::Loaded::read_to_run(&args.file, &args.set, &args.cache);
+        loaded.checked.valid().is_none()
     };
+    let mut restarts_left = match args.max_restarts {
+        0 => 0,
+        _ if refused() => 0,
+        n => n,
+    };
+    loop {
+        let port = match (args.master_port, nodes) {
+            (Some(p), _) => p,
+            (None, 1) => match free_port() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: cannot find a free port for the rendezvous: {e}");
+                    return ExitCode::FAILURE;
+                }
+            },
+            (None, _) => pipeline_core::launch::DEFAULT_PORT,
+        };
+        let (ended, report) = match run_group(args, &addr, port, restarts_left > 0) {
+            Ok(ended) => ended,
+            Err(code) => return code,
+        };
+        let code = match ended {
+            Ended::Done => ExitCode::SUCCESS,
+            Ended::Stopped => ExitCode::from(STOPPED_STATUS),
+            Ended::Failed(code) if restarts_left == 0 => ExitCode::from(code),
+            Ended::Failed(code) => {
+                if let Some(signal) = stop_asked() {
+                    eprintln!(
+                        "error: not restarting: the run was asked to stop ({})",
+                        signal_name(signal)
+                    );
+                    return ExitCode::from(code);
+                }
+                let done = args.max_restarts - restarts_left + 1;
+                eprintln!(
+                    "restarting the {} from the latest snapshot (restart {done} of {})",
+                    match local {
+                        1 => "worker".to_string(),
+                        n => format!("{n} workers"),
+                    },
+                    args.max_restarts
+                );
+                restarts_left -= 1;
+                continue;
+            }
+        };
+        if args.json {
+            print_report(&report);
+        }
+        return code;
+    }
+}
+
+/// How a group of workers ended.
+enum Ended {
+    /// Every worker finished the run.
+    Done,
+    /// A signal stopped the training (`--requeue-signal`), its snapshot written.
+    Stopped,
+    /// A worker died or failed, with this exit code; the others were stopped.
+    Failed(u8),
+}
+
+/// Starts this machine's workers of one attempt and waits for them: how they ended, and
+/// rank 0's report when `--json` holds it. `Err` when they could not all start.
+fn run_group(
+    args: &RunArgs,
+    addr: &str,
+    port: u16,
+    will_restart: bool,
+) -> Result<(Ended, Vec<u8>), ExitCode> {
+    let local = args.nproc_per_node;
+    let world = local * args.nnodes;
     let worker = crate::app::worker_program();
     let rank0_terminal = std::io::stderr().is_terminal();
     // Under `--json`, rank 0's report is held here, so that exactly one JSON document
@@ -73,16 +150,21 @@ pub fn launch(args: &RunArgs) -> ExitCode {
             Err(e) => {
                 eprintln!("error: cannot find the worker: {e}");
                 stop(&mut children);
-                return ExitCode::FAILURE;
+                return Err(ExitCode::FAILURE);
             }
         };
-        cmd.args(std::env::args_os().skip(1))
-            .env("RANK", rank.to_string())
-            .env("LOCAL_RANK", local_rank.to_string())
-            .env("WORLD_SIZE", world.to_string())
-            .env("MASTER_ADDR", &addr)
-            .env("MASTER_PORT", port.to_string());
-        let keeps_terminal = rank == 0 && rank0_terminal;
+        cmd.args(std::env::args_os().skip(1));
+        // One worker alone (`--max-restarts` without `--nproc-per-node`) is the run a
+        // plain `pipeline run` is, without a process group.
+        if world > 1 {
+            cmd.env("RANK", rank.to_string())
+                .env("LOCAL_RANK", local_rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("MASTER_ADDR", addr)
+                .env("MASTER_PORT", port.to_string());
+        }
+        // One worker alone writes to the terminal or log as a plain run does.
+        let keeps_terminal = rank == 0 && (rank0_terminal || world == 1);
         if rank != 0 || args.json {
             cmd.stdout(Stdio::piped());
         }
@@ -107,57 +189,69 @@ pub fn launch(args: &RunArgs) -> ExitCode {
                 if let Some(err) = child.stderr.take() {
                     readers.push(prefix_lines(err, rank));
                 }
+                watch(local_rank as usize, child.id());
                 children.push((rank, child));
             }
             Err(e) => {
                 eprintln!("error: cannot start {}: {e}", worker.display());
                 stop(&mut children);
-                return ExitCode::FAILURE;
+                return Err(ExitCode::FAILURE);
             }
         }
     }
-    forward_signals(&children, args.requeue_signal.signals());
-    let code = wait(&mut children);
+    let ended = wait(&mut children, will_restart);
+    for slot in 0..local as usize {
+        watch(slot, 0);
+    }
     for r in readers {
         let _ = r.join();
     }
-    if args.json {
-        let report = std::mem::take(&mut *report.lock().expect("readers joined"));
-        if report.iter().all(u8::is_ascii_whitespace) {
-            let d = manifests::Diagnostic::error(
-                "pipeline::launch::worker_failed",
-                "a worker failed before rank 0 could report the run",
-            )
-            .help("the workers' messages are above, on stderr");
-            println!("{}", crate::render::json_failure(&[d], None));
-        } else {
-            let _ = std::io::Write::write_all(&mut std::io::stdout(), &report);
-        }
-    }
-    code
+    let report = std::mem::take(&mut *report.lock().expect("readers joined"));
+    Ok((ended, report))
 }
 
-/// The workers' process ids, for the signal handlers (which may not allocate).
-static WORKERS: std::sync::OnceLock<Vec<libc::pid_t>> = std::sync::OnceLock::new();
+/// Prints rank 0's report held under `--json`, or the one document saying why there is
+/// none.
+fn print_report(report: &[u8]) {
+    if report.iter().all(u8::is_ascii_whitespace) {
+        let d = manifests::Diagnostic::error(
+            "pipeline::launch::worker_failed",
+            "a worker failed before rank 0 could report the run",
+        )
+        .help("the workers' messages are above, on stderr");
+        println!("{}", crate::render::json_failure(&[d], None));
+    } else {
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), report);
+    }
+}
+
+/// The workers' process ids by local rank (0: none running), for the signal handlers,
+/// which may not allocate.
+static WORKERS: std::sync::OnceLock<Vec<AtomicI32>> = std::sync::OnceLock::new();
+/// The signal that asked the run to stop, once one did (0 before).
+static STOP_ASKED: AtomicI32 = AtomicI32::new(0);
 
 /// Passes `signals` (`--requeue-signal`) on to every worker, which stop their training
 /// together at a step, its snapshot written; the launcher itself keeps running, to
 /// report how they ended.
-fn forward_signals(children: &[(u32, Child)], signals: &[i32]) {
-    let pids = children
-        .iter()
-        .map(|(_, c)| c.id() as libc::pid_t)
-        .collect();
-    if WORKERS.set(pids).is_err() {
+fn forward_signals(workers: usize, signals: &[i32]) {
+    if WORKERS
+        .set((0..workers).map(|_| AtomicI32::new(0)).collect())
+        .is_err()
+    {
         return;
     }
     for &signal in signals {
-        // SAFETY: the action reads a vector set before it was registered and calls
-        // kill(2), which is async-signal-safe.
+        // SAFETY: the action reads a vector set before it was registered, stores to an
+        // atomic and calls kill(2), all async-signal-safe.
         let registered = unsafe {
             signal_hook::low_level::register(signal, move || {
-                for &pid in WORKERS.get().into_iter().flatten() {
-                    libc::kill(pid, signal);
+                STOP_ASKED.store(signal, Ordering::SeqCst);
+                for pid in WORKERS.get().into_iter().flatten() {
+                    let pid = pid.load(Ordering::SeqCst);
+                    if pid > 0 {
+                        libc::kill(pid, signal);
+                    }
                 }
             })
         };
@@ -167,8 +261,42 @@ fn forward_signals(children: &[(u32, Child)], signals: &[i32]) {
     }
 }
 
-/// Waits for every worker; on the first failure stops the others and returns its code.
-fn wait(children: &mut [(u32, Child)]) -> ExitCode {
+/// Records the worker of `slot` (its pid; 0 once it ended) for the signal handlers.
+fn watch(slot: usize, pid: u32) {
+    if let Some(w) = WORKERS.get().and_then(|w| w.get(slot)) {
+        w.store(pid as i32, Ordering::SeqCst);
+    }
+}
+
+/// The signal that asked the run to stop, if one did.
+fn stop_asked() -> Option<i32> {
+    Some(STOP_ASKED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// A signal's name, as `kill -l` gives it.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
+
+/// Waits for every worker; on the first failure stops the others. A failure is an
+/// error, or with `will_restart` a warning: the group is started again.
+fn wait(children: &mut [(u32, Child)], will_restart: bool) -> Ended {
     let mut running: Vec<bool> = vec![true; children.len()];
     loop {
         for (i, (rank, child)) in children.iter_mut().enumerate() {
@@ -180,16 +308,17 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                 Ok(Some(status)) => {
                     let code = status.code();
                     let rank = *rank;
-                    let what = match code {
-                        Some(c) => format!("exited with code {c}"),
-                        None => "was killed by a signal".into(),
+                    let what = match (code, status.signal()) {
+                        (Some(c), _) => format!("exited with code {c}"),
+                        (None, Some(s)) => format!("was killed by {}", signal_name(s)),
+                        (None, None) => "was killed by a signal".into(),
                     };
                     // A worker a signal stopped (`--requeue-signal`): the others stop at
                     // the same step, and rank 0 has said what happened.
                     if code == Some(i32::from(STOPPED_STATUS)) {
                         let_the_others_end(children, Duration::from_secs(30));
                         stop(children);
-                        return ExitCode::from(STOPPED_STATUS);
+                        return Ended::Stopped;
                     }
                     // Code 1 is a worker that reported a problem with the run (a refused
                     // manifest, bad data): the others find it too, each a moment later on
@@ -197,7 +326,13 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                     if code == Some(1) {
                         let_the_others_end(children, Duration::from_secs(2));
                     }
-                    eprintln!("error: worker rank {rank} {what}; stopping the others");
+                    let level = if will_restart { "warning" } else { "error" };
+                    match children.len() {
+                        // One worker that reported its failure has said it all.
+                        1 if code == Some(1) && !will_restart => {}
+                        1 => eprintln!("{level}: the worker {what}"),
+                        _ => eprintln!("{level}: worker rank {rank} {what}; stopping the others"),
+                    }
                     // A peer that hangs makes the healthy ones time out: name it.
                     for (other, child) in children.iter_mut() {
                         let state = match child.try_wait() {
@@ -209,18 +344,18 @@ fn wait(children: &mut [(u32, Child)]) -> ExitCode {
                         }
                     }
                     stop(children);
-                    return ExitCode::from(code.map_or(1, |c| c.clamp(1, 255) as u8));
+                    return Ended::Failed(code.map_or(1, |c| c.clamp(1, 255) as u8));
                 }
                 Ok(None) => {}
                 Err(e) => {
                     eprintln!("error: cannot wait for worker rank {rank}: {e}");
                     stop(children);
-                    return ExitCode::FAILURE;
+                    return Ended::Failed(1);
                 }
             }
         }
         if running.iter().all(|r| !r) {
-            return ExitCode::SUCCESS;
+            return Ended::Done;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -251,22 +386,13 @@ fn stopped_state(pid: u32) -> Option<&'static str> {
     }
 }
 
-/// Stops the workers still running: SIGTERM, then SIGKILL after a grace period.
+/// Stops the workers still running, with SIGKILL: a SIGTERM would ask them to stop
+/// cleanly (`--requeue-signal`), which they cannot without their peer, and under SLURM
+/// would requeue the job. Their snapshots are whole (each is renamed into place).
 fn stop(children: &mut [(u32, Child)]) {
     for (_, child) in children.iter_mut() {
         if let Ok(None) = child.try_wait() {
-            // SAFETY: kill(2) on a child's pid, which is still ours (not reaped).
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for (_, child) in children.iter_mut() {
-        while let Ok(None) = child.try_wait() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            let _ = child.kill();
         }
         let _ = child.wait();
     }

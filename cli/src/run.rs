@@ -16,11 +16,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
     // The processes of a run that may span machines (several nodes, or started by
     // torchrun or srun) must agree on what is cached, each reading its own machine's
     // cache: their workers compare, so none answers alone.
-    let maybe_across_machines = args.nnodes > 1
-        || Rendezvous::from_env(|k| std::env::var(k).ok()).is_ok_and(|r| r.is_some());
+    let launched_outside =
+        Rendezvous::from_env(|k| std::env::var(k).ok()).is_ok_and(|r| r.is_some());
+    let maybe_across_machines = args.nnodes > 1 || launched_outside;
     match (!maybe_across_machines).then(|| answer_from_cache(args)) {
         Some(Some(())) => ExitCode::SUCCESS,
         _ if args.nproc_per_node > 1 || args.nnodes > 1 => crate::launch::launch(args),
+        _ if args.max_restarts > 0 && !launched_outside => crate::launch::launch(args),
+        _ if args.max_restarts > 0 => {
+            eprintln!("warning: --max-restarts is ignored: this process was started by another launcher (srun, torchrun, mpirun), whose restarts apply (SLURM: `sbatch --requeue`; torchrun: `--max-restarts`)");
+            hand_over_to_worker()
+        }
         _ => hand_over_to_worker(),
     }
 }

@@ -344,7 +344,7 @@ fn a_killed_worker_fails_the_job_quickly_and_the_rerun_resumes_mid_stage() {
     );
     let log = text(&out.stderr);
     assert!(
-        log.contains("error: worker rank 1 was killed by a signal; stopping the others"),
+        log.contains("error: worker rank 1 was killed by SIGKILL; stopping the others"),
         "{log}"
     );
     // `--json` still gives a report: that a worker failed before rank 0 could give its own.

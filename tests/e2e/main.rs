@@ -28,6 +28,7 @@ mod plot;
 mod predict;
 mod preemption;
 mod report;
+mod restarts;
 mod run_failures;
 mod runs;
 mod schedules;

@@ -6,14 +6,14 @@
 //! `scontrol` on the PATH records what it was asked, and says no as SLURM does to a job
 //! submitted without `--requeue`.
 
-use crate::common::{root, run_json, statuses};
+use crate::common::{pipeline, root, run_json, statuses, text};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The wine data, a small MLP trained for 300 short epochs of batches of `batch` (a few
 /// seconds), exported.
-fn project(strategy: &str, batch: u64) -> tempfile::TempDir {
+pub(crate) fn project(strategy: &str, batch: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
         root().join("examples/data/wine_data.csv"),
@@ -87,8 +87,15 @@ fn steps(stderr: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Stopped, then run again: the weights of a run that was never stopped, bit for bit.
-fn resumes_bit_for_bit(strategy: &str, args: &[&str], signal: i32, processes: usize) {
+/// Stopped, then (after `between`, given the project's directory) run again: the
+/// weights of a run that was never stopped, bit for bit; the resumed run's stderr.
+fn resumes_bit_for_bit(
+    strategy: &str,
+    args: &[&str],
+    signal: i32,
+    processes: usize,
+    between: impl Fn(&Path),
+) -> String {
     // Two processes ask each other about once a second: fewer, longer steps.
     let batch = 8 * processes as u64 * processes as u64;
     let dir = project(strategy, batch);
@@ -107,7 +114,11 @@ fn resumes_bit_for_bit(strategy: &str, args: &[&str], signal: i32, processes: us
         !d.join("model.safetensors").exists(),
         "nothing was exported"
     );
-    let resumed = run_json(d, "wine.kdl", args);
+    between(d);
+    let out = pipeline(d, &[&["run", "wine.kdl", "--json"], args].concat());
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let resumed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ran: Vec<(String, String)> = statuses(&resumed);
     assert_eq!(ran[0], ("train".to_string(), "ran".to_string()));
     let epoch = resumed["stages"][0]["resumed_at_epoch"].as_u64();
@@ -120,16 +131,49 @@ fn resumes_bit_for_bit(strategy: &str, args: &[&str], signal: i32, processes: us
         bytes(d) == bytes(never.path()),
         "the resumed run's weights differ from those of a run never stopped"
     );
+    log
 }
 
 #[test]
 fn a_signal_stops_the_training_at_a_step_and_the_same_command_resumes_it_bit_for_bit() {
-    resumes_bit_for_bit("none", &[], libc::SIGUSR1, 1);
+    resumes_bit_for_bit("none", &[], libc::SIGUSR1, 1, |_| {});
 }
 
 #[test]
 fn a_signal_to_the_launcher_stops_every_process_at_the_same_step() {
-    resumes_bit_for_bit("ddp", &["--nproc-per-node", "2"], libc::SIGTERM, 2);
+    resumes_bit_for_bit("ddp", &["--nproc-per-node", "2"], libc::SIGTERM, 2, |_| {});
+}
+
+/// A process killed between its rename of the last snapshot's index and the writing of
+/// the new one holds only the snapshot before: the processes resume from that one, which
+/// they all keep.
+#[test]
+fn processes_a_snapshot_apart_resume_from_the_one_they_all_hold() {
+    let log = resumes_bit_for_bit(
+        "ddp",
+        &["--nproc-per-node", "2"],
+        libc::SIGTERM,
+        2,
+        |d: &Path| {
+            let snapshots = d.join(".pipeline/cache/snapshots");
+            let stage = std::fs::read_dir(snapshots)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap();
+            let rank1 = stage.path().join("rank-1-of-2");
+            std::fs::rename(
+                rank1.join("snapshot.json"),
+                rank1.join("snapshot.previous.json"),
+            )
+            .unwrap();
+        },
+    );
+    assert!(
+        log.contains("the processes' last snapshots of `train` differ (step "),
+        "{log}"
+    );
+    assert!(log.contains(", none); resuming from step "), "{log}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use crate::callbacks::Control;
 use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
-use crate::snapshot::Restored;
+use crate::snapshot::{Restored, Snapshots};
 use manifests::Diagnostic;
 use tch::{Device, Tensor};
 
@@ -46,8 +46,56 @@ pub(super) fn agree(
     })
 }
 
-/// `restored` if every process of `group` holds a snapshot of the same step, else none:
-/// a process killed while saving leaves its snapshot one step behind the others'.
+/// The snapshot of the last step every process of `group` holds among its own last two
+/// (`snapshots`, this process's): a process killed while the others saved is one snapshot
+/// behind them. None when they hold no step in common.
+pub(super) fn common_snapshot(
+    group: &ProcessGroup,
+    snapshots: &Snapshots,
+    name: &str,
+    obs: &mut dyn Observer,
+) -> Result<Option<Result<Restored, String>>, tch::TchError> {
+    let as_value = |step: Option<u64>| step.map_or(-1.0, |s| s as f64);
+    let [last, previous] = snapshots.steps();
+    let lasts = group.gather_values(as_value(last))?;
+    if lasts.iter().all(|s| *s == lasts[0]) {
+        return Ok(snapshots.load());
+    }
+    let previous = group.gather_values(as_value(previous))?;
+    let held_by_all = |s: f64| lasts.iter().zip(&previous).all(|(l, p)| *l == s || *p == s);
+    let common = (lasts.iter().chain(&previous))
+        .copied()
+        .filter(|s| *s >= 0.0 && held_by_all(*s))
+        .fold(None, |best: Option<f64>, s| {
+            Some(best.map_or(s, |b| b.max(s)))
+        });
+    Ok(match common {
+        Some(step) => {
+            if group.rank == 0 {
+                obs.notice(&format!(
+                    "the processes' last snapshots of `{name}` differ ({}); resuming from step {step}, which all of them hold",
+                    described(&lasts)
+                ));
+            }
+            snapshots.load_step(step as u64)
+        }
+        None => None,
+    })
+}
+
+/// Steps as messages name them (-1: none).
+fn described(steps: &[f64]) -> String {
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|s| match *s < 0.0 {
+            true => "none".into(),
+            false => format!("step {s}"),
+        })
+        .collect();
+    steps.join(", ")
+}
+
+/// `restored` if every process of `group` holds a snapshot of the same step, else none.
 pub(super) fn agree_on_snapshots(
     group: &ProcessGroup,
     restored: Option<Result<Restored, String>>,
@@ -62,16 +110,9 @@ pub(super) fn agree_on_snapshots(
     if steps.iter().all(|s| *s == steps[0]) {
         return Ok(restored);
     }
-    let steps: Vec<String> = steps
-        .iter()
-        .map(|s| match *s < 0.0 {
-            true => "none".into(),
-            false => format!("step {s}"),
-        })
-        .collect();
     obs.notice(&format!(
         "warning: the processes' snapshots of `{name}` differ ({}); training from the start",
-        steps.join(", ")
+        described(&steps)
     ));
     Ok(None)
 }

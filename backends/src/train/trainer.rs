@@ -9,7 +9,9 @@
 //! callback decides ([`Control`]) is settled in one place, [`settle`].
 
 use super::plan::{batch_plan, optimizer_for, sampler_for};
-use super::processes::{agree, agree_on_snapshots, decide, sum_over_processes, sum_values};
+use super::processes::{
+    agree, agree_on_snapshots, common_snapshot, decide, sum_over_processes, sum_values,
+};
 use super::rates::Rates;
 use super::step_log::{self, StepLog, Totals};
 use super::update::optimizer_step;
@@ -238,6 +240,7 @@ fn zero_sums(device: Device) -> Result<(Tensor, Tensor), TchError> {
 /// the shorter training it extends; an `Err` says why one found cannot be used (its
 /// callbacks' part is restored into `callbacks`, its rates' into `rates`).
 fn restorable(
+    snapshot: Option<Result<Restored, String>>,
     saved: &Saved,
     spec: &TrainSpec,
     batches: u64,
@@ -245,7 +248,7 @@ fn restorable(
     rates: &mut Rates,
 ) -> Option<Result<Restored, String>> {
     let extended = |(index, tensors)| crate::snapshot::load_stored(index, tensors);
-    (saved.snapshots.and_then(Snapshots::load))
+    snapshot
         .or_else(|| saved.extends.map(extended))
         .map(|r| {
             r.and_then(|r| match r.position.fits(spec.epochs, batches) {
@@ -301,7 +304,12 @@ impl<'a, 'o> Trainer<'a, 'o> {
             schedule: None,
         };
         let rates = &mut layout.schedule;
-        let mut restored = restorable(saved, spec, layout.batches, &mut callbacks, rates);
+        let snapshot = match (group, saved.snapshots) {
+            (Some(g), Some(s)) => common_snapshot(g, s, name, out.obs)
+                .map_err(|e| fail("comparing the processes' snapshots", e))?,
+            (_, s) => s.and_then(Snapshots::load),
+        };
+        let mut restored = restorable(snapshot, saved, spec, layout.batches, &mut callbacks, rates);
         if let Some(g) = group {
             restored = agree_on_snapshots(g, restored, name, out.obs)
                 .map_err(|e| fail("comparing the processes' snapshots", e))?;
