@@ -4,10 +4,8 @@
 # munged, slurmctld and slurmd as root with a generated /etc/slurm/slurm.conf
 # (`ProctrackType=proctrack/linuxproc`, `TaskPlugin=task/none`, a `jobcomp/filetxt` log),
 # and waits until the node is idle (about a second once installed). Run as root; running
-# it again with the daemons up changes nothing. Tried by hand (2026-12-07): an `sbatch
-# --requeue` job of `pipeline run` sent `scancel --signal=USR1 --full` was requeued
-# (`Restarts=1`), started again after SLURM's delay for requeued jobs (about two
-# minutes), resumed from its snapshot and COMPLETED. The tests do not use it yet.
+# it again with the daemons up changes nothing. scripts/test.sh starts it for
+# tests/e2e/slurm.rs (sbatch, scancel and requeue, srun).
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -16,7 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     echo "slurm-local: installing slurm-wlm and munge" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >&2
+    install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge)
+    "${install[@]}" >&2 || { apt-get update -q >&2 && "${install[@]}" >&2; }
 fi
 
 host=$(hostname -s)

@@ -8,16 +8,23 @@ cd "$root"
 # An assignment, so that a failed setup stops this script (set -e).
 setup_env=$(scripts/setup.sh --env)
 eval "$setup_env"
+# What needs root (Debian's packages, SLURM's daemons) is done through sudo when not root.
+as_root=()
+if [ "$(id -u)" != 0 ]; then as_root=(sudo -n); fi
 # tests/e2e/report.rs renders the HTML report in a real browser: headless Chromium, from
 # Debian's `chromium` package (the test says plainly that it is missing if this fails).
 if ! command -v chromium >/dev/null 2>&1; then
   echo "test: installing Debian's chromium (tests/e2e/report.rs renders the HTML report with it)" >&2
-  as_root=()
-  if [ "$(id -u)" != 0 ]; then as_root=(sudo -n); fi
   apt_install=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
   "${apt_install[@]}" >&2 || { "${as_root[@]}" apt-get update -q >&2 && "${apt_install[@]}" >&2; } ||
     echo "test: could not install chromium: tests/e2e/report.rs will fail, saying so" >&2
 fi
+# tests/e2e/slurm.rs submits jobs to a real one-node SLURM cluster, started (and Debian's
+# slurm-wlm and munge installed when missing) while the tests build; as root.
+slurm_log=$(mktemp)
+trap 'rm -f "$slurm_log"' EXIT
+"${as_root[@]}" scripts/slurm-local.sh >"$slurm_log" 2>&1 &
+slurm_pid=$!
 # phase NAME COMMAND…: runs a phase and says how long it took.
 phase() {
   local name=$1 start=$SECONDS
@@ -35,9 +42,15 @@ export RUSTC_WORKSPACE_WRAPPER
 RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 phase "building the tests (and clippy)" cargo test --release --workspace --no-run
+if wait "$slurm_pid"; then
+  tail -1 "$slurm_log" >&2
+else
+  echo "test: the SLURM cluster did not start: tests/e2e/slurm.rs will fail, saying so" >&2
+  cat "$slurm_log" >&2
+fi
 # Each test binary runs through scripts/test-runner.sh, which notes every test's time.
 times=$(mktemp)
-trap 'rm -f "$times"' EXIT
+trap 'rm -f "$times" "$slurm_log"' EXIT
 triple=$(rustc -vV | sed -n 's/^host: //p')
 runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
 # Two tests run at once on two cores: one libtorch thread each (OMP_NUM_THREADS, which

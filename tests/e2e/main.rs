@@ -32,6 +32,7 @@ mod restarts;
 mod run_failures;
 mod runs;
 mod schedules;
+mod slurm;
 mod step_records;
 mod streaming;
 mod sweep;

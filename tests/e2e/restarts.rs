@@ -4,7 +4,7 @@
 //! with the weights of a run never interrupted, bit for bit. A run whose manifest is
 //! refused is not restarted: it would fail the same way every time.
 
-use crate::common::{refused, small_project, statuses};
+use crate::common::{refused, small_project, snapshot_epoch, statuses};
 use crate::preemption::project;
 use std::io::Read;
 use std::path::Path;
@@ -31,19 +31,6 @@ fn worker(launcher: u32, rank: u32) -> libc::pid_t {
         _ => *pids.iter().find(of_rank).expect("a worker of that rank"),
     };
     pid as libc::pid_t
-}
-
-/// The epoch of the latest snapshot in `dir`'s cache (rank 0's when there are several).
-fn snapshot_epoch(dir: &Path) -> Option<u64> {
-    let stages = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
-    let stage = stages.flatten().next()?.path();
-    let rank0 = stage.join("rank-0-of-2");
-    let index = match rank0.exists() {
-        true => rank0.join("snapshot.json"),
-        false => stage.join("snapshot.json"),
-    };
-    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(index).ok()?).ok()?;
-    index["position"]["epoch"].as_u64()
 }
 
 /// `pipeline run wine.kdl --json ARGS` in `dir`, the worker of rank `rank` killed once the

@@ -190,6 +190,19 @@ pub fn snapshot_step(dir: &Path) -> Option<u64> {
     index["position"]["step"].as_u64()
 }
 
+/// The epoch of the latest snapshot in `dir`'s cache (rank 0's when there are several).
+pub fn snapshot_epoch(dir: &Path) -> Option<u64> {
+    let stages = std::fs::read_dir(dir.join(".pipeline/cache/snapshots")).ok()?;
+    let stage = stages.flatten().next()?.path();
+    let rank0 = stage.join("rank-0-of-2");
+    let index = match rank0.exists() {
+        true => rank0.join("snapshot.json"),
+        false => stage.join("snapshot.json"),
+    };
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(index).ok()?).ok()?;
+    index["position"]["epoch"].as_u64()
+}
+
 /// The project's torch venv's python (`$PIPELINE_VENV`, made by `scripts/setup.sh`).
 pub fn venv_python() -> PathBuf {
     let venv = std::env::var_os("PIPELINE_VENV").expect("PIPELINE_VENV: run scripts/test.sh");

@@ -1,0 +1,199 @@
+//! End-to-end tests on a real SLURM cluster (issue 36): the one-node cluster
+//! `scripts/slurm-local.sh` starts (scripts/test.sh starts it before the tests). A job
+//! submitted with `sbatch --requeue` and preempted with `scancel --signal=USR1 --full`
+//! writes its snapshot, requeues itself (`Restarts=1`) and, started again, ends with the
+//! weights of a run never stopped, bit for bit; `srun -n 2` starts a `ddp` run whose two
+//! processes find each other through SLURM's variables and train as the launcher's two
+//! do. Each test waits a bounded time, and they take the cluster's two CPUs in turn.
+
+use crate::common::{pipeline, run_json, snapshot_epoch, statuses, text};
+use crate::preemption::project;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The cluster, for one test at a time; a test fails saying how to start it when it is
+/// not up.
+fn cluster() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let state = Command::new("sinfo").args(["-h", "-o", "%t"]).output();
+    let up = state.as_ref().is_ok_and(|out| {
+        let state = text(&out.stdout);
+        ["idle", "mix", "alloc"].iter().any(|s| state.contains(s))
+    });
+    assert!(
+        up,
+        "no SLURM cluster is up ({state:?}): scripts/test.sh starts one with scripts/slurm-local.sh (as root)"
+    );
+    turn
+}
+
+/// A field of `scontrol show job` for `job` (`JobState`, `Restarts`).
+fn job_field(job: &str, field: &str) -> String {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o", job])
+        .output()
+        .unwrap();
+    let line = text(&out.stdout);
+    let prefix = format!("{field}=");
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {field} in `scontrol show job {job}`: {line}"))
+        .to_string()
+}
+
+/// Waits until `done` holds, failing with `what` (and the job's log in `dir`) past
+/// `deadline`.
+fn wait_for(deadline: Instant, what: &str, dir: &Path, mut done: impl FnMut() -> bool) {
+    while !done() {
+        let log = std::fs::read_to_string(dir.join("err.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "{what}: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A submitted job, cancelled when the test ends however it ends (a failed test leaves
+/// no job holding the cluster's CPUs).
+struct Job(String);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel").arg(&self.0).output();
+    }
+}
+
+/// `scancel`, `scontrol`: which must succeed.
+fn slurm(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_job_slurm_preempts_is_requeued_and_ends_bit_for_bit() {
+    let _cluster = cluster();
+    let dir = project("none", 8);
+    let d = dir.path();
+    let args = ["--set", "train.epochs=2000"];
+    let script = format!(
+        "#!/bin/bash\nexec {} run wine.kdl --json {}\n",
+        env!("CARGO_BIN_EXE_pipeline"),
+        args.join(" ")
+    );
+    std::fs::write(d.join("job.sh"), script).unwrap();
+    let out = Command::new("sbatch")
+        .args(["--parsable", "--requeue", "--open-mode=append"])
+        .args(["--output=out.json", "--error=err.log", "--job-name=preempted"])
+        .arg(format!("--chdir={}", d.display()))
+        .arg("job.sh")
+        .current_dir(d)
+        .env_remove("PIPELINE_CACHE_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sbatch: {}", text(&out.stderr));
+    let job = Job(text(&out.stdout).trim().to_string());
+    let job = &job.0;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    wait_for(deadline, "the job never reached epoch 5", d, || {
+        snapshot_epoch(d).is_some_and(|e| e >= 5)
+    });
+    slurm("scancel", &["--signal=USR1", "--full", job]);
+    wait_for(deadline, "the job was not requeued", d, || {
+        job_field(job, "Restarts") == "1" && job_field(job, "JobState") == "PENDING"
+    });
+    // SLURM holds a requeued job back a while (its BeginTime): not for a test.
+    slurm("scontrol", &["update", &format!("JobId={job}"), "StartTime=now"]);
+    wait_for(deadline, "the requeued job did not complete", d, || {
+        !matches!(
+            job_field(job, "JobState").as_str(),
+            "PENDING" | "RUNNING" | "REQUEUED" | "COMPLETING"
+        )
+    });
+    let log = std::fs::read_to_string(d.join("err.log")).unwrap();
+    assert_eq!(job_field(job, "JobState"), "COMPLETED", "{log}");
+    assert_eq!(job_field(job, "Restarts"), "1");
+    assert!(
+        log.contains(&format!(
+            "stopped on SIGUSR1: SLURM job {job} is requeued; it resumes where it stopped"
+        )),
+        "{log}"
+    );
+    // Each start appended its report: the stopped one, then the finished one.
+    let reports = std::fs::read_to_string(d.join("out.json")).unwrap();
+    let reports: Vec<serde_json::Value> = reports
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    assert_eq!(statuses(&reports[0])[0], ("train".into(), "failed".into()));
+    assert_eq!(statuses(&reports[1])[0], ("train".into(), "ran".into()));
+    let epoch = reports[1]["stages"][0]["resumed_at_epoch"].as_u64();
+    assert!(epoch.is_some_and(|e| e >= 5), "{}", reports[1]);
+
+    let never = project("none", 8);
+    run_json(never.path(), "wine.kdl", &args);
+    let bytes = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
+    assert!(
+        bytes(d) == bytes(never.path()),
+        "the requeued job's weights differ from those of a run never stopped"
+    );
+}
+
+#[test]
+fn srun_starts_the_processes_of_a_ddp_run() {
+    let _cluster = cluster();
+    let dir = project("ddp", 32);
+    let d = dir.path();
+    let args = ["--set", "train.epochs=30"];
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut srun = Command::new("srun")
+        .args(["-n", "2", "--time=5", "--job-name=ddp"])
+        .arg(format!("--chdir={}", d.display()))
+        .arg(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "wine.kdl", "--json"])
+        .args(args)
+        .env("MASTER_PORT", port.to_string())
+        .env("NO_COLOR", "1")
+        .env_remove("PIPELINE_CACHE_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while srun.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = srun.kill();
+            panic!("srun did not end in 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = srun.wait_with_output().unwrap();
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // Rank 0 alone reports: 2 steps an epoch of 125 samples are batches of 32 on each of
+    // two processes (one process would take 4).
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(statuses(&report)[0], ("train".into(), "ran".into()));
+    assert_eq!(report["stages"][0]["metrics"]["steps"], 60.0, "{report}");
+
+    let launched = project("ddp", 32);
+    let run = pipeline(
+        launched.path(),
+        &[&["run", "wine.kdl", "--nproc-per-node", "2"], &args[..]].concat(),
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let bytes = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
+    assert!(
+        bytes(d) == bytes(launched.path()),
+        "srun's two processes trained other weights than the launcher's two"
+    );
+}
