@@ -88,7 +88,11 @@ fn a_job_slurm_preempts_is_requeued_and_ends_bit_for_bit() {
     std::fs::write(d.join("job.sh"), script).unwrap();
     let out = Command::new("sbatch")
         .args(["--parsable", "--requeue", "--open-mode=append"])
-        .args(["--output=out.json", "--error=err.log", "--job-name=preempted"])
+        .args([
+            "--output=out.json",
+            "--error=err.log",
+            "--job-name=preempted",
+        ])
         .arg(format!("--chdir={}", d.display()))
         .arg("job.sh")
         .current_dir(d)
@@ -107,7 +111,10 @@ fn a_job_slurm_preempts_is_requeued_and_ends_bit_for_bit() {
         job_field(job, "Restarts") == "1" && job_field(job, "JobState") == "PENDING"
     });
     // SLURM holds a requeued job back a while (its BeginTime): not for a test.
-    slurm("scontrol", &["update", &format!("JobId={job}"), "StartTime=now"]);
+    slurm(
+        "scontrol",
+        &["update", &format!("JobId={job}"), "StartTime=now"],
+    );
     wait_for(deadline, "the requeued job did not complete", d, || {
         !matches!(
             job_field(job, "JobState").as_str(),
