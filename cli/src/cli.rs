@@ -279,9 +279,18 @@ pub struct SweepArgs {
     /// [default: the `sweep` block's `halving`, if any]. Given once.
     #[arg(long, value_name = "min-epochs=N [eta=3]", num_args = 1..=3, value_delimiter = ',', action = clap::ArgAction::Set)]
     pub halving: Option<Vec<String>>,
-    /// Points run at once, the cores divided between them [default: the block's, or 1].
+    /// Points run at once, the cores divided between them [default: the block's, or 1;
+    /// with `--executor slurm`, every point].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
+    /// Where the points run: `local` (processes on this machine) or `slurm` (each point a
+    /// SLURM job, `sbatch --wait`, sharing the cache) [default: local].
+    #[arg(long, value_name = "NAME")]
+    pub executor: Option<String>,
+    /// `sbatch`'s options for every point's job under `--executor slurm`, as one string
+    /// (`--slurm-args "--partition=gpu --gres=gpu:1 --time=1:00:00"`).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub slurm_args: Option<String>,
     /// The metric the points are ranked by, `STAGE.METRIC` (`test.accuracy`,
     /// `train.val_loss`) [default: the `sweep` block's, else the first eval stage's
     /// accuracy (loss for a regression), else the last train stage's loss].

@@ -8,6 +8,7 @@ pub mod app;
 mod cache_cmd;
 mod check;
 pub mod cli;
+mod executor;
 mod explain;
 pub mod fetch;
 mod graph;

@@ -1,12 +1,14 @@
 //! `pipeline sweep FILE --grid KEY=V1,V2,… [--grid …] [--random KEY=log(a,b) --trials N
-//! --seed S] [--jobs J] [--monitor STAGE.METRIC] [--mode min|max] [--json]`: the manifest
+//! --seed S] [--jobs J] [--executor NAME] [--monitor STAGE.METRIC] [--mode min|max]
+//! [--json]`: the manifest
 //! run at every point of the grid (and every random draw), each point a
 //! `pipeline run` with its `--set`s. Every point is checked before anything runs. The
 //! cache does the sharing: a stage whose fingerprint no swept key reaches is computed by
 //! the first point and found cached by the others, and a sweep run again (after an
 //! interruption) computes only what is missing. With `--jobs J`, J points run at once
 //! with the cores divided between them, and a point waits while another computes a stage
-//! it shares. The result: a table of the points by the monitored metric, best first, and
+//! it shares. Where the points run is the executor's (`--executor local|slurm`,
+//! `executor/`). The result: a table of the points by the monitored metric, best first, and
 //! the files at the manifest's output paths made the best point's (every point wrote
 //! them; its run answered again from the cache puts its own back).
 //!
@@ -20,6 +22,7 @@
 //! table says where each point stopped.
 
 use crate::cli::{SweepArgs, SweepMode};
+use crate::executor::{self, Ended, Executor, PointRun};
 use crate::load::Loaded;
 use crate::render::Source;
 use crate::{prepare, render, summary};
@@ -29,7 +32,7 @@ use pipeline_core::sweep::{
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
+use std::ffi::OsString;
 use std::sync::mpsc;
 
 /// One point of the sweep: its overrides and, once run, its report.
@@ -42,6 +45,8 @@ struct Point {
     rungs: Vec<(u64, Option<f64>)>,
     /// The `--set`s of its last run (the sweep's, its own, a rung's epochs).
     ran_with: Vec<Override>,
+    /// The SLURM job of its last run, under `--executor slurm`.
+    job: Option<String>,
 }
 
 impl Point {
@@ -123,7 +128,9 @@ struct Plan {
     random: Vec<Random>,
     trials: u64,
     seed: u64,
-    jobs: usize,
+    /// `--jobs`, else the `sweep` block's `jobs` (`block_jobs`) unless the executor says.
+    jobs: Option<usize>,
+    block_jobs: usize,
     monitor: Option<String>,
     maximize: Option<bool>,
     halving: Option<Halving>,
@@ -188,9 +195,8 @@ impl Plan {
             random,
             trials: args.trials.or(block.map(|b| b.trials)).unwrap_or(0),
             seed: args.seed.or(block.map(|b| b.seed)).unwrap_or(0),
-            jobs: args
-                .jobs
-                .map_or(block.map_or(1, |b| b.jobs as usize), |j| j as usize),
+            jobs: args.jobs.map(|j| j as usize),
+            block_jobs: block.map_or(1, |b| b.jobs as usize),
             monitor: (args.monitor.clone()).or_else(|| {
                 block
                     .and_then(|b| b.monitor.as_ref())
@@ -265,10 +271,19 @@ fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
         budget,
     } = check(args, &plan, grid)?;
     let total = sweep.len();
+    let executor = executor::of(args)
+        .map_err(|why| Refused::because(Diagnostic::error("pipeline::sweep::executor", why)))?;
+    let jobs = (plan.jobs)
+        .or(executor.default_jobs(total))
+        .unwrap_or(plan.block_jobs);
+    let runner = Runner { executor, jobs };
     say(&format!(
-        "sweep of {}: {total} points, {} at once, ranked by {} ({})",
+        "sweep of {}: {total} points, {jobs} at once{}, ranked by {} ({})",
         args.file.display(),
-        plan.jobs,
+        match runner.executor.name() {
+            "local" => String::new(),
+            name => format!(" ({name})"),
+        },
         monitor.name(),
         if monitor.maximize { "max" } else { "min" }
     ));
@@ -276,9 +291,9 @@ fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
     match (&halving, budget) {
         (Some(halving), Some(budget)) => {
             let at = (halving, budget);
-            halve(args, &plan, &mut sweep, at, &monitor)
+            halve(args, &plan, &runner, &mut sweep, at, &monitor)
         }
-        (None, _) => execute(args, &plan, &mut sweep, &all, None, &monitor),
+        (None, _) => execute(args, &plan, &runner, &mut sweep, &all, None, &monitor),
         (Some(_), None) => unreachable!("`check` finds the budget of a halving"),
     }
     // The points that ran well first; under halving, those that went furthest first.
@@ -307,6 +322,9 @@ fn sweep(args: &SweepArgs) -> Result<bool, Refused> {
                     "stages": p.report.as_ref().map(|r| r["stages"].clone()),
                     "error": p.failure,
                 });
+                if let Some(job) = &p.job {
+                    point["job"] = json!(job);
+                }
                 if halving.is_some() {
                     point["epochs"] = json!(p.rungs.last().map(|r| r.0));
                     point["rungs"] = p
@@ -397,14 +415,11 @@ fn keep_best(args: &SweepArgs, plan: &Plan, sweep: &[Point], best: usize) -> Opt
     if !point.ok() {
         return Some(refused("no point ran well".into()));
     }
-    let out = point_command(args, &point.ran_with, threads(plan.jobs))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output();
-    let out = match out {
+    // Answered from the cache, here whatever the executor.
+    let run = point_run(args, &point.ran_with, None, best);
+    let out = match executor::local().run(&run) {
         Ok(out) => out,
-        Err(e) => return Some(refused(format!("cannot start `pipeline run`: {e}"))),
+        Err(why) => return Some(refused(why)),
     };
     let report = serde_json::from_slice::<Value>(&out.stdout).ok();
     match report {
@@ -416,36 +431,36 @@ fn keep_best(args: &SweepArgs, plan: &Plan, sweep: &[Point], best: usize) -> Opt
         Some(r) => Some(refused(
             first_error(&r).unwrap_or_else(|| "its run failed".into()),
         )),
-        None => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            Some(refused(escaped(
-                err.lines().last().unwrap_or("its run failed"),
-            )))
-        }
+        None => Some(refused(escaped(
+            out.stderr.lines().last().unwrap_or("its run failed"),
+        ))),
     }
 }
 
-/// The threads each point's run gets when `jobs` run at once (the cores divided).
-fn threads(jobs: usize) -> Option<usize> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (jobs > 1).then(|| (cores / jobs).max(1))
-}
-
-/// `pipeline run FILE --json` with a point's `--set`s, as the sweep runs it.
-fn point_command(args: &SweepArgs, overrides: &[Override], threads: Option<usize>) -> Command {
-    let exe = std::env::current_exe().expect("the running binary has a path");
-    let mut command = Command::new(exe);
-    command.arg("run").arg(&args.file).arg("--json");
+/// `pipeline run FILE --json` with a point's `--set`s (`point`: its index), as the sweep
+/// runs it.
+fn point_run(
+    args: &SweepArgs,
+    overrides: &[Override],
+    threads: Option<usize>,
+    point: usize,
+) -> PointRun {
+    let mut run: Vec<OsString> = vec!["run".into(), args.file.clone().into(), "--json".into()];
     if let Some(dir) = &args.cache.dir {
-        command.arg("--cache-dir").arg(dir);
+        run.extend(["--cache-dir".into(), dir.into()]);
     }
     for o in overrides {
-        command.arg("--set").arg(o.to_string());
+        run.extend(["--set".into(), o.to_string().into()]);
     }
     if let Some(t) = threads {
-        command.arg("--set").arg(format!("accelerator.threads={t}"));
+        run.extend(["--set".into(), format!("accelerator.threads={t}").into()]);
     }
-    command
+    PointRun {
+        program: std::env::current_exe().expect("the running binary has a path"),
+        args: run,
+        dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+        point: point + 1,
+    }
 }
 
 /// An error of some points of the sweep.
@@ -569,6 +584,7 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Result<Chec
             failure: None,
             rungs: Vec::new(),
             ran_with: Vec::new(),
+            job: None,
         });
     }
     if !errors.is_empty() {
@@ -620,6 +636,7 @@ fn check(args: &SweepArgs, plan: &Plan, grid: Vec<Vec<Override>>) -> Result<Chec
 fn halve(
     args: &SweepArgs,
     plan: &Plan,
+    runner: &Runner,
     sweep: &mut [Point],
     (halving, (stage, epochs)): (&Halving, (String, u64)),
     monitor: &Monitor,
@@ -638,7 +655,7 @@ fn halve(
             path: vec![stage.clone(), "epochs".into()],
             value: rung.to_string(),
         };
-        execute(args, plan, sweep, &alive, Some(&epochs), monitor);
+        execute(args, plan, runner, sweep, &alive, Some(&epochs), monitor);
         for &p in &alive {
             let value = sweep[p].value(monitor).filter(|_| sweep[p].ok());
             sweep[p].rungs.push((rung, value));
@@ -672,17 +689,26 @@ fn stale_stages(args: &SweepArgs, text: &Text, overrides: &[Override]) -> BTreeS
     }
 }
 
-/// Runs the points `which` (with `extra` after their overrides), `jobs` at once.
+/// Where and how many at once the points run.
+struct Runner {
+    executor: Box<dyn Executor>,
+    jobs: usize,
+}
+
+/// Runs the points `which` (with `extra` after their overrides), `jobs` at once, on the
+/// executor; a point whose stages are all cached runs here (nothing to submit).
 fn execute(
     args: &SweepArgs,
     plan: &Plan,
+    runner: &Runner,
     sweep: &mut [Point],
     which: &[usize],
     extra: Option<&Override>,
     monitor: &Monitor,
 ) {
-    let jobs = plan.jobs;
-    let threads = threads(jobs);
+    let jobs = runner.jobs;
+    let threads = runner.executor.threads(jobs);
+    let remote = runner.executor.name() != executor::local().name();
     let overrides = |p: usize| -> Vec<Override> {
         let point = sweep[p].overrides.iter().chain(extra);
         args.set.iter().chain(point).cloned().collect()
@@ -692,70 +718,74 @@ fn execute(
     let mut stale: Vec<Option<BTreeSet<String>>> = vec![None; sweep.len()];
     let mut pending: Vec<usize> = which.to_vec();
     let mut running: Vec<usize> = Vec::new();
-    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Value, String>)>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Ended, String>)>();
     let mut finished = 0;
-    while finished < which.len() {
-        let mut start = match jobs {
-            1 => Vec::new(),
-            _ => startable(&pending, &mut stale, &running, jobs - running.len(), |p| {
-                stale_stages(args, &plan.text, &all[p])
-            }),
-        };
-        if start.is_empty() && running.is_empty() {
-            start.push(pending[0]);
-        }
-        for p in start {
-            pending.retain(|&q| q != p);
-            running.push(p);
-            let mut command = point_command(args, &all[p], threads);
-            sweep[p].ran_with = all[p].clone();
-            let tx = done_tx.clone();
-            std::thread::spawn(move || {
-                let out = command
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .output();
-                let result = match out {
-                    Err(e) => Err(format!("cannot start `pipeline run`: {e}")),
-                    Ok(out) => serde_json::from_slice::<Value>(&out.stdout).map_err(|_| {
-                        let err = String::from_utf8_lossy(&out.stderr);
-                        let tail: Vec<&str> = err.lines().rev().take(8).collect();
-                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                    }),
-                };
-                let _ = tx.send((p, result));
-            });
-        }
-        let Ok((p, result)) = done_rx.recv() else {
-            break;
-        };
-        running.retain(|&q| q != p);
-        finished += 1;
-        match result {
-            Ok(report) => sweep[p].report = Some(report),
-            Err(why) => sweep[p].failure = Some(why),
-        }
-        let point = &sweep[p];
-        let value = point
-            .value(monitor)
-            .map_or("-".into(), crate::summary::value);
-        say(&format!(
-            "[{finished}/{}] point {} ({}): {} · {} {value}",
-            which.len(),
-            p + 1,
-            point.label(),
-            point.statuses(),
-            monitor.name()
-        ));
-        if let Some(why) = &point.failure {
-            say(&format!("  {}", why.replace('\n', "\n  ")));
-        } else if !point.ok() {
-            if let Some(error) = point.report.as_ref().and_then(first_error) {
-                say(&format!("  {error}"));
+    std::thread::scope(|scope| {
+        while finished < which.len() {
+            let mut start = match jobs {
+                1 => Vec::new(),
+                _ => startable(&pending, &mut stale, &running, jobs - running.len(), |p| {
+                    stale_stages(args, &plan.text, &all[p])
+                }),
+            };
+            if start.is_empty() && running.is_empty() {
+                start.push(pending[0]);
+            }
+            for p in start {
+                pending.retain(|&q| q != p);
+                running.push(p);
+                let run = point_run(args, &all[p], threads, p);
+                let cached = remote
+                    && stale[p]
+                        .get_or_insert_with(|| stale_stages(args, &plan.text, &all[p]))
+                        .is_empty();
+                sweep[p].ran_with = all[p].clone();
+                let tx = done_tx.clone();
+                let executor = &runner.executor;
+                scope.spawn(move || {
+                    let ended = match cached {
+                        true => executor::local().run(&run),
+                        false => executor.run(&run),
+                    };
+                    let _ = tx.send((p, ended));
+                });
+            }
+            let Ok((p, result)) = done_rx.recv() else {
+                break;
+            };
+            running.retain(|&q| q != p);
+            finished += 1;
+            let point = &mut sweep[p];
+            match result {
+                Ok(ended) => {
+                    point.job = ended.job;
+                    match serde_json::from_slice::<Value>(&ended.stdout) {
+                        Ok(report) => point.report = Some(report),
+                        Err(_) => point.failure = Some(ended.stderr),
+                    }
+                }
+                Err(why) => point.failure = Some(why),
+            }
+            let value = point
+                .value(monitor)
+                .map_or("-".into(), crate::summary::value);
+            say(&format!(
+                "[{finished}/{}] point {} ({}): {} · {} {value}",
+                which.len(),
+                p + 1,
+                point.label(),
+                point.statuses(),
+                monitor.name()
+            ));
+            if let Some(why) = &point.failure {
+                say(&format!("  {}", why.replace('\n', "\n  ")));
+            } else if !point.ok() {
+                if let Some(error) = point.report.as_ref().and_then(first_error) {
+                    say(&format!("  {error}"));
+                }
             }
         }
-    }
+    });
 }
 
 /// The first stage error of a failed run's report, else the first diagnostic of a run

@@ -204,3 +204,82 @@ fn srun_starts_the_processes_of_a_ddp_run() {
         "srun's two processes trained other weights than the launcher's two"
     );
 }
+
+/// The points of a sweep's `--json` report by learning rate: their monitored value and
+/// SLURM job.
+fn by_rate(report: &serde_json::Value) -> Vec<(String, f64, Option<String>)> {
+    let mut points: Vec<_> = report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["ok"], true, "{p}");
+            (
+                p["overrides"]["optimizer.lr"].as_str().unwrap().to_string(),
+                p["monitor"].as_f64().unwrap(),
+                p["job"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    points
+}
+
+#[test]
+fn a_sweep_submits_its_points_as_slurm_jobs_and_only_those_not_cached() {
+    let _cluster = cluster();
+    let dir = project("none", 32);
+    let d = dir.path();
+    let epochs = ["--set", "train.epochs=20"];
+    // One point computed already, as by a sweep interrupted after it.
+    let first = run_json(
+        d,
+        "wine.kdl",
+        &[&epochs[..], &["--set", "optimizer.lr=0.01"]].concat(),
+    );
+    assert_eq!(statuses(&first)[0], ("train".into(), "ran".into()));
+    let sweep = |dir: &Path, executor: &[&str]| {
+        let grid = [
+            "sweep",
+            "wine.kdl",
+            "--grid",
+            "optimizer.lr=0.01,0.02,0.05",
+            "--json",
+        ];
+        let out = pipeline(dir, &[&grid[..], &epochs, executor].concat());
+        let log = text(&out.stderr);
+        assert!(out.status.success(), "{log}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, log)
+    };
+    let slurm = [
+        "--executor",
+        "slurm",
+        "--slurm-args",
+        "--time=5 --job-name=sweep-test",
+    ];
+    let (report, log) = sweep(d, &slurm);
+    assert!(log.contains("3 points, 3 at once (slurm)"), "{log}");
+    assert_eq!(log.matches(": SLURM job ").count(), 2, "{log}");
+    let points = by_rate(&report);
+    assert_eq!(points[0].2, None, "the cached point is not submitted");
+    assert!(points[1].2.is_some() && points[2].2.is_some(), "{points:?}");
+    // The jobs' files are removed once read.
+    let files = std::fs::read_dir(d.join(".pipeline/slurm"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 0);
+
+    // As on this machine, point for point.
+    let here = project("none", 32);
+    let (local, _) = sweep(here.path(), &[]);
+    let values = |points: &[(String, f64, Option<String>)]| -> Vec<(String, f64)> {
+        points.iter().map(|(r, v, _)| (r.clone(), *v)).collect()
+    };
+    assert_eq!(values(&points), values(&by_rate(&local)));
+
+    // Every point cached: nothing is submitted.
+    let (again, log) = sweep(d, &slurm);
+    assert!(!log.contains("SLURM job"), "{log}");
+    assert!(by_rate(&again).iter().all(|p| p.2.is_none()));
+}

@@ -693,3 +693,40 @@ fn a_swept_key_set_too_a_halving_given_twice_and_a_swept_setting_are_refused() {
     );
     assert!(!d.join(".pipeline").exists(), "nothing ran");
 }
+
+#[test]
+fn an_executor_it_does_not_know_or_slurm_args_without_slurm_are_refused() {
+    let dir = crate::common::digits_project();
+    let stderr = crate::common::refused(
+        dir.path(),
+        &[
+            "sweep",
+            "digits.kdl",
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--executor",
+            "k8s",
+        ],
+        1,
+    );
+    assert_eq!(
+        stderr,
+        "error: there is no executor `k8s`: --executor takes local or slurm\n"
+    );
+    let stderr = crate::common::refused(
+        dir.path(),
+        &[
+            "sweep",
+            "digits.kdl",
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--slurm-args",
+            "--time=5",
+        ],
+        1,
+    );
+    assert_eq!(
+        stderr,
+        "error: --slurm-args is for --executor slurm, and this sweep runs on `local`\n"
+    );
+}
