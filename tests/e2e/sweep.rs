@@ -729,4 +729,22 @@ fn an_executor_it_does_not_know_or_slurm_args_without_slurm_are_refused() {
         stderr,
         "error: --slurm-args is for --executor slurm, and this sweep runs on `local`\n"
     );
+    let out = crate::common::pipeline(
+        dir.path(),
+        &[
+            "sweep",
+            "digits.kdl",
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--executor",
+            "k8s",
+            "--json",
+        ],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(
+        report["diagnostics"][0]["code"],
+        "pipeline::sweep::executor"
+    );
 }
