@@ -139,8 +139,10 @@ fn is_snapshot_file(name: &str) -> bool {
             .and_then(|n| n.strip_suffix(ext))
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
     };
-    matches!(name, "snapshot.json" | "snapshot.tmp" | "snapshot.tag")
-        || numbered(name, ".safetensors")
+    matches!(
+        name,
+        "snapshot.json" | "snapshot.previous.json" | "snapshot.tmp" | "snapshot.tag"
+    ) || numbered(name, ".safetensors")
         || numbered(name, ".tmp")
 }
 
@@ -899,6 +901,14 @@ mod tests {
         let snapshots = store.root().join("snapshots");
         fs::create_dir_all(snapshots.join(FP).join("rank-0-of-2")).unwrap();
         fs::write(snapshots.join(FP).join("rank-0-of-2/snapshot.json"), "{}").unwrap();
+        // A process of a distributed run keeps the snapshot before its last.
+        fs::write(
+            snapshots
+                .join(FP)
+                .join("rank-0-of-2/snapshot.previous.json"),
+            "{}",
+        )
+        .unwrap();
         fs::write(
             snapshots
                 .join(FP)
