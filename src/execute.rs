@@ -115,7 +115,10 @@ pub fn run(args: &RunArgs) -> bool {
         prepared.cache.as_mut(),
         device,
         group,
-        args.tensorboard_dir.as_deref(),
+        backends::Options {
+            tensorboard_dir: args.tensorboard_dir.as_deref(),
+            reshard: args.reshard,
+        },
         observer.as_mut(),
     ) {
         Ok(r) => r,

@@ -40,5 +40,5 @@ pub mod train;
 
 pub use observer::{EpochRecord, Observer, StepRecord};
 pub use pipeline_core::report::{RunReport, StageResult, StageStatus};
-pub use runner::run;
+pub use runner::{run, Options};
 pub use tch::Device;

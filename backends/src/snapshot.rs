@@ -22,6 +22,7 @@ use crate::observer::EpochRecord;
 use crate::optimizer::Optimizer;
 use crate::rng_state;
 use manifests::Diagnostic;
+use pipeline_core::reshard::Lineages;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -134,14 +135,29 @@ pub struct Saved<'a> {
     pub snapshots: Option<&'a Snapshots>,
     pub extends: Option<(&'a Path, &'a Path)>,
     pub final_state: Option<&'a Snapshots>,
+    /// Without snapshots of its own, those of the same training laid out otherwise.
+    pub elsewhere: Option<&'a Elsewhere>,
+    /// Whether to continue from those of another global batch (`pipeline run --reshard`).
+    pub reshard: bool,
 }
 
 /// The snapshots of one training stage, in a directory of their own.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshots {
     pub dir: PathBuf,
     pub every_epochs: u64,
     pub every_steps: u64,
+    /// How the training is laid out, written in each index so that the same training on
+    /// another number of processes finds its snapshots ([`Snapshots::elsewhere`]).
+    pub taken: Option<Taken>,
+}
+
+/// How a training that takes snapshots is laid out (`pipeline_core::reshard`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Taken {
+    pub lineages: Lineages,
+    /// Its strategy's name: `zero1` shards the optimizer's state among the processes.
+    pub strategy: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -149,7 +165,9 @@ struct Index {
     file: String,
     blake3: String,
     position: Position,
-    /// blake3 of the three fields above (as canonical JSON), so that an edited or torn
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    taken: Option<Taken>,
+    /// blake3 of the fields above (as canonical JSON), so that an edited or torn
     /// position is never trusted: resuming from a wrong position would store wrong
     /// weights as the stage's result.
     #[serde(default)]
@@ -158,9 +176,23 @@ struct Index {
 
 impl Index {
     fn checksum(&self) -> String {
-        let fields = serde_json::json!([self.file, self.blake3, self.position]);
+        let fields = match &self.taken {
+            None => serde_json::json!([self.file, self.blake3, self.position]),
+            Some(taken) => serde_json::json!([self.file, self.blake3, self.position, taken]),
+        };
         cache::hash_bytes(fields.to_string().as_bytes())
     }
+}
+
+/// The snapshots of the same training laid out otherwise (another number of processes,
+/// per-process batch, strategy or thread count), beside a stage's own.
+#[derive(Debug, Clone)]
+pub struct Elsewhere {
+    /// Their stage directory (its `rank-R-of-W` directories when taken by several).
+    pub dir: PathBuf,
+    pub taken: Taken,
+    /// The optimizer step of the last (rank 0's).
+    pub step: u64,
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Diagnostic {
@@ -243,6 +275,7 @@ impl Snapshots {
             blake3: cache::hash_file(&path).map_err(|e| io_error(&path, e))?,
             file: file.clone(),
             position: position.clone(),
+            taken: self.taken.clone(),
             checksum: String::new(),
         };
         index.checksum = index.checksum();
@@ -288,6 +321,46 @@ impl Snapshots {
         [INDEX, PREVIOUS].map(|name| self.index(name).map(|i| i.position.step))
     }
 
+    /// The last snapshots of the same training laid out otherwise (the same `any`
+    /// reshard lineage, another stage directory), the most advanced first found.
+    pub fn elsewhere(&self) -> Option<Elsewhere> {
+        let ours = self.taken.as_ref()?;
+        let stage = match self.per_process() {
+            true => self.dir.parent()?,
+            false => &self.dir,
+        };
+        let found = fs::read_dir(stage.parent()?)
+            .ok()?
+            .flatten()
+            .filter_map(|entry| {
+                let dir = entry.path();
+                if dir == stage {
+                    return None;
+                }
+                // Taken by one process, or by several: rank 0's.
+                let first = match dir.join(INDEX).is_file() {
+                    true => dir.clone(),
+                    false => fs::read_dir(&dir)
+                        .ok()?
+                        .flatten()
+                        .map(|e| e.path())
+                        .find(|p| {
+                            p.file_name()
+                                .is_some_and(|n| n.to_string_lossy().starts_with("rank-0-of-"))
+                        })?,
+                };
+                let index: Index =
+                    serde_json::from_slice(&fs::read(first.join(INDEX)).ok()?).ok()?;
+                let taken = index.taken?;
+                (taken.lineages.any == ours.lineages.any).then_some(Elsewhere {
+                    dir,
+                    taken,
+                    step: index.position.step,
+                })
+            });
+        found.max_by_key(|e| e.step)
+    }
+
     /// The snapshot taken at optimizer step `step`: the last, or the one before it.
     pub fn load_step(&self, step: u64) -> Option<Result<Restored, String>> {
         let name = [INDEX, PREVIOUS]
@@ -311,6 +384,119 @@ impl Snapshots {
         let index: Index = serde_json::from_slice(&text).ok()?;
         Some((self.dir.join(INDEX), self.dir.join(index.file)))
     }
+}
+
+/// The snapshot process `rank` of `world` resumes from, made of the last snapshots in
+/// `from`, taken by another number of processes: the weights, the optimizer's step and
+/// the loss scaler of rank 0 (every process holds the same), the random state of process
+/// `rank` mod the processes then, the epoch's sums and sample counts all on rank 0 (they
+/// are summed over the processes at the epoch's end), and the optimizer's per-parameter
+/// state gathered from the shards it had (`owners`: each parameter's process then and
+/// now, `None` where the state was not sharded) and dealt as it is sharded now.
+/// `parameters`: how many the optimizer trains.
+pub fn resharded(
+    from: &Elsewhere,
+    rank: usize,
+    parameters: usize,
+    owners: [Option<&[usize]>; 2],
+) -> Result<Restored, String> {
+    let then = from.taken.lineages.processes as usize;
+    let dirs: Vec<PathBuf> = match then {
+        1 => vec![from.dir.clone()],
+        w => (0..w)
+            .map(|r| from.dir.join(format!("rank-{r}-of-{w}")))
+            .collect(),
+    };
+    let olds = dirs
+        .iter()
+        .map(|dir| {
+            let snapshots = Snapshots {
+                dir: dir.clone(),
+                ..Default::default()
+            };
+            snapshots
+                .load()
+                .unwrap_or_else(|| Err(format!("{} holds no snapshot", dir.display())))
+        })
+        .collect::<Result<Vec<Restored>, String>>()?;
+    if olds
+        .iter()
+        .any(|o| o.position.step != olds[0].position.step)
+    {
+        return Err("the processes that took it hold snapshots of different steps".into());
+    }
+    let fail = |e: TchError| crate::error::short_message(&e);
+    let mut tensors: HashMap<String, Tensor> = olds[0]
+        .tensors
+        .iter()
+        .filter(|(name, _)| name.starts_with("model.") || name.starts_with("scaler."))
+        .map(|(name, t)| (name.clone(), t.shallow_clone()))
+        .collect();
+    for (name, t) in &olds[rank % then].tensors {
+        if name.starts_with("rng.") {
+            tensors.insert(name.clone(), t.shallow_clone());
+        }
+    }
+    for name in ["sums.loss", "sums.hits"] {
+        let parts: Vec<Tensor> = olds
+            .iter()
+            .map(|o| {
+                o.get(name)
+                    .ok_or_else(|| format!("the snapshot has no `{name}`"))
+            })
+            .collect::<Result<_, _>>()?;
+        let sum = match rank {
+            0 => Tensor::f_stack(&parts, 0).and_then(|t| t.f_sum(t.kind())),
+            _ => parts[0].f_zeros_like(),
+        };
+        tensors.insert(name.into(), sum.map_err(fail)?);
+    }
+    let step = olds[0]
+        .get("optim.step")
+        .ok_or("the snapshot has no optimizer step")?;
+    tensors.insert("optim.step".into(), step);
+    // Each parameter's state (`exp_avg`, …) by its index among those trained.
+    let held = |owners: Option<&[usize]>, r: usize| -> Vec<usize> {
+        match owners {
+            Some(o) => (0..parameters).filter(|&p| o.get(p) == Some(&r)).collect(),
+            None => (0..parameters).collect(),
+        }
+    };
+    let mut state: HashMap<(String, usize), Tensor> = HashMap::new();
+    for (r, old) in olds.iter().enumerate() {
+        if owners[0].is_none() && r > 0 {
+            break; // every process held the whole state
+        }
+        let globals = held(owners[0], r);
+        for (name, t) in &old.tensors {
+            let Some((slot, j)) = name
+                .strip_prefix("optim.")
+                .and_then(|n| n.rsplit_once('.'))
+                .and_then(|(slot, j)| Some((slot, j.parse::<usize>().ok()?)))
+            else {
+                continue;
+            };
+            let p = *globals
+                .get(j)
+                .ok_or_else(|| format!("optimizer state `{name}` is of no parameter"))?;
+            state.insert((slot.to_string(), p), t.shallow_clone());
+        }
+    }
+    for ((slot, p), t) in state.iter() {
+        let mine = held(owners[1], rank);
+        if let Some(j) = mine.iter().position(|q| q == p) {
+            tensors.insert(format!("optim.{slot}.{j}"), t.shallow_clone());
+        }
+    }
+    let mut position = olds[0].position.clone();
+    let total = |f: fn(&Position) -> i64| olds.iter().map(|o| f(&o.position)).sum::<i64>();
+    (position.seen, position.counted) = match rank {
+        0 => (total(|p| p.seen), total(|p| p.counted)),
+        _ => (0, 0),
+    };
+    // The step records' windows count this process's samples: they start again.
+    position.step_log = None;
+    Ok(Restored { position, tensors })
 }
 
 /// A snapshot's index in its directory.
@@ -442,6 +628,16 @@ mod tests {
                         serde_json::json!({"lr": x, "best": x, "bad": 2, "cooldown_left": 0}),
                     ),
                 },
+                taken: Some(Taken {
+                    lineages: Lineages {
+                        exact: "cd".repeat(32),
+                        any: "ef".repeat(32),
+                        processes: 2,
+                        batch: 32,
+                        global_batch: 64,
+                    },
+                    strategy: "zero1".into(),
+                }),
                 checksum: String::new(),
             };
             index.checksum = index.checksum();

@@ -143,6 +143,12 @@ pub struct RunArgs {
     /// srun or torchrun, their own restarts apply.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_restarts: u32,
+    /// Continue a training from the snapshots the same training left with another global
+    /// batch (batch size × accumulation × processes): the order of samples changes from
+    /// the resume on. With the same global batch, another number of processes continues
+    /// without it.
+    #[arg(long)]
+    pub reshard: bool,
     #[command(flatten)]
     pub cache: CacheDir,
 }

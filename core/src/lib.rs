@@ -53,6 +53,7 @@ pub mod parquet;
 pub mod plan;
 pub mod records;
 pub mod report;
+pub mod reshard;
 pub mod rng;
 pub mod sample_shape;
 pub mod sampler;

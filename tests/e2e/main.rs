@@ -28,6 +28,7 @@ mod plot;
 mod predict;
 mod preemption;
 mod report;
+mod reshard;
 mod restarts;
 mod run_failures;
 mod runs;

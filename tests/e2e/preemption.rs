@@ -49,7 +49,12 @@ checkpoint "export" needs="train" path="model.safetensors"
 
 /// `pipeline run wine.kdl ARGS` in `dir` (with `env`), sent `signal` once its training
 /// is past epoch 5: its exit code and stderr.
-fn stopped(dir: &Path, args: &[&str], env: &[(&str, String)], signal: i32) -> (i32, String) {
+pub(crate) fn stopped(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    signal: i32,
+) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
         .args(["run", "wine.kdl"])
         .args(args)
@@ -65,7 +70,7 @@ fn stopped(dir: &Path, args: &[&str], env: &[(&str, String)], signal: i32) -> (i
     let mut sent = false;
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();
-        if !sent && line.contains("epoch 5/300") {
+        if !sent && line.contains("epoch 5/") {
             // SAFETY: kill(2) on our child, not yet reaped.
             unsafe { libc::kill(child.id() as libc::pid_t, signal) };
             sent = true;

@@ -94,6 +94,12 @@ pub fn strategy(spec: &manifests::AcceleratorSpec) -> Result<&'static dyn Strate
     find(&RUN_STRATEGIES, "strategy", name, "strategy", spec)
 }
 
+/// The registered strategy of this name (`zero1`, …), if any: a snapshot says which
+/// strategy took it.
+pub fn strategy_named(name: &str) -> Option<&'static dyn Strategy> {
+    RUN_STRATEGIES.get(name)
+}
+
 /// The precision the manifest names.
 pub fn precision(spec: &manifests::AcceleratorSpec) -> Result<&'static dyn Precision, Diagnostic> {
     find(

@@ -18,7 +18,7 @@ use crate::model::Model;
 use crate::observer::Observer;
 use crate::process_group::ProcessGroup;
 use crate::session::Session;
-use crate::snapshot::{Saved, Snapshots};
+use crate::snapshot::{Saved, Snapshots, Taken};
 use cache::{Entry, Lookup, MetricsLog, RunDir, Store};
 use manifests::{Diagnostic, Manifest, StageConfig, StageKind, StageSpec, WeightsFrom};
 use pipeline_core::extend::{self, FINAL_STATE, FINAL_TENSORS};
@@ -26,6 +26,7 @@ use pipeline_core::freshness::{changed_during_run, Cache, Freshness, StageState}
 use pipeline_core::report::{
     best_output, cached_result, stored_metrics, KeptWeights, RunReport, StageResult, StageStatus,
 };
+use pipeline_core::reshard::Lineages;
 use pipeline_core::stages::MODEL_OUTPUT;
 use pipeline_core::stale::Reason;
 use serde_json::json;
@@ -54,6 +55,20 @@ struct Context<'a> {
     trained: HashMap<Weights, Trained>,
     /// Weights in files (the cache's, or kept ones), loaded when a later stage needs them.
     weight_files: HashMap<Weights, (PathBuf, BTreeMap<String, f64>)>,
+    /// `pipeline run --reshard`.
+    reshard: bool,
+}
+
+/// How a run is asked to go, beyond its manifest: `pipeline run`'s options that the
+/// stages see.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options<'p> {
+    /// `--tensorboard-dir`: where the trainings' event files go, rather than the run
+    /// directory.
+    pub tensorboard_dir: Option<&'p Path>,
+    /// `--reshard`: a training continues from the snapshots of the same training with
+    /// another global batch (the order of samples changing from the resume on).
+    pub reshard: bool,
 }
 
 /// What a stage that ran produced: metrics, and its files by their names in the store,
@@ -143,17 +158,23 @@ impl<'a> Context<'a> {
         let final_state =
             (cache.is_some() && keeps_final_state(manifest, state, group)).then(|| Snapshots {
                 dir: scratch.join("final-state"),
-                every_epochs: 0,
-                every_steps: 0,
+                ..Default::default()
             });
         let extends = state.extends.as_ref().and_then(|e| {
             let entry = &e.entry;
             Some((entry.output(FINAL_STATE)?, entry.output(FINAL_TENSORS)?))
         });
+        // Without its own snapshots, the same training on another number of processes may
+        // have left some.
+        let elsewhere = (snapshots.as_ref())
+            .filter(|s| s.steps()[0].is_none())
+            .and_then(Snapshots::elsewhere);
         let saved = Saved {
             snapshots: snapshots.as_ref(),
             extends,
             final_state: final_state.as_ref(),
+            elsewhere: elsewhere.as_ref(),
+            reshard: self.reshard,
         };
         let ran = std::fs::create_dir_all(&scratch)
             .map_err(|e| write_failed(&scratch, e))
@@ -419,7 +440,7 @@ pub fn run(
     cache: Option<&mut Cache>,
     device: Device,
     group: Option<ProcessGroup>,
-    tensorboard_dir: Option<&Path>,
+    options: Options,
     obs: &mut dyn Observer,
 ) -> Result<RunReport, Diagnostic> {
     let (rank, world) = group.as_ref().map_or((0, 1), |g| (g.rank, g.world));
@@ -434,7 +455,7 @@ pub fn run(
     let snapshot_store = cache.as_ref().map(|c| c.store.clone());
     let mut cache = cache.filter(|_| rank == 0);
     let mut ctx = match states.iter().any(|s| !s.is_fresh()) {
-        true => Some(open(manifest, device, group, tensorboard_dir, obs)?),
+        true => Some(open(manifest, device, group, options, obs)?),
         false => None,
     };
     let mut results: Vec<StageResult> = Vec::new();
@@ -638,6 +659,15 @@ fn snapshots_of(
         },
         every_epochs: spec.snapshot_every_epochs,
         every_steps: spec.snapshot_every_steps,
+        taken: Lineages::of(&state.fingerprint.key).map(|lineages| Taken {
+            lineages,
+            strategy: manifest
+                .accelerator
+                .distributed
+                .strategy
+                .as_str()
+                .to_string(),
+        }),
     })
 }
 
@@ -677,7 +707,7 @@ fn open<'a>(
     manifest: &'a Manifest,
     device: Device,
     group: Option<ProcessGroup>,
-    tensorboard_dir: Option<&Path>,
+    options: Options,
     obs: &mut dyn Observer,
 ) -> Result<Context<'a>, Diagnostic> {
     let world = group.as_ref().map_or(1, |g| g.world);
@@ -747,7 +777,7 @@ fn open<'a>(
     let text = serde_json::to_string(&rows).expect("json");
     cache::write_atomic(&split, text.as_bytes()).map_err(|e| write_failed(&split, e))?;
     // Runs collected in one tree: by pipeline, then by run.
-    let tensorboard = match tensorboard_dir {
+    let tensorboard = match options.tensorboard_dir {
         Some(dir) => dir.join(&manifest.name).join(run_dir.id()),
         None => run_dir.path.join("tensorboard"),
     };
@@ -758,6 +788,7 @@ fn open<'a>(
         tensorboard,
         trained: HashMap::new(),
         weight_files: HashMap::new(),
+        reshard: options.reshard,
     })
 }
 

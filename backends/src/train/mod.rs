@@ -18,6 +18,7 @@
 mod plan;
 pub(crate) mod processes;
 mod rates;
+mod reshard;
 mod step_log;
 mod trainer;
 mod update;

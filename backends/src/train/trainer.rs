@@ -13,6 +13,7 @@ use super::processes::{
     agree, agree_on_snapshots, common_snapshot, decide, sum_over_processes, sum_values,
 };
 use super::rates::Rates;
+use super::reshard;
 use super::step_log::{self, StepLog, Totals};
 use super::update::optimizer_step;
 use super::validation::{share, Validator};
@@ -308,6 +309,26 @@ impl<'a, 'o> Trainer<'a, 'o> {
             (Some(g), Some(s)) => common_snapshot(g, s, name, out.obs)
                 .map_err(|e| fail("comparing the processes' snapshots", e))?,
             (_, s) => s.and_then(Snapshots::load),
+        };
+        // None of its own: those it left laid out otherwise, if any.
+        let snapshot = match saved.snapshots {
+            Some(_) => {
+                let params = crate::optimizer::trainable(&layout.model.vs);
+                let now = reshard::Now {
+                    group,
+                    strategy: session.strategy,
+                    params: &params,
+                    batch: layout.batch,
+                    accumulate: layout.accumulate,
+                    steps: layout.steps,
+                    sampler: &layout.sampler,
+                    samples: session.data.splits.train.len(),
+                    drop: manifest.accelerator.distributed.drop_remainder,
+                };
+                reshard::or_elsewhere(snapshot, saved, &now, name, out.obs)
+                    .map_err(|e| fail("comparing the processes' snapshots", e))?
+            }
+            None => snapshot,
         };
         let mut restored = restorable(snapshot, saved, spec, layout.batches, &mut callbacks, rates);
         if let Some(g) = group {

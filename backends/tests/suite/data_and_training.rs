@@ -36,7 +36,7 @@ fn run_uncached(m: &Manifest, order: &[usize]) -> Result<RunReport, Diagnostic> 
         None,
         backends::accelerator::resolve(&m.accelerator, None)?,
         None,
-        None,
+        Default::default(),
         &mut Silent,
     )
 }
