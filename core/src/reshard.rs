@@ -79,30 +79,18 @@ pub fn batches_done(batches: u64, from_batch: u64, batch: u64, accumulate: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::{fingerprints, Environment, Fingerprint};
-    use std::path::Path;
+    use crate::fingerprint::{tests::keys, Fingerprint};
 
+    /// A train stage's key with `accelerator`, on `processes` of `threads` threads each.
     fn train_key(accelerator: &str, batch: u64, processes: u64, threads: u64) -> Fingerprint {
-        let text = format!(
+        let mut key = keys(&format!(
             "seed 1\ndata {{ source \"d.csv\"; }}\nmodel {{ linear 8; relu; linear 3; }}\nloss \"cross-entropy\"\noptimizer \"adam\" lr=0.001\n{accelerator}\ntrain batch-size={batch}\n"
-        );
-        let checked = crate::load(&text, Path::new("m.kdl"), &[]);
-        let m = checked
-            .valid()
-            .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics));
-        let plan = crate::Plan::new(m);
-        let env = Environment {
-            tool: "t".into(),
-            libtorch: "2.13.0".into(),
-            device: "cpu".into(),
-            processes,
-            threads: Some(threads),
-        };
-        let all = fingerprints(m, &plan.order, &env, |p| {
-            Ok::<_, ()>(format!("hash of {}", p.display()))
-        })
-        .unwrap();
-        all[&0].clone()
+        ))
+        .remove(0);
+        key.key.environment.processes = processes;
+        key.key.environment.threads = Some(threads);
+        key.hash = key.key.fingerprint();
+        key
     }
 
     #[test]

@@ -129,14 +129,20 @@ fn resumes_bit_for_bit(
     let epoch = resumed["stages"][0]["resumed_at_epoch"].as_u64();
     assert!(epoch.is_some_and(|e| e >= 5), "{resumed}");
 
+    as_never_stopped(d, strategy, batch, args);
+    log
+}
+
+/// Asserts that the weights `dir`'s run exported are, bit for bit, those of the same
+/// project (`strategy`, `batch`) run with `args` and never stopped.
+pub(crate) fn as_never_stopped(dir: &Path, strategy: &str, batch: u64, args: &[&str]) {
     let never = project(strategy, batch);
     run_json(never.path(), "wine.kdl", args);
     let bytes = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
     assert!(
-        bytes(d) == bytes(never.path()),
-        "the resumed run's weights differ from those of a run never stopped"
+        bytes(dir) == bytes(never.path()),
+        "the weights differ from those of a run never stopped"
     );
-    log
 }
 
 #[test]

@@ -51,19 +51,17 @@ fn continues(strategy: &str, batch: u64, before: &[&str], after: &[&str]) -> Str
     log
 }
 
+/// One process of batches of 32: the global batch of two of 16.
+const ONE_PROCESS_OF_32: &[&str] = &[
+    "--set",
+    "accelerator.strategy=none",
+    "--set",
+    "train.batch-size=32",
+];
+
 #[test]
 fn a_snapshot_of_two_processes_continues_on_one_with_the_same_global_batch() {
-    let log = continues(
-        "ddp",
-        16,
-        &["--nproc-per-node", "2"],
-        &[
-            "--set",
-            "accelerator.strategy=none",
-            "--set",
-            "train.batch-size=32",
-        ],
-    );
+    let log = continues("ddp", 16, &["--nproc-per-node", "2"], ONE_PROCESS_OF_32);
     assert!(
         log.contains(
             "stage `train`: resuming from the snapshot this training left with 2 processes (epoch "
@@ -79,17 +77,7 @@ fn a_snapshot_of_two_processes_continues_on_one_with_the_same_global_batch() {
 #[test]
 fn zero1s_optimizer_shards_are_gathered_and_dealt_again() {
     // Two shards gathered into one process's whole state…
-    continues(
-        "zero1",
-        16,
-        &["--nproc-per-node", "2"],
-        &[
-            "--set",
-            "accelerator.strategy=none",
-            "--set",
-            "train.batch-size=32",
-        ],
-    );
+    continues("zero1", 16, &["--nproc-per-node", "2"], ONE_PROCESS_OF_32);
     // …and one process's state dealt into two shards.
     let log = continues(
         "none",
@@ -114,31 +102,33 @@ fn another_global_batch_or_padding_trains_from_the_start_unless_reshard_says() {
     let d = dir.path();
     let (code, log) = stopped(d, &["--nproc-per-node", "2"], &[], libc::SIGTERM);
     assert_eq!(code, 143, "{log}");
-    let one = [
-        "--set",
-        "accelerator.strategy=none",
-        "--set",
-        "train.batch-size=32",
-    ];
-    let (report, log) = run(d, &[&one[..], &["--stage", "train"]].concat());
-    assert!(report["stages"][0]["resumed_at_epoch"].is_null(), "{log}");
-    assert!(
-        log.contains("does not continue it exactly: its 125 training samples were padded to a multiple of 2 processes, and are to one of 1; training from the start (`pipeline run --reshard` continues from it, the order of samples changing from there)"),
-        "{log}"
-    );
+    // Run with `batch` on one process: trained from the start, saying `why`.
+    let from_the_start = |batch: &str, why: &str| {
+        let batch = format!("train.batch-size={batch}");
+        let one = [
+            "--set",
+            "accelerator.strategy=none",
+            "--set",
+            &batch,
+            "--stage",
+            "train",
+        ];
+        let (report, log) = run(d, &one);
+        assert!(report["stages"][0]["resumed_at_epoch"].is_null(), "{log}");
+        assert!(log.contains(why), "{log}");
+    };
+    from_the_start("32", "does not continue it exactly: its 125 training samples were padded to a multiple of 2 processes, and are to one of 1; training from the start (`pipeline run --reshard` continues from it, the order of samples changing from there)");
     // Another global batch: the same, unless --reshard.
+    from_the_start(
+        "16",
+        "its global batch was 32, this run's is 16; training from the start",
+    );
     let half = [
         "--set",
         "accelerator.strategy=none",
         "--set",
         "train.batch-size=16",
     ];
-    let (report, log) = run(d, &[&half[..], &["--stage", "train"]].concat());
-    assert!(report["stages"][0]["resumed_at_epoch"].is_null(), "{log}");
-    assert!(
-        log.contains("its global batch was 32, this run's is 16; training from the start"),
-        "{log}"
-    );
     let (report, log) = run(d, &[&half[..], &["--force", "train", "--reshard"]].concat());
     let epoch = report["stages"][0]["resumed_at_epoch"].as_u64();
     assert!(epoch.is_some_and(|e| e >= 5), "{log}");

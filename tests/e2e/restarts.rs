@@ -5,7 +5,7 @@
 //! refused is not restarted: it would fail the same way every time.
 
 use crate::common::{refused, small_project, snapshot_epoch, statuses};
-use crate::preemption::project;
+use crate::preemption::{as_never_stopped, project};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -101,13 +101,7 @@ fn restarts_bit_for_bit(strategy: &str, args: &[&str], rank: u32, workers: &str)
     let epoch = report["stages"][0]["resumed_at_epoch"].as_u64();
     assert!(epoch.is_some_and(|e| e >= 5), "{report}");
 
-    let never = project(strategy, 32);
-    crate::common::run_json(never.path(), "wine.kdl", &args);
-    let bytes = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
-    assert!(
-        bytes(d) == bytes(never.path()),
-        "the restarted run's weights differ from those of a run never interrupted"
-    );
+    as_never_stopped(d, strategy, 32, &args);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! do. Each test waits a bounded time, and they take the cluster's two CPUs in turn.
 
 use crate::common::{pipeline, run_json, snapshot_epoch, statuses, text};
-use crate::preemption::project;
+use crate::preemption::{as_never_stopped, project};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -142,13 +142,7 @@ fn a_job_slurm_preempts_is_requeued_and_ends_bit_for_bit() {
     let epoch = reports[1]["stages"][0]["resumed_at_epoch"].as_u64();
     assert!(epoch.is_some_and(|e| e >= 5), "{}", reports[1]);
 
-    let never = project("none", 8);
-    run_json(never.path(), "wine.kdl", &args);
-    let bytes = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
-    assert!(
-        bytes(d) == bytes(never.path()),
-        "the requeued job's weights differ from those of a run never stopped"
-    );
+    as_never_stopped(d, "none", 8, &args);
 }
 
 #[test]

@@ -697,50 +697,26 @@ fn a_swept_key_set_too_a_halving_given_twice_and_a_swept_setting_are_refused() {
 #[test]
 fn an_executor_it_does_not_know_or_slurm_args_without_slurm_are_refused() {
     let dir = crate::common::digits_project();
-    let stderr = crate::common::refused(
-        dir.path(),
-        &[
-            "sweep",
-            "digits.kdl",
-            "--grid",
-            "optimizer.lr=0.1,0.2",
-            "--executor",
-            "k8s",
-        ],
-        1,
-    );
+    let sweep = |more: &[&str]| -> Vec<String> {
+        let grid = ["sweep", "digits.kdl", "--grid", "optimizer.lr=0.1,0.2"];
+        grid.iter().chain(more).map(|a| a.to_string()).collect()
+    };
+    let refused = |more: &[&str]| {
+        let args = sweep(more);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::common::refused(dir.path(), &args, 1)
+    };
     assert_eq!(
-        stderr,
+        refused(&["--executor", "k8s"]),
         "error: there is no executor `k8s`: --executor takes local or slurm\n"
     );
-    let stderr = crate::common::refused(
-        dir.path(),
-        &[
-            "sweep",
-            "digits.kdl",
-            "--grid",
-            "optimizer.lr=0.1,0.2",
-            "--slurm-args",
-            "--time=5",
-        ],
-        1,
-    );
     assert_eq!(
-        stderr,
+        refused(&["--slurm-args", "--time=5"]),
         "error: --slurm-args is for --executor slurm, and this sweep runs on `local`\n"
     );
-    let out = crate::common::pipeline(
-        dir.path(),
-        &[
-            "sweep",
-            "digits.kdl",
-            "--grid",
-            "optimizer.lr=0.1,0.2",
-            "--executor",
-            "k8s",
-            "--json",
-        ],
-    );
+    let args = sweep(&["--executor", "k8s", "--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crate::common::pipeline(dir.path(), &args);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], false);
     assert_eq!(
