@@ -276,4 +276,24 @@ fn a_sweep_submits_its_points_as_slurm_jobs_and_only_those_not_cached() {
     let (again, log) = sweep(d, &slurm);
     assert!(!log.contains("SLURM job"), "{log}");
     assert!(by_rate(&again).iter().all(|p| p.2.is_none()));
+
+    // Options SLURM refuses are refused once, before any point.
+    let refused = crate::common::refused(
+        d,
+        &[
+            "sweep",
+            "wine.kdl",
+            "--grid",
+            "optimizer.lr=0.1,0.2",
+            "--executor",
+            "slurm",
+            "--slurm-args",
+            "--tim=5",
+        ],
+        1,
+    );
+    assert_eq!(
+        refused,
+        "error: sbatch refuses the jobs' options (--tim=5): sbatch: option '--tim=5' is ambiguous; possibilities: '--time' '--time-min' Try \"sbatch --help\" for more information\n"
+    );
 }

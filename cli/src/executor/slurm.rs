@@ -1,7 +1,8 @@
 //! `--executor slurm`: each point a SLURM batch job, `sbatch --wait` of the point's
 //! `pipeline run` in the sweep's directory, with `--slurm-args` (`--partition=gpu
 //! --gres=gpu:1 --time=1:00:00`) after the sweep's own options (a later option wins); the
-//! cluster queues them. Every point is submitted at once unless `--jobs` says fewer. The
+//! cluster queues them; SLURM checks the options once first (`sbatch --test-only`). Every
+//! point is submitted at once unless `--jobs` says fewer. The
 //! sweep reads each run's report from its job's output file, and when it is interrupted
 //! (Ctrl-C, SIGTERM) it cancels the jobs it submitted. A point whose stages are all
 //! cached is not submitted: the sweep answers it here.
@@ -31,13 +32,23 @@ pub fn make(args: &SweepArgs) -> Result<Box<dyn Executor>, String> {
         })?,
         None => Vec::new(),
     };
-    let found = Command::new("sbatch")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if !found.is_ok_and(|s| s.success()) {
-        return Err("--executor slurm submits jobs with SLURM's `sbatch`, which is not on the PATH: run the sweep on a machine of the cluster (a login node)".into());
+    // The options checked once, by SLURM itself, before any point is submitted.
+    let tried = Command::new("sbatch")
+        .arg("--test-only")
+        .args(&extra)
+        .args(["--wrap", "true"])
+        .stdin(Stdio::null())
+        .output();
+    match tried {
+        Err(_) => return Err("--executor slurm submits jobs with SLURM's `sbatch`, which is not on the PATH: run the sweep on a machine of the cluster (a login node)".into()),
+        Ok(out) if !out.status.success() => {
+            return Err(format!(
+                "sbatch refuses the jobs' options ({}): {}",
+                extra.join(" "),
+                last_lines(&out.stderr, 2).replace('\n', " ")
+            ))
+        }
+        Ok(_) => {}
     }
     let files = std::env::current_dir()
         .map_err(|e| format!("cannot read the current directory: {e}"))?
