@@ -54,6 +54,11 @@ pub struct Position {
     /// The learning rates' state (reduce-on-plateau's), when they have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<serde_json::Value>,
+    /// The training went on from the snapshot of another global batch
+    /// (`pipeline run --reshard`): its order of samples is not the one its key describes,
+    /// so its result is never stored in the cache (nor that of the stages using it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reordered: bool,
 }
 
 impl Position {
@@ -627,6 +632,7 @@ mod tests {
                     schedule: Some(
                         serde_json::json!({"lr": x, "best": x, "bad": 2, "cooldown_left": 0}),
                     ),
+                    reordered: true,
                 },
                 taken: Some(Taken {
                     lineages: Lineages {

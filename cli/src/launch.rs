@@ -273,25 +273,10 @@ fn stop_asked() -> Option<i32> {
     Some(STOP_ASKED.load(Ordering::SeqCst)).filter(|&s| s != 0)
 }
 
-/// A signal's name, as `kill -l` gives it.
+/// A signal's name (`SIGKILL`), as the worker's `backends::preemption::name` says it.
 fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
+    signal_hook::low_level::signal_name(signal)
+        .map_or_else(|| format!("signal {signal}"), String::from)
 }
 
 /// Waits for every worker; on the first failure stops the others. A failure is an

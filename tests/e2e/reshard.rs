@@ -116,10 +116,11 @@ fn another_global_batch_or_padding_trains_from_the_start_unless_reshard_says() {
         let (report, log) = run(d, &one);
         assert!(report["stages"][0]["resumed_at_epoch"].is_null(), "{log}");
         assert!(log.contains(why), "{log}");
+        report
     };
     from_the_start("32", "does not continue it exactly: its 125 training samples were padded to a multiple of 2 processes, and are to one of 1; training from the start (`pipeline run --reshard` continues from it, the order of samples changing from there)");
     // Another global batch: the same, unless --reshard.
-    from_the_start(
+    let scratch = from_the_start(
         "16",
         "its global batch was 32, this run's is 16; training from the start",
     );
@@ -136,4 +137,19 @@ fn another_global_batch_or_padding_trains_from_the_start_unless_reshard_says() {
         log.contains("as --reshard asks: its global batch was 32, this run's is 16, so the order of samples changes from here"),
         "{log}"
     );
+    // Its result is not what its key describes: neither it nor what uses it is cached.
+    assert!(
+        log.contains("stage `train` is not cached: it went on from the snapshot of another global batch (--reshard), so its result is not what its key describes"),
+        "{log}"
+    );
+    assert!(
+        log.contains("stage `test` is not cached: it uses a training that --reshard continued"),
+        "{log}"
+    );
+    // The cache still holds the training from the start, not the continued one.
+    let (again, _) = run(d, &half);
+    let loss = |r: &serde_json::Value| r["stages"][0]["metrics"]["loss"].clone();
+    assert_eq!(again["stages"][0]["status"], "cached", "{again}");
+    assert_eq!(loss(&again), loss(&scratch));
+    assert_ne!(loss(&again), loss(&report));
 }

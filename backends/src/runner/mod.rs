@@ -57,6 +57,9 @@ struct Context<'a> {
     weight_files: HashMap<Weights, (PathBuf, BTreeMap<String, f64>)>,
     /// `pipeline run --reshard`.
     reshard: bool,
+    /// The stages whose result is not what their key describes (a training `--reshard`
+    /// continued, and the stages that use one): never stored.
+    unkeyed: std::collections::HashSet<String>,
 }
 
 /// How a run is asked to go, beyond its manifest: `pipeline run`'s options that the
@@ -83,6 +86,9 @@ struct Produced {
     stopped: Option<(u64, String)>,
     /// A `train` stage that started from a saved state: at which epoch.
     resumed_at: Option<u64>,
+    /// A `train` stage that went on from another global batch's snapshot (`--reshard`):
+    /// its result is not what its key describes.
+    reordered: bool,
     /// The weights a `train` stage's `keep-best` kept, the best first.
     kept: Vec<KeptWeights>,
     /// An `eval` stage of k-fold cross-validation: each metric's standard deviation over
@@ -98,6 +104,7 @@ impl Produced {
             init: None,
             stopped: None,
             resumed_at: None,
+            reordered: false,
             kept: Vec::new(),
             std: BTreeMap::new(),
         }
@@ -187,7 +194,21 @@ impl<'a> Context<'a> {
             }
             let kept = std::mem::take(&mut produced.kept);
             let mut entry = None;
-            if let Some(c) = cache {
+            let stage = &manifest.stages[state.index];
+            let unkeyed = produced.reordered
+                || (stage.needs.iter()).any(|n| self.unkeyed.contains(&n.value));
+            if let (true, Some(_)) = (unkeyed, cache) {
+                self.unkeyed.insert(result.name.clone());
+                obs.notice(&format!(
+                    "stage `{}` is not cached: it {}, so its result is not what its key describes",
+                    result.name,
+                    match produced.reordered {
+                        true => "went on from the snapshot of another global batch (--reshard)",
+                        false => "uses a training that --reshard continued",
+                    }
+                ));
+            }
+            if let (false, Some(c)) = (unkeyed, cache) {
                 let mut metrics = json!(produced.metrics);
                 if !kept.is_empty() {
                     metrics["best"] = json!(kept);
@@ -789,6 +810,7 @@ fn open<'a>(
         trained: HashMap::new(),
         weight_files: HashMap::new(),
         reshard: options.reshard,
+        unkeyed: Default::default(),
     })
 }
 

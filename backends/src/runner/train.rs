@@ -81,6 +81,7 @@ impl Context<'_> {
             init,
             stopped: trained.stopped.clone(),
             resumed_at: trained.resumed_at,
+            reordered: trained.reordered,
             kept: trained.kept,
             std: BTreeMap::new(),
         })

@@ -57,6 +57,8 @@ pub struct Trained {
     /// The epoch it started at, when it started from a saved state (a snapshot, or the
     /// final state of a shorter training it extends).
     pub resumed_at: Option<u64>,
+    /// It went on from another global batch's snapshot (`--reshard`): not to be stored.
+    pub reordered: bool,
     /// The weights `keep-best` kept, the best first.
     pub kept: Vec<KeptWeights>,
 }

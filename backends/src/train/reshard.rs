@@ -119,6 +119,7 @@ pub(super) fn or_elsewhere(
         );
         at.step_in_epoch = batches;
         at.step = (at.epoch - 1) * now.steps + batches / now.accumulate.max(1);
+        at.reordered |= why_not.is_some();
         r
     });
     if let Ok(r) = &restored {

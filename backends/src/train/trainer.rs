@@ -217,6 +217,8 @@ pub(super) struct Trainer<'a, 'o> {
     stopped: Option<Stop>,
     /// When the processes next ask each other whether a signal came.
     signal_checks: SignalChecks,
+    /// Whether it went on from another global batch's snapshot ([`Position::reordered`]).
+    reordered: bool,
 }
 
 /// The processes of a distributed training ask each other whether a signal came
@@ -303,6 +305,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             callbacks: Default::default(),
             step_log: None,
             schedule: None,
+            reordered: false,
         };
         let rates = &mut layout.schedule;
         let snapshot = match (group, saved.snapshots) {
@@ -395,6 +398,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
                 next: at.step + 1,
                 last: (at.step, Instant::now()),
             },
+            reordered: at.reordered,
             layout,
         };
         Ok((trainer, at, resumed))
@@ -442,6 +446,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             init: self.layout.init,
             stopped: self.stopped.map(|(epoch, why, _)| (epoch, why)),
             resumed_at: resumed.then_some(at.epoch),
+            reordered: self.reordered,
             kept: self.callbacks.outputs(),
             model: self.layout.model,
         })
@@ -813,6 +818,7 @@ impl<'a, 'o> Trainer<'a, 'o> {
             callbacks: self.callbacks.state(),
             step_log: self.step_log.state(),
             schedule: self.layout.schedule.state(),
+            reordered: self.reordered,
         }
     }
 
