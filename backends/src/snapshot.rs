@@ -487,10 +487,13 @@ pub fn resharded(
             state.insert((slot.to_string(), p), t.shallow_clone());
         }
     }
-    for ((slot, p), t) in state.iter() {
-        let mine = held(owners[1], rank);
-        if let Some(j) = mine.iter().position(|q| q == p) {
-            tensors.insert(format!("optim.{slot}.{j}"), t.shallow_clone());
+    // This process's parameters now, each at its index among them.
+    let mine: HashMap<usize, usize> = (held(owners[1], rank).into_iter().enumerate())
+        .map(|(j, p)| (p, j))
+        .collect();
+    for ((slot, p), t) in state {
+        if let Some(j) = mine.get(&p) {
+            tensors.insert(format!("optim.{slot}.{j}"), t);
         }
     }
     let mut position = olds[0].position.clone();
